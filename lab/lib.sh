@@ -1,0 +1,124 @@
+# Shared paths and helpers for the lab's commands; sourced, never run.
+LAB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=versions.env
+. "$LAB_DIR/versions.env"
+RUN_DIR=${HYBRID_LAB_RUN_DIR:-$LAB_DIR/.run}
+CACHE_ROOT=${HYBRID_LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hybrid-drill-lab}
+CACHE_KEY=$(sha256sum "$LAB_DIR/versions.env" | cut -c1-16)
+BIN_DIR=$CACHE_ROOT/$CACHE_KEY/bin
+SRC_DIR=$CACHE_ROOT/$CACHE_KEY/src
+export KUBECONFIG=$RUN_DIR/kubeconfig
+
+log() { printf '[lab %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# --- Process bookkeeping, ports and common waits (used by up/down/status/smoke/node-fail/node-recover) ---
+PKI_DIR=$RUN_DIR/pki
+PID_DIR=$RUN_DIR/pids
+LOG_DIR=$RUN_DIR/logs
+CRD_DIR=$CACHE_ROOT/$CACHE_KEY/crds
+LAB_CONTEXT=hybrid-lab
+# Non-default ports, all on 127.0.0.1, so the lab never collides with a real cluster or another local tool.
+ETCD_PORT=23790
+ETCD_PEER_PORT=23800
+APISERVER_PORT=26443
+KCM_PORT=20257
+SCHEDULER_PORT=20259
+KWOK_PORT=20247
+KARPENTER_METRICS_PORT=20080
+KARPENTER_HEALTH_PORT=20081
+# Start order; down stops them in reverse.
+COMPONENTS="etcd kube-apiserver kube-controller-manager kube-scheduler kwok karpenter"
+
+kc() { kubectl --kubeconfig "$KUBECONFIG" --context "$LAB_CONTEXT" "$@"; }
+
+pid_of() { cat "$PID_DIR/$1.pid" 2>/dev/null || true; }
+
+# alive COMPONENT: its recorded pid runs and is still our binary (guards against pid reuse).
+alive() {
+  local pid; pid=$(pid_of "$1")
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "$CACHE_ROOT/"
+}
+
+# stop_component COMPONENT: TERM, wait up to 10 s, then KILL; forgets the pid.
+stop_component() {
+  local c=$1 pid i
+  pid=$(pid_of "$c")
+  if [ -n "$pid" ] && alive "$c"; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    if kill -0 "$pid" 2>/dev/null; then log "$c (pid $pid) ignored TERM; killing"; kill -KILL "$pid" 2>/dev/null || true; fi
+    for i in $(seq 1 25); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+  fi
+  rm -f "$PID_DIR/$c.pid"
+}
+
+# wait_until SECONDS WHAT HINT CMD...: polls CMD every second; on timeout prints CMD's last output (the checks below
+# print what is wrong) and dies naming WHAT and HINT (where to look).
+wait_until() {
+  local timeout=$1 what=$2 hint=$3; shift 3
+  local deadline=$(( $(date +%s) + timeout ))
+  until "$@" >/dev/null 2>&1; do
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      "$@" >&2 2>&1 || true
+      die "timed out after ${timeout}s waiting for: $what (see $hint)"
+    fi
+    sleep 1
+  done
+}
+
+# --- Steady-state checks: each prints what is wrong and returns non-zero -------------------------------------------
+names() { kc get "$@" -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}'; }
+# Nodes whose Ready condition is not True, as "name status".
+nodes_not_ready() {
+  kc get nodes -o jsonpath='{range .items[*]}{.metadata.name}{"|"}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
+    awk -F'|' '$2!="True"{print $1" "($2==""?"NoCondition":$2)}'
+}
+all_nodes_ready() {
+  local bad
+  [ -n "$(names nodes)" ] || { echo "no nodes"; return 1; }
+  bad=$(nodes_not_ready) || return 1
+  [ -z "$bad" ] || { echo "nodes not Ready: $(echo "$bad" | tr '\n' ' ')"; return 1; }
+}
+# Inference pods as "name|node|ready|deletionTimestamp".
+inference_pods() {
+  kc -n inference get pods -l app=llm-inference -o jsonpath='{range .items[*]}{.metadata.name}{"|"}{.spec.nodeName}{"|"}{.status.conditions[?(@.type=="Ready")].status}{"|"}{.metadata.deletionTimestamp}{"\n"}{end}'
+}
+# ready_inference_on SELECTOR: how many inference pods are Ready (and not terminating) on nodes matching SELECTOR.
+ready_inference_on() {
+  local nodes; nodes=$(names nodes -l "$1" | tr '\n' ' ')
+  inference_pods | awk -F'|' -v nodes="$nodes" 'BEGIN{n=split(nodes,a," "); for(i=1;i<=n;i++) s[a[i]]=1}
+    $3=="True" && $4=="" && ($2 in s){c++} END{print c+0}'
+}
+inference_on_hybrid() {
+  local ready total
+  ready=$(ready_inference_on eks.amazonaws.com/compute-type=hybrid) || return 1
+  total=$(inference_pods | grep -c . || true)
+  [ "$ready" = 4 ] && [ "$total" = 4 ] || { echo "llm-inference: $ready/4 Ready on hybrid nodes, $total pods in total"; return 1; }
+}
+nodepool_ready() {
+  local s; s=$(kc get nodepool gpu-fallback -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') || return 1
+  [ "$s" = True ] || { echo "NodePool gpu-fallback Ready=${s:-<none>}"; return 1; }
+}
+fallback_nodeclaims() { names nodeclaims -l karpenter.sh/nodepool=gpu-fallback; }
+fallback_nodes() { names nodes -l karpenter.sh/nodepool=gpu-fallback; }
+# Everything the drills assume before they start; prints one line per problem.
+steady_state_problems() {
+  local out="" n
+  kc get --raw /readyz >/dev/null 2>&1 || { echo "API server does not answer"; return 1; }
+  out+=$(all_nodes_ready)$'\n'
+  for n in $(names nodes -l eks.amazonaws.com/compute-type=hybrid); do
+    [ "$(kc get node "$n" -o jsonpath='{.spec.unschedulable}')" = true ] && out+="hybrid node $n is cordoned"$'\n'
+    [ "$(kc get node "$n" -o jsonpath='{.metadata.annotations.kwok\.x-k8s\.io/node}')" = fake ] ||
+      out+="hybrid node $n is not managed by kwok (failed with lab/node-fail?)"$'\n'
+  done
+  [ "$(names nodes -l eks.amazonaws.com/compute-type=hybrid | grep -c .)" = 2 ] || out+="expected 2 hybrid nodes"$'\n'
+  out+=$(inference_on_hybrid)$'\n'
+  out+=$(nodepool_ready)$'\n'
+  n=$(fallback_nodeclaims | grep -c . || true)
+  [ "$n" = 0 ] || out+="NodePool gpu-fallback has $n NodeClaims (steady state is 0)"$'\n'
+  n=$(fallback_nodes | grep -c . || true)
+  [ "$n" = 0 ] || out+="NodePool gpu-fallback has $n nodes (steady state is 0)"$'\n'
+  out=$(printf '%s' "$out" | grep . || true)
+  [ -z "$out" ] || { echo "$out"; return 1; }
+}
