@@ -1,0 +1,280 @@
+//! Command-line interface: clap definitions, dispatch, and the mapping of outcomes to exit codes.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::cluster::{Cluster, Target};
+use crate::drill;
+use crate::report::{Outcome, terminal};
+use crate::run::{self, RunOptions};
+
+pub const EXIT_PASSED: u8 = 0;
+pub const EXIT_OBJECTIVE_MISSED: u8 = 1;
+pub const EXIT_INVALID: u8 = 2;
+pub const EXIT_ABORTED: u8 = 3;
+pub const EXIT_RESTORE_FAILED: u8 = 4;
+
+pub fn exit_code(outcome: Outcome) -> i32 {
+    i32::from(match outcome {
+        Outcome::Passed => EXIT_PASSED,
+        Outcome::ObjectiveMissed => EXIT_OBJECTIVE_MISSED,
+        Outcome::Aborted => EXIT_ABORTED,
+        Outcome::RestoreFailed => EXIT_RESTORE_FAILED,
+    })
+}
+
+const AFTER_HELP: &str = "\
+Examples:
+  hybrid-drill validate drills/drain.yaml        check a drill file; touches no cluster
+  hybrid-drill plan drills/drain.yaml            show exactly what a run would touch; changes nothing
+  hybrid-drill run drills/drain.yaml             run it (asks you to confirm the blast radius)
+  hybrid-drill run drills/drain.yaml --yes --output json > result.json
+  hybrid-drill recover reports/onprem-gpu-drain/20261202T101500Z
+  hybrid-drill schema > drill.schema.json        JSON Schema for editors
+
+Exit codes:
+  0  drill passed: every step ran and every objective was met
+  1  drill completed but missed an objective
+  2  invalid input or set-up: bad drill file, wrong context, unreachable cluster, missing CRD,
+     selector matching nothing; nothing was touched
+  3  aborted (step failed or timed out, guard tripped, SIGINT/SIGTERM); the cluster was restored
+  4  restore failed: the cluster needs a human (run `hybrid-drill recover RUN_DIR`)";
+
+/// Failure drills for hybrid GPU clusters: drain or cut the on-prem GPU nodes, measure the Karpenter cloud
+/// fallback phase by phase, return to on-prem, and leave a timestamped report.
+#[derive(Debug, Parser)]
+#[command(name = "hybrid-drill", version, after_help = AFTER_HELP)]
+pub struct Cli {
+    /// Kubeconfig file to use (default: $KUBECONFIG, then ~/.kube/config).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use (default: the current context). It must match the drill's spec.cluster.context.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
+    /// More log output on stderr (-v info, -vv debug); RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a drill against the cluster: checks, fault, fallback, restore check, return, reclaim, report.
+    #[command(after_help = "The run directory reports/<drill>/<UTC timestamp>/ holds drill.yaml, timeline.jsonl, \
+journal.jsonl, report.json and report.md. A failed, timed-out or interrupted drill restores the cluster and still \
+writes its report.")]
+    Run {
+        /// The drill file (YAML).
+        file: PathBuf,
+        /// Skip the interactive confirmation of the blast radius (scripts and CI).
+        #[arg(long, short = 'y')]
+        yes: bool,
+        /// Resolve and print what would be touched, then stop; nothing is written.
+        #[arg(long)]
+        dry_run: bool,
+        /// `text` prints a summary table; `json` prints report.json on stdout.
+        #[arg(long, short = 'o', value_enum, default_value = "text")]
+        output: OutputFormat,
+        /// Where run directories are created.
+        #[arg(long, value_name = "DIR", default_value = "reports", env = "HYBRID_DRILL_REPORTS")]
+        reports_dir: PathBuf,
+    },
+    /// Check drill files without touching a cluster; errors point at the line and column.
+    Validate {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Resolve a drill read-only against the cluster and print exactly what a run would touch, in order.
+    Plan { file: PathBuf },
+    /// Restore a cluster from the journal of an interrupted run (after kill -9 or a lost machine).
+    Recover {
+        /// A run directory; without one, every run under --reports-dir with something left to undo.
+        run_dir: Option<PathBuf>,
+        #[arg(long, value_name = "DIR", default_value = "reports", env = "HYBRID_DRILL_REPORTS")]
+        reports_dir: PathBuf,
+    },
+    /// Print the JSON Schema of the drill file format, for editors.
+    Schema,
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.verbose);
+    let target = Target { kubeconfig: cli.kubeconfig.clone(), context: cli.context.clone() };
+    let code = match cli.command {
+        Command::Validate { files } => validate(&files),
+        Command::Schema => {
+            println!("{}", serde_json::to_string_pretty(&drill::json_schema()).unwrap_or_default());
+            EXIT_PASSED
+        }
+        Command::Run { file, yes, dry_run, output, reports_dir } => {
+            let opts = RunOptions { target, yes, dry_run, json: output == OutputFormat::Json, reports_dir };
+            block_on(run_command(&file, opts))
+        }
+        Command::Plan { file } => block_on(plan_command(&file, &target)),
+        Command::Recover { run_dir, reports_dir } => block_on(recover_command(run_dir, &reports_dir, &target)),
+    };
+    ExitCode::from(code)
+}
+
+fn init_tracing(verbose: u8) {
+    let level = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let _ =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+}
+
+fn block_on<F: std::future::Future<Output = u8>>(f: F) -> u8 {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt.block_on(f),
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            EXIT_INVALID
+        }
+    }
+}
+
+fn load(file: &Path) -> Result<drill::LoadedDrill, u8> {
+    drill::load(file).map_err(|e| {
+        eprint!("{}", e.render());
+        EXIT_INVALID
+    })
+}
+
+fn validate(files: &[PathBuf]) -> u8 {
+    let mut code = EXIT_PASSED;
+    for file in files {
+        match load(file) {
+            Ok(d) => println!(
+                "ok: {} is a valid drill ({}, {} steps)",
+                file.display(),
+                d.drill.metadata.name,
+                d.drill.spec.steps.len()
+            ),
+            Err(c) => code = c,
+        }
+    }
+    code
+}
+
+async fn plan_command(file: &Path, target: &Target) -> u8 {
+    let loaded = match load(file) {
+        Ok(l) => l,
+        Err(c) => return c,
+    };
+    match run::plan_only(&loaded, target).await {
+        Ok(text) => {
+            print!("{text}");
+            EXIT_PASSED
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_INVALID
+        }
+    }
+}
+
+async fn run_command(file: &Path, opts: RunOptions) -> u8 {
+    let loaded = match load(file) {
+        Ok(l) => l,
+        Err(c) => return c,
+    };
+    if opts.dry_run {
+        return plan_command(file, &opts.target).await;
+    }
+    match run::run(&loaded, &opts).await {
+        Ok(result) => {
+            if opts.json {
+                println!("{}", serde_json::to_string_pretty(&result.report).unwrap_or_default());
+            } else {
+                print!("{}", terminal::render(&result.report, &result.run_dir.display().to_string()));
+            }
+            result.report.exit_code as u8
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_INVALID
+        }
+    }
+}
+
+async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path, target: &Target) -> u8 {
+    let journals: Vec<PathBuf> = match run_dir {
+        Some(dir) => vec![dir.join("journal.jsonl")],
+        None => find_journals(reports_dir),
+    };
+    let cluster = match Cluster::connect(target).await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_INVALID;
+        }
+    };
+    if let Err(e) = cluster.ping().await {
+        eprintln!("error: {e}");
+        return EXIT_INVALID;
+    }
+    let mut code = EXIT_PASSED;
+    let mut anything = false;
+    for journal in journals {
+        let entries = crate::safety::journal::read(&journal).unwrap_or_default();
+        if crate::safety::journal::outstanding(&entries).is_empty() {
+            continue;
+        }
+        anything = true;
+        match crate::safety::recover(&cluster, &journal).await {
+            Ok(outcome) => {
+                for u in &outcome.undone {
+                    println!("restored: {u} ({})", journal.display());
+                }
+                for (u, why) in &outcome.failed {
+                    println!("NOT RESTORED: {u}: {why} ({})", journal.display());
+                    code = EXIT_RESTORE_FAILED;
+                }
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                code = EXIT_RESTORE_FAILED;
+            }
+        }
+    }
+    if !anything {
+        println!("nothing to recover");
+    }
+    code
+}
+
+fn find_journals(reports_dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let Ok(drills) = std::fs::read_dir(reports_dir) else {
+        return found;
+    };
+    for drill in drills.flatten() {
+        let Ok(runs) = std::fs::read_dir(drill.path()) else {
+            continue;
+        };
+        for run in runs.flatten() {
+            let journal = run.path().join("journal.jsonl");
+            if journal.exists() {
+                found.push(journal);
+            }
+        }
+    }
+    found.sort();
+    found
+}

@@ -1,0 +1,130 @@
+//! Cluster access: the client for the chosen kubeconfig context, the Karpenter types, and read-only look-ups.
+
+pub mod karpenter;
+pub mod quantity;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("cannot read kubeconfig: {0}; point at one with --kubeconfig or KUBECONFIG")]
+    Kubeconfig(String),
+    #[error("kubeconfig has no current context; pass --context NAME")]
+    NoContext,
+    #[error("cannot build a client for context `{context}`: {message}")]
+    Client { context: String, message: String },
+    #[error(
+        "this drill is for context `{expected}` but the kubeconfig selects `{actual}`; run `kubectl config use-context {expected}` or pass --context {expected}"
+    )]
+    WrongContext { expected: String, actual: String },
+    #[error(
+        "cannot reach the API server of context `{context}` at {server}: {message}; check the cluster is up and the kubeconfig is current"
+    )]
+    Unreachable { context: String, server: String, message: String },
+}
+
+/// A client bound to one kubeconfig context, counting every request it sends.
+#[derive(Clone)]
+pub struct Cluster {
+    pub client: Client,
+    pub context: String,
+    pub server: String,
+    requests: Arc<AtomicU64>,
+}
+
+/// Which kubeconfig and context to use, as kubectl takes them.
+#[derive(Debug, Clone, Default)]
+pub struct Target {
+    pub kubeconfig: Option<PathBuf>,
+    pub context: Option<String>,
+}
+
+impl Cluster {
+    pub async fn connect(target: &Target) -> Result<Cluster, ClusterError> {
+        let kubeconfig = match &target.kubeconfig {
+            Some(path) => Kubeconfig::read_from(path),
+            None => Kubeconfig::read(),
+        }
+        .map_err(|e| ClusterError::Kubeconfig(e.to_string()))?;
+        let context =
+            target.context.clone().or_else(|| kubeconfig.current_context.clone()).ok_or(ClusterError::NoContext)?;
+        let options = KubeConfigOptions { context: Some(context.clone()), ..Default::default() };
+        let config = Config::from_custom_kubeconfig(kubeconfig, &options)
+            .await
+            .map_err(|e| ClusterError::Client { context: context.clone(), message: e.to_string() })?;
+        let server = config.cluster_url.to_string();
+        let requests = Arc::new(AtomicU64::new(0));
+        let counter = requests.clone();
+        let client = kube::client::ClientBuilder::try_from(config)
+            .map_err(|e| ClusterError::Client { context: context.clone(), message: e.to_string() })?
+            .with_layer(&tower::layer::layer_fn(move |inner| CountRequests { inner, count: counter.clone() }))
+            .build();
+        Ok(Cluster { client, context, server, requests })
+    }
+
+    /// Refuses a cluster other than the one the drill names.
+    pub fn expect_context(&self, expected: &str) -> Result<(), ClusterError> {
+        if self.context != expected {
+            return Err(ClusterError::WrongContext { expected: expected.into(), actual: self.context.clone() });
+        }
+        Ok(())
+    }
+
+    /// One cheap request that proves the API server answers, returning its version.
+    pub async fn ping(&self) -> Result<String, ClusterError> {
+        self.client.apiserver_version().await.map(|v| v.git_version).map_err(|e| ClusterError::Unreachable {
+            context: self.context.clone(),
+            server: self.server.clone(),
+            message: first_line(&e.to_string()),
+        })
+    }
+
+    pub fn requests_sent(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+}
+
+pub fn first_line(text: &str) -> String {
+    text.lines().next().unwrap_or_default().to_string()
+}
+
+/// Counts requests so a report can say how hard the drill leaned on the API server.
+#[derive(Clone)]
+struct CountRequests<S> {
+    inner: S,
+    count: Arc<AtomicU64>,
+}
+
+impl<S, B> tower::Service<http::Request<B>> for CountRequests<S>
+where
+    S: tower::Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.inner.call(request)
+    }
+}
+
+/// Whether a kube error is the API server answering 404.
+pub fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// A Kubernetes timestamp on the chrono clock the timeline uses.
+pub fn to_utc(t: &k8s_openapi::jiff::Timestamp) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::from_timestamp(t.as_second(), t.subsec_nanosecond().max(0) as u32).unwrap_or_default()
+}

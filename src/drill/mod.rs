@@ -1,0 +1,76 @@
+//! The drill file: its model, parsing with locations, validation, JSON Schema and diagnostics.
+
+pub mod diagnostics;
+pub mod model;
+pub mod parse;
+pub mod validate;
+
+use std::path::{Path, PathBuf};
+
+pub use diagnostics::{Diagnostic, Location};
+pub use model::*;
+
+/// A drill read from disk and proven valid; nothing invalid gets past this type.
+#[derive(Debug, Clone)]
+pub struct LoadedDrill {
+    pub drill: Drill,
+    pub path: PathBuf,
+    pub source: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DrillError {
+    #[error("cannot read drill file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{} in {}", plural(&.diagnostics.len()), .path.display())]
+    Invalid { path: PathBuf, source_text: String, diagnostics: Vec<Diagnostic> },
+}
+
+fn plural(n: &usize) -> String {
+    if *n == 1 { "1 error".into() } else { format!("{n} errors") }
+}
+
+impl DrillError {
+    /// Every diagnostic rendered with its source line and caret.
+    pub fn render(&self) -> String {
+        match self {
+            DrillError::Read { .. } => format!("error: {self}\n"),
+            DrillError::Invalid { path, source_text, diagnostics } => {
+                let name = path.display().to_string();
+                let mut out: String =
+                    diagnostics.iter().map(|d| d.render(&name, source_text)).collect::<Vec<_>>().join("\n");
+                out.push_str(&format!("\nerror: {self}\n"));
+                out
+            }
+        }
+    }
+}
+
+pub fn load(path: &Path) -> Result<LoadedDrill, DrillError> {
+    let source =
+        std::fs::read_to_string(path).map_err(|source| DrillError::Read { path: path.to_path_buf(), source })?;
+    from_source(path, source)
+}
+
+pub fn from_source(path: &Path, source: String) -> Result<LoadedDrill, DrillError> {
+    let invalid = |diagnostics: Vec<Diagnostic>, source_text: &str| DrillError::Invalid {
+        path: path.to_path_buf(),
+        source_text: source_text.to_string(),
+        diagnostics,
+    };
+    let (drill, spans) = parse::parse_drill(&source).map_err(|d| invalid(vec![d], &source))?;
+    let problems = validate::validate(&drill, &spans);
+    if !problems.is_empty() {
+        return Err(invalid(problems, &source));
+    }
+    Ok(LoadedDrill { drill, path: path.to_path_buf(), source })
+}
+
+/// The JSON Schema of the drill format, for editors.
+pub fn json_schema() -> serde_json::Value {
+    let mut schema = serde_json::to_value(schemars::schema_for!(Drill)).unwrap_or_default();
+    if let Some(obj) = schema.as_object_mut() {
+        obj.insert("$id".into(), "https://hybrid-drill.io/schemas/drill-v1alpha1.json".into());
+    }
+    schema
+}

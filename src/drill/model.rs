@@ -1,0 +1,409 @@
+//! The drill file's typed model: what a user writes, as serde and JSON Schema see it.
+
+use std::fmt;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+pub const API_VERSION: &str = "hybrid-drill.io/v1alpha1";
+pub const KIND: &str = "Drill";
+
+/// A failure drill: what to break, what to watch, what counts as restored, and how fast it must be.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(title = "hybrid-drill Drill")]
+pub struct Drill {
+    /// Always `hybrid-drill.io/v1alpha1`.
+    pub api_version: String,
+    /// Always `Drill`.
+    pub kind: String,
+    pub metadata: Metadata,
+    pub spec: DrillSpec,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Metadata {
+    /// Names the drill; reports are filed under `reports/<name>/`. Lowercase letters, digits and `-`.
+    pub name: String,
+    /// Free text shown at the top of every report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DrillSpec {
+    pub cluster: ClusterIdentity,
+    pub targets: Targets,
+    #[serde(default)]
+    pub objectives: Objectives,
+    #[serde(default)]
+    pub guards: Guards,
+    /// Fallback cost estimate: on-demand price per hour of each fallback instance type, in dollars.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub pricing: std::collections::BTreeMap<String, f64>,
+    /// Run in order. A failing step aborts the drill and restores the cluster.
+    pub steps: Vec<Step>,
+}
+
+/// The cluster this drill is meant for: the tool refuses to run against any other.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ClusterIdentity {
+    /// The kubeconfig context the drill must run in.
+    pub context: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Targets {
+    pub on_prem: OnPremTarget,
+    pub workload: WorkloadTarget,
+    pub fallback: FallbackTarget,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OnPremTarget {
+    /// Label selector of the on-prem GPU nodes, e.g. `eks.amazonaws.com/compute-type=hybrid`.
+    pub nodes: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WorkloadTarget {
+    pub namespace: String,
+    /// Label selector of the workload's pods, e.g. `app=llm-inference`.
+    pub selector: String,
+    pub restored_when: RestoredWhen,
+}
+
+/// What "service restored" means for this workload; every criterion given must hold.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RestoredWhen {
+    /// At least this many of the workload's pods Ready.
+    pub ready_pods: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpProbe>,
+}
+
+/// An HTTP(S) probe of the service's endpoint, which must answer as expected several times in a row.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HttpProbe {
+    pub url: String,
+    /// The status code that counts as a success.
+    #[serde(default = "default_expect_status")]
+    pub expect_status: u16,
+    /// How many successes in a row restore the service.
+    #[serde(default = "default_consecutive")]
+    pub consecutive: u32,
+    #[serde(default = "default_probe_interval")]
+    pub interval: HumanDuration,
+    /// Per-request timeout.
+    #[serde(default = "default_probe_timeout")]
+    pub timeout: HumanDuration,
+}
+
+fn default_expect_status() -> u16 {
+    200
+}
+fn default_consecutive() -> u32 {
+    3
+}
+fn default_probe_interval() -> HumanDuration {
+    HumanDuration(Duration::from_secs(2))
+}
+fn default_probe_timeout() -> HumanDuration {
+    HumanDuration(Duration::from_secs(2))
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FallbackTarget {
+    /// The Karpenter NodePool (`karpenter.sh/v1`) that provides cloud GPU capacity.
+    pub node_pool: String,
+}
+
+/// Budgets the drill is judged against. A missed objective does not abort the drill.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Objectives {
+    /// Fault injected to service restored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rto: Option<HumanDuration>,
+    /// A budget per phase.
+    #[serde(default)]
+    pub phases: PhaseObjectives,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PhaseObjectives {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eviction: Option<HumanDuration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<HumanDuration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioning: Option<HumanDuration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduling: Option<HumanDuration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup: Option<HumanDuration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub r#return: Option<HumanDuration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaim: Option<HumanDuration>,
+}
+
+impl PhaseObjectives {
+    pub fn get(&self, phase: &str) -> Option<Duration> {
+        let budget = match phase {
+            "eviction" => &self.eviction,
+            "pending" => &self.pending,
+            "provisioning" => &self.provisioning,
+            "scheduling" => &self.scheduling,
+            "startup" => &self.startup,
+            "return" => &self.r#return,
+            "reclaim" => &self.reclaim,
+            _ => &None,
+        };
+        budget.as_ref().map(|d| d.0)
+    }
+}
+
+/// Limits that abort the drill and restore the cluster when crossed.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Guards {
+    /// Refuse to start when the on-prem selector matches more nodes than this.
+    #[serde(default = "default_max_nodes")]
+    pub max_nodes: u32,
+    /// Abort when the fallback NodePool holds more GPUs than this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_fallback_gpus: Option<u64>,
+    /// Abort when the whole drill takes longer than this.
+    #[serde(default = "default_deadline")]
+    pub deadline: HumanDuration,
+}
+
+fn default_max_nodes() -> u32 {
+    4
+}
+fn default_deadline() -> HumanDuration {
+    HumanDuration(Duration::from_secs(3600))
+}
+
+impl Default for Guards {
+    fn default() -> Self {
+        Guards { max_nodes: default_max_nodes(), max_fallback_gpus: None, deadline: default_deadline() }
+    }
+}
+
+/// One step: an `id`, an optional `timeout`, and exactly one action key.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Step {
+    /// Unique within the drill; names the step in progress and reports.
+    pub id: String,
+    /// Bound on the step; it fails (and the drill is restored) when crossed. Default 10m.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<HumanDuration>,
+    /// Check the cluster against the drill's expected state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<Check>,
+    /// What `check: steady-state` does when the cluster deviates: `fail` (default) or `warn`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_deviation: Option<OnDeviation>,
+    /// Cordon, then evict through the Eviction API honouring PodDisruptionBudgets. This is the fault (t0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain: Option<NodeTargetRef>,
+    /// Mark the nodes unschedulable without evicting anything (does not trigger a fallback by itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cordon: Option<NodeTargetRef>,
+    /// Make the nodes schedulable again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uncordon: Option<NodeTargetRef>,
+    /// Wait, watch-driven, until a condition holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_for: Option<WaitCondition>,
+    /// Move the workload back on-prem.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub r#return: Option<ReturnAction>,
+    /// Run a command (paging, a BMC power-off...); it fails the step when it exits non-zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec: Option<ExecAction>,
+    /// Wait this long, observing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause: Option<HumanDuration>,
+}
+
+pub const STEP_ACTIONS: &[&str] = &["check", "drain", "cordon", "uncordon", "waitFor", "return", "exec", "pause"];
+
+/// The resolved action of a step.
+#[derive(Debug, Clone)]
+pub enum Action {
+    Check(Check, OnDeviation),
+    Drain(NodeTargetRef),
+    Cordon(NodeTargetRef),
+    Uncordon(NodeTargetRef),
+    WaitFor(WaitCondition),
+    Return(ReturnAction),
+    Exec(ExecAction),
+    Pause(Duration),
+}
+
+impl Step {
+    /// The action keys present, in declaration order of [`STEP_ACTIONS`].
+    pub fn action_keys(&self) -> Vec<&'static str> {
+        let present = [
+            self.check.is_some(),
+            self.drain.is_some(),
+            self.cordon.is_some(),
+            self.uncordon.is_some(),
+            self.wait_for.is_some(),
+            self.r#return.is_some(),
+            self.exec.is_some(),
+            self.pause.is_some(),
+        ];
+        STEP_ACTIONS.iter().zip(present).filter(|(_, p)| *p).map(|(k, _)| *k).collect()
+    }
+
+    /// The single action; validation guarantees there is exactly one.
+    pub fn action(&self) -> Option<Action> {
+        if let Some(c) = self.check {
+            return Some(Action::Check(c, self.on_deviation.unwrap_or(OnDeviation::Fail)));
+        }
+        if let Some(t) = self.drain {
+            return Some(Action::Drain(t));
+        }
+        if let Some(t) = self.cordon {
+            return Some(Action::Cordon(t));
+        }
+        if let Some(t) = self.uncordon {
+            return Some(Action::Uncordon(t));
+        }
+        if let Some(w) = self.wait_for {
+            return Some(Action::WaitFor(w));
+        }
+        if let Some(r) = &self.r#return {
+            return Some(Action::Return(r.clone()));
+        }
+        if let Some(e) = &self.exec {
+            return Some(Action::Exec(e.clone()));
+        }
+        self.pause.map(|p| Action::Pause(p.0))
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout.map(|t| t.0).unwrap_or(DEFAULT_STEP_TIMEOUT)
+    }
+}
+
+pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(600);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Check {
+    /// Workload available on-prem and the fallback at 0 nodes.
+    SteadyState,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnDeviation {
+    Fail,
+    Warn,
+}
+
+/// Which declared node target a step acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum NodeTargetRef {
+    #[serde(rename = "onPrem")]
+    OnPrem,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum WaitCondition {
+    /// Fallback NodeClaims Initialized and their nodes Ready with `nvidia.com/gpu` allocatable.
+    FallbackReady,
+    /// The workload's `restoredWhen` criterion holds.
+    WorkloadRestored,
+    /// The workload is Ready on the on-prem nodes and has no pod left on other nodes.
+    WorkloadOnPrem,
+    /// The fallback NodePool has no NodeClaim and no node left.
+    FallbackEmpty,
+}
+
+impl fmt::Display for WaitCondition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            WaitCondition::FallbackReady => "fallback-ready",
+            WaitCondition::WorkloadRestored => "workload-restored",
+            WaitCondition::WorkloadOnPrem => "workload-on-prem",
+            WaitCondition::FallbackEmpty => "fallback-empty",
+        })
+    }
+}
+
+/// Move the workload back: uncordon the on-prem nodes, then restart the workload so it re-places on-prem.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ReturnAction {
+    /// Uncordon the on-prem nodes first (default true).
+    #[serde(default = "default_true")]
+    pub uncordon: bool,
+    /// A rollout restart of `deployment/NAME` or `statefulset/NAME` in the workload's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<String>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ExecAction {
+    /// The program and its arguments; no shell unless you name one (`[sh, -c, "..."]`).
+    pub command: Vec<String>,
+    /// Command to run when the drill is aborted after this step ran (e.g. power the server back on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undo: Option<Vec<String>>,
+}
+
+/// A duration written the human way: `90s`, `5m`, `1h 30m`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct HumanDuration(pub Duration);
+
+impl Serialize for HumanDuration {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(self.0).to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for HumanDuration {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(text.trim()).map(HumanDuration).map_err(|e| {
+            serde::de::Error::custom(format!("invalid duration `{text}` ({e}); write e.g. `90s`, `5m` or `1h 30m`"))
+        })
+    }
+}
+
+impl JsonSchema for HumanDuration {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A duration such as `90s`, `5m` or `1h 30m`.",
+            "pattern": "^\\s*([0-9]+\\s*(ns|us|ms|s|sec|m|min|h|hr|d)\\s*)+$"
+        })
+    }
+}

@@ -1,0 +1,14 @@
+//! hybrid-drill: failure drills for hybrid GPU clusters with a Karpenter cloud fallback, measured phase by phase.
+
+pub mod cli;
+pub mod cluster;
+pub mod drill;
+pub mod monitor;
+pub mod phases;
+pub mod plan;
+pub mod progress;
+pub mod report;
+pub mod run;
+pub mod safety;
+pub mod steps;
+pub mod timeline;

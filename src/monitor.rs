@@ -1,0 +1,172 @@
+//! What the drill watches for continuously: service availability (ready pods and the HTTP probe), the workload
+//! back on-prem, the fallback's readiness, size and emptiness, and the cost guard.
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::drill::{Drill, HttpProbe};
+use crate::timeline::view::{ClusterView, SharedView};
+use crate::timeline::{Event, NodeRole, Timeline};
+
+/// States derived from the view, each recorded in the timeline when it changes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Derived {
+    pub ready_pods: usize,
+    pub available: bool,
+    pub back_on_prem: bool,
+    pub fallback_ready: bool,
+    pub fallback_empty: bool,
+    pub fallback_gpus: i64,
+    pub nodeclaims: usize,
+    pub probe_ok: Option<bool>,
+}
+
+pub struct Monitor {
+    pub derived: watch::Receiver<Derived>,
+    /// Set once when a guard trips: the drill must abort and restore.
+    pub guard: watch::Receiver<Option<String>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+fn derive(v: &ClusterView, drill: &Drill, probe_ok: Option<bool>) -> Derived {
+    let needed = drill.spec.targets.workload.restored_when.ready_pods as usize;
+    let ready_pods = v.ready_pods();
+    Derived {
+        ready_pods,
+        available: ready_pods >= needed && probe_ok.unwrap_or(true),
+        back_on_prem: v.ready_pods_on(NodeRole::OnPrem) >= needed && v.pods_off(NodeRole::OnPrem) == 0,
+        fallback_ready: v.fallback_ready(),
+        fallback_empty: v.fallback_empty(),
+        fallback_gpus: v.fallback_gpus(),
+        nodeclaims: v.claims.len(),
+        probe_ok,
+    }
+}
+
+/// Records what changed between two derived states.
+fn record_changes(before: &Derived, after: &Derived, timeline: &Timeline) {
+    if after.available != before.available {
+        let ready_pods = after.ready_pods;
+        timeline.record(if after.available {
+            Event::ServiceRestored { ready_pods }
+        } else {
+            Event::ServiceLost { ready_pods }
+        });
+    }
+    if after.back_on_prem && !before.back_on_prem {
+        timeline.record(Event::BackOnPrem { ready_pods: after.ready_pods });
+    }
+    if after.fallback_ready && !before.fallback_ready {
+        timeline.record(Event::FallbackReady { nodeclaims: after.nodeclaims });
+    }
+    if after.fallback_empty && !before.fallback_empty {
+        timeline.record(Event::FallbackEmpty);
+    }
+    if after.fallback_gpus != before.fallback_gpus {
+        timeline.record(Event::FallbackGpus { gpus: after.fallback_gpus });
+    }
+}
+
+impl Monitor {
+    /// Starts watching; the current state is the baseline and is not recorded as a change.
+    pub fn start(drill: &Drill, view: &SharedView, timeline: &Timeline) -> Monitor {
+        let (probe_tx, probe_rx) = watch::channel::<Option<bool>>(None);
+        let mut tasks = Vec::new();
+        if let Some(probe) = drill.spec.targets.workload.restored_when.http.clone() {
+            tasks.push(tokio::spawn(run_probe(probe, probe_tx, timeline.clone())));
+        }
+        let initial = view.read(|v| derive(v, drill, *probe_rx.borrow()));
+        let (derived_tx, derived) = watch::channel(initial);
+        let (guard_tx, guard) = watch::channel(None);
+        let (drill, view, timeline) = (drill.clone(), view.clone(), timeline.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut changes = view.changes();
+            let mut probe_rx = probe_rx;
+            let ceiling = drill.spec.guards.max_fallback_gpus;
+            loop {
+                let after = view.read(|v| derive(v, &drill, *probe_rx.borrow()));
+                let before = derived_tx.borrow().clone();
+                if after != before {
+                    record_changes(&before, &after, &timeline);
+                    if let Some(max) = ceiling
+                        && after.fallback_gpus > max as i64
+                        && guard_tx.borrow().is_none()
+                    {
+                        let message = format!(
+                            "the fallback holds {} GPUs, above the drill's ceiling of {max}",
+                            after.fallback_gpus
+                        );
+                        timeline
+                            .record(Event::GuardTripped { guard: "maxFallbackGpus".into(), message: message.clone() });
+                        let _ = guard_tx.send(Some(message));
+                    }
+                    let _ = derived_tx.send(after);
+                }
+                tokio::select! {
+                    r = changes.changed() => if r.is_err() { break },
+                    r = probe_rx.changed() => if r.is_err() { break },
+                }
+            }
+        }));
+        Monitor { derived, guard, tasks }
+    }
+}
+
+/// Probes the service endpoint forever; `Some(true)` once it has answered as expected enough times in a row.
+async fn run_probe(probe: HttpProbe, out: watch::Sender<Option<bool>>, timeline: Timeline) {
+    let client = match reqwest::Client::builder().timeout(probe.timeout.0).build() {
+        Ok(c) => c,
+        Err(e) => {
+            timeline.record(Event::ProbeResult { ok: false, detail: format!("cannot build an HTTP client: {e}") });
+            let _ = out.send(Some(false));
+            return;
+        }
+    };
+    let mut streak = 0u32;
+    let mut last_ok: Option<bool> = None;
+    let _ = out.send(Some(false));
+    loop {
+        let (ok, detail) = match client.get(&probe.url).send().await {
+            Ok(resp) if resp.status().as_u16() == probe.expect_status => {
+                (true, format!("{} answered {}", probe.url, resp.status().as_u16()))
+            }
+            Ok(resp) => {
+                (false, format!("{} answered {}, expected {}", probe.url, resp.status().as_u16(), probe.expect_status))
+            }
+            Err(e) => (false, format!("{}: {}", probe.url, error_chain(&e))),
+        };
+        if last_ok != Some(ok) {
+            timeline.record(Event::ProbeResult { ok, detail });
+            last_ok = Some(ok);
+        }
+        streak = if ok { streak + 1 } else { 0 };
+        out.send_if_modified(|v| {
+            let now = Some(streak >= probe.consecutive);
+            let changed = *v != now;
+            *v = now;
+            changed
+        });
+        tokio::time::sleep(probe.interval.0.max(Duration::from_millis(100))).await;
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}

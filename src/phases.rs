@@ -1,0 +1,563 @@
+//! From a timeline to phases: boundaries on both clocks, durations, RTO, verdicts against objectives, fallback
+//! GPU-hours and cost. A pure function of the drill and its observations.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::drill::Drill;
+use crate::timeline::{Event, NodeRole, Observation};
+
+/// One end of a phase: when the tool saw it, and the object's own time where it has one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Boundary {
+    pub label: String,
+    pub seq: u64,
+    pub t_ms: u64,
+    pub received: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_time: Option<DateTime<Utc>>,
+}
+
+impl Boundary {
+    fn of(label: &str, o: &Observation) -> Boundary {
+        Boundary { label: label.into(), seq: o.seq, t_ms: o.t_ms, received: o.received, server_time: o.server_time }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    Met,
+    Missed,
+    NoObjective,
+    /// A boundary was never observed (the drill stopped before it, or the step that causes it is absent).
+    Incomplete,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Phase {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    pub from: Option<Boundary>,
+    pub to: Option<Boundary>,
+    /// On the tool's clock (sub-second), which bounds every headline figure.
+    pub seconds: Option<f64>,
+    /// On the server's clock (whole seconds), where both boundaries carry one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_seconds: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objective_seconds: Option<f64>,
+    pub verdict: Verdict,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// GPU capacity the fallback brought, and what it cost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FallbackUsage {
+    pub nodes: usize,
+    pub node_hours: f64,
+    pub gpu_hours: f64,
+    pub max_gpus: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_limit: Option<i64>,
+    /// The NodePool's limit was exceeded (Karpenter's limits are eventually consistent).
+    pub overrun: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_cost: Option<f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unpriced_instance_types: Vec<String>,
+    pub by_instance_type: BTreeMap<String, f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Analysis {
+    pub phases: Vec<Phase>,
+    /// The key moments of the drill in the order they happened.
+    pub milestones: Vec<Boundary>,
+    pub fallback: FallbackUsage,
+    pub objectives_missed: Vec<String>,
+}
+
+impl Analysis {
+    pub fn phase(&self, name: &str) -> Option<&Phase> {
+        self.phases.iter().find(|p| p.name == name)
+    }
+}
+
+struct Timeline<'a> {
+    obs: &'a [Observation],
+}
+
+impl<'a> Timeline<'a> {
+    fn first(&self, after: u64, f: impl Fn(&Event) -> bool) -> Option<&'a Observation> {
+        self.obs.iter().find(|o| o.seq > after && f(&o.event))
+    }
+
+    fn last_between(&self, after: u64, before: u64, f: impl Fn(&Event) -> bool) -> Option<&'a Observation> {
+        self.obs.iter().rev().find(|o| o.seq > after && o.seq < before && f(&o.event))
+    }
+
+    /// For each NodeClaim created after `after`, when it first reached `condition`; the latest of those.
+    fn last_claim_condition(&self, after: u64, before: u64, condition: &str) -> Option<&'a Observation> {
+        let created: Vec<&str> = self
+            .obs
+            .iter()
+            .filter(|o| o.seq > after && o.seq < before)
+            .filter_map(|o| match &o.event {
+                Event::NodeClaimCreated { nodeclaim } => Some(nodeclaim.as_str()),
+                _ => None,
+            })
+            .collect();
+        created
+            .iter()
+            .filter_map(|claim| {
+                self.first(after, |e| {
+                    matches!(e, Event::NodeClaimCondition { nodeclaim, condition: c, status } if nodeclaim == claim && c == condition && status == "True")
+                })
+            })
+            .filter(|o| o.seq < before)
+            .max_by_key(|o| o.seq)
+    }
+}
+
+fn phase(
+    name: &str,
+    parent: Option<&str>,
+    from: Option<Boundary>,
+    to: Option<Boundary>,
+    objective: Option<f64>,
+) -> Phase {
+    let mut note = None;
+    let seconds = match (&from, &to) {
+        (Some(f), Some(t)) if t.t_ms >= f.t_ms => Some((t.t_ms - f.t_ms) as f64 / 1000.0),
+        (Some(_), Some(_)) => {
+            note = Some("boundaries observed out of order; counted as zero".to_string());
+            Some(0.0)
+        }
+        _ => None,
+    };
+    let server_seconds = match (from.as_ref().and_then(|b| b.server_time), to.as_ref().and_then(|b| b.server_time)) {
+        (Some(f), Some(t)) => Some((t - f).num_seconds()),
+        _ => None,
+    };
+    let verdict = match (seconds, objective) {
+        (None, _) => Verdict::Incomplete,
+        (Some(_), None) => Verdict::NoObjective,
+        (Some(s), Some(o)) if s <= o => Verdict::Met,
+        (Some(_), Some(_)) => Verdict::Missed,
+    };
+    if seconds.is_none() {
+        let missing = if from.is_none() { "start" } else { "end" };
+        note = Some(format!("{missing} not observed"));
+    }
+    Phase {
+        name: name.into(),
+        parent: parent.map(str::to_string),
+        from,
+        to,
+        seconds,
+        server_seconds,
+        objective_seconds: objective,
+        verdict,
+        note,
+    }
+}
+
+/// Cuts the phases of a drill out of its timeline.
+pub fn analyse(drill: &Drill, obs: &[Observation]) -> Analysis {
+    let tl = Timeline { obs };
+    let objective = |name: &str| drill.spec.objectives.phases.get(name).map(|d| d.as_secs_f64());
+    let b = |label: &str, o: Option<&Observation>| o.map(|o| Boundary::of(label, o));
+    let end = u64::MAX;
+    let mut phases = Vec::new();
+    let mut milestones = Vec::new();
+
+    let t0 = tl
+        .first(0, |e| matches!(e, Event::FaultInjected { .. }))
+        .or_else(|| obs.first().filter(|o| matches!(o.event, Event::FaultInjected { .. })));
+    let t0_seq = t0.map_or(end, |o| o.seq);
+    let ret = tl.first(t0_seq, |e| matches!(e, Event::ReturnStarted { .. }));
+    let ret_seq = ret.map_or(end, |o| o.seq);
+    let restored = if t0.is_some() { tl.first(t0_seq, |e| matches!(e, Event::ServiceRestored { .. })) } else { None };
+    let restored_seq = restored.map_or(ret_seq, |o| o.seq);
+
+    let t0_b = b("fault injected (t0)", t0);
+    let detected =
+        tl.first(t0_seq, |e| matches!(e, Event::NodeReady { role: NodeRole::OnPrem, status, .. } if status != "True"));
+    if detected.is_some() {
+        phases.push(phase(
+            "detection",
+            None,
+            t0_b.clone(),
+            b("on-prem node not Ready", detected),
+            objective("detection"),
+        ));
+    }
+    let evicted = tl.last_between(t0_seq, ret_seq, |e| matches!(e, Event::PodDeleted { role: NodeRole::OnPrem, .. }));
+    phases.push(phase(
+        "eviction",
+        None,
+        t0_b.clone(),
+        b("workload evicted from on-prem", evicted),
+        objective("eviction"),
+    ));
+
+    let pending = tl.first(t0_seq, |e| matches!(e, Event::PodCreated { .. })).filter(|o| o.seq < ret_seq);
+    let claim = tl.first(t0_seq, |e| matches!(e, Event::NodeClaimCreated { .. })).filter(|o| o.seq < ret_seq);
+    phases.push(phase(
+        "pending",
+        None,
+        b("replacement pod created (Pending)", pending),
+        b("first NodeClaim created", claim),
+        objective("pending"),
+    ));
+
+    let launched = tl.last_claim_condition(t0_seq, ret_seq, "Launched");
+    let registered = tl.last_claim_condition(t0_seq, ret_seq, "Registered");
+    let initialized = tl.last_claim_condition(t0_seq, ret_seq, "Initialized");
+    let claim_b = b("first NodeClaim created", claim);
+    phases.push(phase(
+        "provisioning",
+        None,
+        claim_b.clone(),
+        b("NodeClaims Initialized", initialized),
+        objective("provisioning"),
+    ));
+    phases.push(phase("launched", Some("provisioning"), claim_b, b("NodeClaims Launched", launched), None));
+    phases.push(phase(
+        "registered",
+        Some("provisioning"),
+        b("NodeClaims Launched", launched),
+        b("NodeClaims Registered", registered),
+        None,
+    ));
+    phases.push(phase(
+        "initialized",
+        Some("provisioning"),
+        b("NodeClaims Registered", registered),
+        b("NodeClaims Initialized", initialized),
+        None,
+    ));
+
+    let node_ready = tl
+        .first(t0_seq, |e| matches!(e, Event::NodeReady { role: NodeRole::Fallback, status, gpus, .. } if status == "True" && *gpus > 0))
+        .filter(|o| o.seq < ret_seq);
+    let bound = tl.last_between(t0_seq, restored_seq.saturating_add(1), |e| {
+        matches!(e, Event::PodScheduled { role: NodeRole::Fallback, .. })
+    });
+    phases.push(phase(
+        "scheduling",
+        None,
+        b("fallback node Ready with GPUs", node_ready),
+        b("workload pods bound", bound),
+        objective("scheduling"),
+    ));
+    let ready = tl
+        .last_between(t0_seq, restored_seq.saturating_add(1), |e| {
+            matches!(e, Event::PodReady { role: NodeRole::Fallback, .. })
+        })
+        .or(restored);
+    phases.push(phase(
+        "startup",
+        None,
+        b("workload pods bound", bound),
+        b("workload pods Ready", ready),
+        objective("startup"),
+    ));
+    let pulling = tl
+        .first(t0_seq, |e| matches!(e, Event::KubeEvent { reason, .. } if reason == "Pulling"))
+        .filter(|o| o.seq < restored_seq);
+    let pulled =
+        tl.last_between(t0_seq, restored_seq, |e| matches!(e, Event::KubeEvent { reason, .. } if reason == "Pulled"));
+    if pulling.is_some() || pulled.is_some() {
+        phases.push(phase(
+            "image-pull",
+            Some("startup"),
+            b("image pull started", pulling),
+            b("image pulled", pulled),
+            None,
+        ));
+        phases.push(phase("load", Some("startup"), b("image pulled", pulled), b("workload pods Ready", ready), None));
+    }
+
+    let rto_objective = drill.spec.objectives.rto.map(|d| d.0.as_secs_f64());
+    let lost_after_t0 = tl.first(t0_seq, |e| matches!(e, Event::ServiceLost { .. })).is_some();
+    let mut rto = phase("rto", None, t0_b.clone(), b("service restored", restored), rto_objective);
+    if t0.is_some() && restored.is_none() && !lost_after_t0 && ret.is_some() {
+        rto = phase(
+            "rto",
+            None,
+            t0_b.clone(),
+            t0_b.clone().map(|mut x| {
+                x.label = "service never lost".into();
+                x
+            }),
+            rto_objective,
+        );
+        rto.note = Some("the restored criterion held throughout".into());
+    }
+    phases.push(rto);
+
+    let ret_b = b("return started", ret);
+    let back = ret.and_then(|_| tl.first(ret_seq, |e| matches!(e, Event::BackOnPrem { .. })));
+    phases.push(phase("return", None, ret_b.clone(), b("workload back on-prem", back), objective("return")));
+    let reclaimed = ret.and_then(|_| tl.first(ret_seq, |e| matches!(e, Event::FallbackEmpty)));
+    phases.push(phase("reclaim", None, ret_b.clone(), b("fallback reclaimed to 0", reclaimed), objective("reclaim")));
+
+    for boundary in [
+        t0_b,
+        b("workload evicted from on-prem", evicted),
+        b("replacement pod created (Pending)", pending),
+        b("first NodeClaim created", claim),
+        b("NodeClaims Launched", launched),
+        b("NodeClaims Registered", registered),
+        b("NodeClaims Initialized", initialized),
+        b("fallback node Ready with GPUs", node_ready),
+        b("service restored", restored),
+        ret_b,
+        b("workload back on-prem", back),
+        b("fallback reclaimed to 0", reclaimed),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        milestones.push(boundary);
+    }
+    milestones.sort_by_key(|m| m.seq);
+
+    let objectives_missed = phases
+        .iter()
+        .filter(|p| p.verdict == Verdict::Missed || (p.verdict == Verdict::Incomplete && p.objective_seconds.is_some()))
+        .map(|p| p.name.clone())
+        .collect();
+    Analysis { phases, milestones, fallback: fallback_usage(drill, obs, t0_seq), objectives_missed }
+}
+
+fn fallback_usage(drill: &Drill, obs: &[Observation], t0_seq: u64) -> FallbackUsage {
+    let mut usage = FallbackUsage::default();
+    let end = obs.last().map(|o| o.received);
+    let mut open: BTreeMap<String, (DateTime<Utc>, Option<String>, i64)> = BTreeMap::new();
+    let mut spans: Vec<(f64, Option<String>, i64)> = Vec::new();
+    for o in obs {
+        match &o.event {
+            Event::NodeAdded { node, role: NodeRole::Fallback, instance_type, gpus }
+                if o.seq > t0_seq || t0_seq == u64::MAX =>
+            {
+                open.insert(node.clone(), (o.received, instance_type.clone(), *gpus));
+            }
+            Event::NodeReady { node, role: NodeRole::Fallback, gpus, .. } => {
+                if let Some(entry) = open.get_mut(node) {
+                    entry.2 = entry.2.max(*gpus);
+                }
+            }
+            Event::NodeDeleted { node, role: NodeRole::Fallback } => {
+                if let Some((start, it, gpus)) = open.remove(node) {
+                    spans.push(((o.received - start).num_milliseconds().max(0) as f64 / 3_600_000.0, it, gpus));
+                }
+            }
+            Event::FallbackGpus { gpus } => usage.max_gpus = usage.max_gpus.max(*gpus),
+            _ => {}
+        }
+    }
+    if let Some(end) = end {
+        for (_, (start, it, gpus)) in open {
+            spans.push(((end - start).num_milliseconds().max(0) as f64 / 3_600_000.0, it, gpus));
+        }
+    }
+    let limit = obs.iter().find_map(|o| match &o.event {
+        Event::Baseline { fallback_gpu_limit, .. } => *fallback_gpu_limit,
+        _ => None,
+    });
+    apply_limit(&mut usage, limit);
+    let mut cost = 0.0;
+    for (hours, instance_type, gpus) in &spans {
+        usage.nodes += 1;
+        usage.node_hours += hours;
+        usage.gpu_hours += hours * *gpus as f64;
+        let it = instance_type.clone().unwrap_or_else(|| "unknown".into());
+        *usage.by_instance_type.entry(it.clone()).or_default() += hours;
+        match drill.spec.pricing.get(&it) {
+            Some(price) => cost += hours * price,
+            None if !usage.unpriced_instance_types.contains(&it) => usage.unpriced_instance_types.push(it),
+            None => {}
+        }
+    }
+    if usage.nodes > 0 && !drill.spec.pricing.is_empty() {
+        usage.estimated_cost = Some((cost * 100.0).round() / 100.0);
+    }
+    usage
+}
+
+/// Sets the fallback's GPU limit and flags an overrun of it.
+pub fn apply_limit(usage: &mut FallbackUsage, limit: Option<i64>) {
+    usage.gpu_limit = limit;
+    usage.overrun = limit.is_some_and(|l| usage.max_gpus > l);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timeline::Event as E;
+
+    fn drill() -> Drill {
+        let src = r#"
+apiVersion: hybrid-drill.io/v1alpha1
+kind: Drill
+metadata: {name: t}
+spec:
+  cluster: {context: c}
+  targets:
+    onPrem: {nodes: "a=b"}
+    workload: {namespace: n, selector: "app=x", restoredWhen: {readyPods: 2}}
+    fallback: {nodePool: p}
+  objectives: {rto: 60s, phases: {provisioning: 5s, reclaim: 10s}}
+  pricing: {g6.12xlarge: 4.6}
+  steps: [{id: s, check: steady-state}]
+"#;
+        crate::drill::from_source(std::path::Path::new("t.yaml"), src.into()).unwrap().drill
+    }
+
+    /// Builds a timeline from (seconds, server seconds, event) triples.
+    fn timeline(events: Vec<(f64, Option<i64>, E)>) -> Vec<Observation> {
+        let base = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z").unwrap().with_timezone(&Utc);
+        events
+            .into_iter()
+            .enumerate()
+            .map(|(i, (t, server, event))| Observation {
+                seq: i as u64,
+                t_ms: (t * 1000.0) as u64,
+                received: base + chrono::Duration::milliseconds((t * 1000.0) as i64),
+                server_time: server.map(|s| base + chrono::Duration::seconds(s)),
+                event,
+            })
+            .collect()
+    }
+
+    fn full_drain() -> Vec<(f64, Option<i64>, E)> {
+        let on = NodeRole::OnPrem;
+        let fb = NodeRole::Fallback;
+        let cond = |c: &str, claim: &str| E::NodeClaimCondition {
+            nodeclaim: claim.into(),
+            condition: c.into(),
+            status: "True".into(),
+        };
+        vec![
+            (0.0, None, E::StepStarted { step: "drain".into(), action: "drain".into() }),
+            (0.5, None, E::FaultInjected { step: "drain".into(), kind: "drain".into() }),
+            (1.0, None, E::ServiceLost { ready_pods: 1 }),
+            (1.2, Some(1), E::PodCreated { pod: "new-1".into() }),
+            (2.0, None, E::PodDeleted { pod: "old-1".into(), node: "h1".into(), role: on }),
+            (2.5, Some(2), E::NodeClaimCreated { nodeclaim: "c1".into() }),
+            (2.6, Some(2), E::NodeClaimCreated { nodeclaim: "c2".into() }),
+            (3.0, None, E::PodDeleted { pod: "old-2".into(), node: "h2".into(), role: on }),
+            (4.0, Some(4), cond("Launched", "c1")),
+            (4.2, Some(4), cond("Launched", "c2")),
+            (
+                5.0,
+                Some(5),
+                E::NodeAdded { node: "f1".into(), role: fb, instance_type: Some("g6.12xlarge".into()), gpus: 4 },
+            ),
+            (5.1, Some(5), cond("Registered", "c1")),
+            (5.3, Some(5), cond("Registered", "c2")),
+            (6.0, Some(6), cond("Initialized", "c1")),
+            (6.5, Some(6), cond("Initialized", "c2")),
+            (6.6, Some(6), E::NodeReady { node: "f1".into(), role: fb, status: "True".into(), gpus: 4 }),
+            (7.0, Some(7), E::PodScheduled { pod: "new-1".into(), node: "f1".into(), role: fb }),
+            (9.0, Some(9), E::PodReady { pod: "new-1".into(), node: "f1".into(), role: fb }),
+            (9.1, None, E::ServiceRestored { ready_pods: 2 }),
+            (10.0, None, E::ReturnStarted { step: "return".into() }),
+            (15.0, None, E::BackOnPrem { ready_pods: 2 }),
+            (3605.0, None, E::NodeDeleted { node: "f1".into(), role: fb }),
+            (3611.0, None, E::FallbackEmpty),
+        ]
+    }
+
+    #[test]
+    fn a_drain_drill_yields_every_phase_in_order() {
+        let a = analyse(&drill(), &timeline(full_drain()));
+        let secs = |n: &str| a.phase(n).unwrap().seconds.unwrap();
+        assert_eq!(secs("eviction"), 2.5);
+        assert_eq!(secs("pending"), 1.3);
+        assert_eq!(secs("provisioning"), 4.0);
+        assert_eq!(secs("launched"), 1.7);
+        assert_eq!(secs("registered"), 1.1);
+        assert_eq!(secs("initialized"), 1.2);
+        assert_eq!(secs("scheduling"), 0.4);
+        assert_eq!(secs("startup"), 2.0);
+        assert_eq!(secs("rto"), 8.6);
+        assert_eq!(secs("return"), 5.0);
+        assert_eq!(a.phase("provisioning").unwrap().server_seconds, Some(4));
+        assert_eq!(a.phase("rto").unwrap().verdict, Verdict::Met);
+        assert_eq!(a.phase("provisioning").unwrap().verdict, Verdict::Met);
+        assert_eq!(a.phase("reclaim").unwrap().verdict, Verdict::Missed);
+        assert_eq!(a.objectives_missed, ["reclaim"]);
+        let labels: Vec<&str> = a.milestones.iter().map(|m| m.label.as_str()).collect();
+        assert_eq!(labels.first(), Some(&"fault injected (t0)"));
+        assert_eq!(labels.last(), Some(&"fallback reclaimed to 0"));
+        assert!(a.milestones.windows(2).all(|w| w[0].seq < w[1].seq));
+        // one node of 4 GPUs for an hour, at 4.6 $/h
+        assert!((a.fallback.gpu_hours - 4.0).abs() < 0.01, "{:?}", a.fallback);
+        assert_eq!(a.fallback.estimated_cost, Some(4.6));
+    }
+
+    #[test]
+    fn missing_observations_leave_phases_incomplete_not_wrong() {
+        let events: Vec<_> = full_drain()
+            .into_iter()
+            .filter(|(_, _, e)| !matches!(e, E::ServiceRestored { .. } | E::FallbackEmpty))
+            .collect();
+        let a = analyse(&drill(), &timeline(events));
+        let rto = a.phase("rto").unwrap();
+        assert_eq!(rto.verdict, Verdict::Incomplete);
+        assert_eq!(rto.note.as_deref(), Some("end not observed"));
+        assert!(a.objectives_missed.contains(&"rto".to_string()));
+        assert_eq!(a.phase("reclaim").unwrap().verdict, Verdict::Incomplete);
+    }
+
+    #[test]
+    fn no_fault_means_no_fallback_phases() {
+        let a = analyse(
+            &drill(),
+            &timeline(vec![(0.0, None, E::StepStarted { step: "s".into(), action: "check".into() })]),
+        );
+        assert!(a.phases.iter().all(|p| p.verdict == Verdict::Incomplete));
+        assert!(a.milestones.is_empty());
+    }
+
+    #[test]
+    fn out_of_order_server_times_keep_tool_clock_durations() {
+        let mut events = full_drain();
+        // the server stamped Initialized a second before Registered: clocks of different writers disagree
+        events[14].1 = Some(4);
+        let a = analyse(&drill(), &timeline(events));
+        let init = a.phase("initialized").unwrap();
+        assert_eq!(init.seconds, Some(1.2));
+        assert_eq!(init.server_seconds, Some(-1));
+    }
+
+    #[test]
+    fn boundaries_out_of_order_count_as_zero_with_a_note() {
+        let p = phase(
+            "x",
+            None,
+            Some(Boundary { label: "a".into(), seq: 2, t_ms: 2000, received: Utc::now(), server_time: None }),
+            Some(Boundary { label: "b".into(), seq: 1, t_ms: 1000, received: Utc::now(), server_time: None }),
+            None,
+        );
+        assert_eq!(p.seconds, Some(0.0));
+        assert!(p.note.unwrap().contains("out of order"));
+    }
+
+    #[test]
+    fn overrun_is_flagged_above_the_limit() {
+        let mut usage = FallbackUsage { max_gpus: 20, ..Default::default() };
+        apply_limit(&mut usage, Some(16));
+        assert!(usage.overrun);
+        apply_limit(&mut usage, Some(24));
+        assert!(!usage.overrun);
+    }
+}

@@ -1,0 +1,224 @@
+//! A validated drill resolved read-only against a cluster: the nodes, pods and budgets it would touch, and the
+//! set-up problems that must stop it before anything is touched.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::ListParams;
+use kube::{Api, ResourceExt};
+
+use crate::cluster::karpenter::{GPU_RESOURCE, NodePool};
+use crate::cluster::quantity::as_integer;
+use crate::cluster::{Cluster, first_line, is_not_found};
+use crate::drill::validate::parse_workload_ref;
+use crate::drill::{Action, Drill};
+use crate::steps::drain::is_evictable;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error(
+        "Karpenter's NodePool CRD (karpenter.sh/v1) is not installed in context `{context}`; install Karpenter's CRDs, or check the drill targets the right cluster"
+    )]
+    NoKarpenter { context: String },
+    #[error(
+        "NodePool `{name}` not found (existing: {existing}); fix spec.targets.fallback.nodePool or list them with `kubectl get nodepools`"
+    )]
+    NoNodePool { name: String, existing: String },
+    #[error("on-prem selector `{selector}` matches no node; check it with `kubectl get nodes -l '{selector}'`")]
+    NoNodes { selector: String },
+    #[error(
+        "on-prem selector `{selector}` matches {count} nodes, above guards.maxNodes ({max}); narrow the selector or raise the guard"
+    )]
+    TooManyNodes { selector: String, count: usize, max: u32 },
+    #[error(
+        "no pod in namespace `{namespace}` matches `{selector}`; check it with `kubectl get pods -n {namespace} -l '{selector}'`"
+    )]
+    NoWorkload { namespace: String, selector: String },
+    #[error("{kind} `{name}` named by step `{step}` not found in namespace `{namespace}`")]
+    NoRestartTarget { step: String, kind: String, name: String, namespace: String },
+    #[error("cannot read {what}: {message}")]
+    Api { what: String, message: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct PodTarget {
+    pub namespace: String,
+    pub name: String,
+    pub node: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct BudgetState {
+    pub namespace: String,
+    pub name: String,
+    pub disruptions_allowed: i32,
+}
+
+/// What a drill would touch, resolved before it touches anything.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub on_prem_nodes: Vec<String>,
+    pub cordoned_already: Vec<String>,
+    pub pods_to_evict: Vec<PodTarget>,
+    pub budgets: Vec<BudgetState>,
+    pub workload_pods: usize,
+    pub node_pool: String,
+    pub pool_gpu_limit: Option<i64>,
+    pub drains: bool,
+}
+
+fn api_error(what: &str, e: &kube::Error) -> PlanError {
+    PlanError::Api { what: what.into(), message: first_line(&e.to_string()) }
+}
+
+pub async fn resolve(cluster: &Cluster, drill: &Drill) -> Result<Plan, PlanError> {
+    let client = &cluster.client;
+    let targets = &drill.spec.targets;
+
+    let pools: Api<NodePool> = Api::all(client.clone());
+    let pool_list = match pools.list(&ListParams::default()).await {
+        Ok(l) => l,
+        Err(e) if is_not_found(&e) => {
+            return Err(PlanError::NoKarpenter { context: cluster.context.clone() });
+        }
+        Err(e) => return Err(api_error("NodePools", &e)),
+    };
+    let pool = pool_list.items.iter().find(|p| p.name_any() == targets.fallback.node_pool).ok_or_else(|| {
+        let names: Vec<String> = pool_list.items.iter().map(|p| p.name_any()).collect();
+        PlanError::NoNodePool {
+            name: targets.fallback.node_pool.clone(),
+            existing: if names.is_empty() { "none".into() } else { names.join(", ") },
+        }
+    })?;
+    let pool_gpu_limit = pool.spec.limits.as_ref().and_then(|l| l.get(GPU_RESOURCE)).and_then(as_integer);
+
+    let nodes: Api<Node> = Api::all(client.clone());
+    let selector = &targets.on_prem.nodes;
+    let node_list = nodes.list(&ListParams::default().labels(selector)).await.map_err(|e| api_error("nodes", &e))?;
+    if node_list.items.is_empty() {
+        return Err(PlanError::NoNodes { selector: selector.clone() });
+    }
+    if node_list.items.len() > drill.spec.guards.max_nodes as usize {
+        return Err(PlanError::TooManyNodes {
+            selector: selector.clone(),
+            count: node_list.items.len(),
+            max: drill.spec.guards.max_nodes,
+        });
+    }
+    let on_prem_nodes: Vec<String> = node_list.items.iter().map(|n| n.name_any()).collect();
+    let cordoned_already = node_list
+        .items
+        .iter()
+        .filter(|n| n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false))
+        .map(|n| n.name_any())
+        .collect();
+
+    let workload: Api<Pod> = Api::namespaced(client.clone(), &targets.workload.namespace);
+    let workload_pods = workload
+        .list(&ListParams::default().labels(&targets.workload.selector))
+        .await
+        .map_err(|e| api_error("workload pods", &e))?
+        .items
+        .len();
+    if workload_pods == 0 {
+        return Err(PlanError::NoWorkload {
+            namespace: targets.workload.namespace.clone(),
+            selector: targets.workload.selector.clone(),
+        });
+    }
+
+    for step in &drill.spec.steps {
+        if let Some(Action::Return(ret)) = step.action()
+            && let Some(target) = &ret.restart
+            && let Ok((kind, name)) = parse_workload_ref(target)
+        {
+            let ns = &targets.workload.namespace;
+            let found = match kind.as_str() {
+                "statefulset" => {
+                    Api::<StatefulSet>::namespaced(client.clone(), ns).get_opt(&name).await.map(|o| o.is_some())
+                }
+                _ => Api::<Deployment>::namespaced(client.clone(), ns).get_opt(&name).await.map(|o| o.is_some()),
+            }
+            .map_err(|e| api_error(&format!("{kind}/{name}"), &e))?;
+            if !found {
+                return Err(PlanError::NoRestartTarget { step: step.id.clone(), kind, name, namespace: ns.clone() });
+            }
+        }
+    }
+
+    let drains = drill.spec.steps.iter().any(|s| matches!(s.action(), Some(Action::Drain(_))));
+    let mut pods_to_evict = Vec::new();
+    if drains {
+        let all_pods: Api<Pod> = Api::all(client.clone());
+        for node in &on_prem_nodes {
+            let list = all_pods
+                .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
+                .await
+                .map_err(|e| api_error(&format!("pods on {node}"), &e))?;
+            pods_to_evict.extend(list.items.iter().filter(|p| is_evictable(p)).map(|p| PodTarget {
+                namespace: p.namespace().unwrap_or_default(),
+                name: p.name_any(),
+                node: node.clone(),
+            }));
+        }
+    }
+    let namespaces: BTreeSet<&str> = pods_to_evict.iter().map(|p| p.namespace.as_str()).collect();
+    let mut budgets = Vec::new();
+    for ns in namespaces {
+        let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), ns);
+        let list = pdbs.list(&ListParams::default()).await.map_err(|e| api_error("PodDisruptionBudgets", &e))?;
+        budgets.extend(list.items.iter().map(|p| BudgetState {
+            namespace: ns.to_string(),
+            name: p.name_any(),
+            disruptions_allowed: p.status.as_ref().map(|s| s.disruptions_allowed).unwrap_or(0),
+        }));
+    }
+
+    Ok(Plan {
+        on_prem_nodes,
+        cordoned_already,
+        pods_to_evict,
+        budgets,
+        workload_pods,
+        node_pool: targets.fallback.node_pool.clone(),
+        pool_gpu_limit,
+        drains,
+    })
+}
+
+impl Plan {
+    /// The blast radius, in the order the drill would act.
+    pub fn describe(&self, drill: &Drill) -> String {
+        let mut out = String::new();
+        out.push_str(&format!("drill `{}` would touch:\n", drill.metadata.name));
+        out.push_str(&format!("  nodes ({}): {}\n", self.on_prem_nodes.len(), self.on_prem_nodes.join(", ")));
+        if !self.cordoned_already.is_empty() {
+            out.push_str(&format!("  already cordoned, left as they are: {}\n", self.cordoned_already.join(", ")));
+        }
+        if self.drains {
+            out.push_str(&format!("  pods to evict ({}):\n", self.pods_to_evict.len()));
+            for p in &self.pods_to_evict {
+                out.push_str(&format!("    {}/{} on {}\n", p.namespace, p.name, p.node));
+            }
+        }
+        for b in &self.budgets {
+            out.push_str(&format!(
+                "  PodDisruptionBudget {}/{}: {} disruptions allowed now\n",
+                b.namespace, b.name, b.disruptions_allowed
+            ));
+        }
+        out.push_str(&format!(
+            "  fallback NodePool: {} (GPU limit {})\n",
+            self.node_pool,
+            self.pool_gpu_limit.map_or("none".into(), |l| l.to_string())
+        ));
+        out.push_str("  steps, in order:\n");
+        for s in &drill.spec.steps {
+            let action = s.action().map(|a| crate::steps::action_name(&a)).unwrap_or_default();
+            out.push_str(&format!("    {:<12} {action} (timeout {})\n", s.id, humantime::format_duration(s.timeout())));
+        }
+        out
+    }
+}

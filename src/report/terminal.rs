@@ -1,0 +1,63 @@
+//! The summary printed on the terminal at the end of a run.
+
+use comfy_table::presets::UTF8_FULL_CONDENSED;
+use comfy_table::{Cell, Color, Table};
+
+use super::{Report, phase_label, seconds_cell, verdict_word};
+use crate::phases::Verdict;
+
+pub fn render(report: &Report, run_dir: &str) -> String {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header(vec!["phase", "from", "to", "duration", "server clock", "objective", "verdict"]);
+    for p in &report.phases {
+        let verdict = Cell::new(verdict_word(p)).fg(match p.verdict {
+            Verdict::Met => Color::Green,
+            Verdict::Missed => Color::Red,
+            Verdict::Incomplete if p.objective_seconds.is_some() => Color::Red,
+            _ => Color::Reset,
+        });
+        table.add_row(vec![
+            Cell::new(phase_label(p)),
+            Cell::new(p.from.as_ref().map(|b| b.label.as_str()).unwrap_or("-")),
+            Cell::new(p.to.as_ref().map(|b| b.label.as_str()).unwrap_or("-")),
+            Cell::new(seconds_cell(p.seconds)),
+            Cell::new(p.server_seconds.map(|s| format!("{s}s")).unwrap_or_else(|| "-".into())),
+            Cell::new(seconds_cell(p.objective_seconds)),
+            verdict,
+        ]);
+    }
+    let mut out = format!("\n{} · {} on {}\n", report.drill.name, report.outcome.as_str(), report.cluster.context);
+    if let Some(reason) = &report.abort_reason {
+        out.push_str(&format!("reason: {reason}\n"));
+    }
+    out.push_str(&format!("{table}\n"));
+    let f = &report.fallback;
+    if f.nodes > 0 {
+        let cost = f.estimated_cost.map(|c| format!(", estimated ${c:.2}")).unwrap_or_default();
+        out.push_str(&format!(
+            "fallback: {} nodes, {:.2} GPU-hours, peak {} GPUs{cost}\n",
+            f.nodes, f.gpu_hours, f.max_gpus
+        ));
+    }
+    if f.overrun {
+        out.push_str(&format!(
+            "warning: the fallback peaked at {} GPUs, above its limit of {}\n",
+            f.max_gpus,
+            f.gpu_limit.unwrap_or_default()
+        ));
+    }
+    if let Some(rb) = &report.rollback {
+        for u in &rb.undone {
+            out.push_str(&format!("restored: {u}\n"));
+        }
+        for u in &rb.failed {
+            out.push_str(&format!("NOT RESTORED: {u}\n"));
+        }
+    }
+    for w in &report.warnings {
+        out.push_str(&format!("warning: {w}\n"));
+    }
+    out.push_str(&format!("report: {run_dir}/report.md ({} API requests)\n", report.api_requests));
+    out
+}

@@ -1,0 +1,346 @@
+//! Running a drill: set-up checks, confirmation, the steps under signals, guards and the deadline, restore on any
+//! stop, then phases and reports.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono::Utc;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::cluster::{Cluster, ClusterError, Target};
+use crate::drill::{Action, LoadedDrill};
+use crate::monitor::Monitor;
+use crate::phases;
+use crate::plan::{self, Plan, PlanError};
+use crate::progress::Progress;
+use crate::report::{self, ClusterIdentity, DrillIdentity, Outcome, Report, Rollback, StepRecord};
+use crate::safety::Mutator;
+use crate::safety::journal::Journal;
+use crate::steps::{self, StepContext};
+use crate::timeline::view::SharedView;
+use crate::timeline::watch::Watches;
+use crate::timeline::{Event, Timeline};
+
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub target: Target,
+    pub yes: bool,
+    pub dry_run: bool,
+    pub json: bool,
+    pub reports_dir: PathBuf,
+}
+
+/// Problems found before anything was touched.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error("cannot create the run directory {path}: {source}")]
+    RunDir { path: String, source: std::io::Error },
+    #[error(
+        "refusing to run without confirmation: stdin is not a terminal; review with `hybrid-drill plan FILE`, then pass --yes"
+    )]
+    NeedsYes,
+    #[error("drill not started: confirmation declined")]
+    Declined,
+    #[error("the watches could not list the drilled objects: {0}")]
+    Watches(String),
+}
+
+/// What a finished (or stopped) run left behind.
+pub struct RunResult {
+    pub report: Report,
+    pub run_dir: PathBuf,
+}
+
+pub async fn connect(target: &Target, expected_context: &str) -> Result<(Cluster, String), ClusterError> {
+    let cluster = Cluster::connect(target).await?;
+    cluster.expect_context(expected_context)?;
+    let version = cluster.ping().await?;
+    Ok((cluster, version))
+}
+
+/// `hybrid-drill plan`: resolves everything read-only and says what a run would do.
+pub async fn plan_only(loaded: &LoadedDrill, target: &Target) -> Result<String, SetupError> {
+    let (cluster, version) = connect(target, &loaded.drill.spec.cluster.context).await?;
+    let plan = plan::resolve(&cluster, &loaded.drill).await?;
+    Ok(format!(
+        "context {} ({}, Kubernetes {version})\n{}nothing was changed\n",
+        cluster.context,
+        cluster.server,
+        plan.describe(&loaded.drill)
+    ))
+}
+
+fn confirm(plan: &Plan, loaded: &LoadedDrill, context: &str, yes: bool) -> Result<(), SetupError> {
+    if yes {
+        return Ok(());
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(SetupError::NeedsYes);
+    }
+    eprint!("{}", plan.describe(&loaded.drill));
+    eprint!("type the context name `{context}` to start the drill: ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut answer);
+    if answer.trim() == context { Ok(()) } else { Err(SetupError::Declined) }
+}
+
+fn run_dir(base: &Path, drill: &str) -> Result<(PathBuf, String), SetupError> {
+    let stamp = Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
+    let dir = base.join(drill).join(&stamp);
+    std::fs::create_dir_all(&dir).map_err(|source| SetupError::RunDir { path: dir.display().to_string(), source })?;
+    Ok((dir, format!("{drill}-{}", stamp.to_lowercase())))
+}
+
+async fn interrupted() -> &'static str {
+    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    }
+}
+
+async fn guard_tripped(mut guard: tokio::sync::watch::Receiver<Option<String>>) -> String {
+    loop {
+        if let Some(message) = guard.borrow_and_update().clone() {
+            return message;
+        }
+        if guard.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+    }
+}
+
+enum Stop {
+    Completed,
+    StepFailed(String),
+    Aborted(String),
+}
+
+pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, SetupError> {
+    let drill = &loaded.drill;
+    // Registered before anything is touched, so a signal never kills the process mid-change.
+    let signals = tokio::spawn(interrupted());
+    let (cluster, version) = connect(&opts.target, &drill.spec.cluster.context).await?;
+    let plan = plan::resolve(&cluster, drill).await?;
+    confirm(&plan, loaded, &cluster.context, opts.yes)?;
+
+    let (dir, run_id) = run_dir(&opts.reports_dir, &drill.metadata.name)?;
+    let io = |source| SetupError::RunDir { path: dir.display().to_string(), source };
+    std::fs::write(dir.join("drill.yaml"), &loaded.source).map_err(io)?;
+    let timeline = Timeline::create(&dir.join("timeline.jsonl")).map_err(io)?;
+    let journal = Journal::create(&dir.join("journal.jsonl")).map_err(io)?;
+    let progress = Progress::new(opts.json);
+    let follow = progress.follow(&timeline);
+    progress.line(&format!(
+        "hybrid-drill: running {} against {} · run directory {}",
+        drill.metadata.name,
+        cluster.context,
+        dir.display()
+    ));
+    timeline.record(Event::DrillStarted {
+        drill: drill.metadata.name.clone(),
+        run_id: run_id.clone(),
+        context: cluster.context.clone(),
+    });
+
+    let view = SharedView::default();
+    let mut watches = Watches::start(&cluster, drill, &view, &timeline);
+    watches.synced(Duration::from_secs(60)).await.map_err(SetupError::Watches)?;
+    let baseline = view.read(|v| Event::Baseline {
+        on_prem_nodes: v.on_prem_nodes().count(),
+        workload_pods: v.pods.len(),
+        ready_pods: v.ready_pods(),
+        fallback_nodeclaims: v.claims.len(),
+        fallback_nodes: v.fallback_nodes().count(),
+        fallback_gpu_limit: plan.pool_gpu_limit,
+    });
+    timeline.record(baseline);
+    let monitor = Monitor::start(drill, &view, &timeline);
+    let mutator = Mutator::new(cluster.clone(), journal, timeline.clone(), run_id.clone());
+
+    let mut records: Vec<StepRecord> = drill
+        .spec
+        .steps
+        .iter()
+        .map(|s| StepRecord {
+            id: s.id.clone(),
+            action: s.action().map(|a| steps::action_name(&a)).unwrap_or_default(),
+            outcome: "skipped".into(),
+            message: String::new(),
+            seconds: None,
+        })
+        .collect();
+    let mut warnings = Vec::new();
+    let mut ctx = StepContext {
+        cluster: &cluster,
+        drill,
+        view: &view,
+        timeline: &timeline,
+        mutator: &mutator,
+        derived: monitor.derived.clone(),
+        progress: &progress,
+        on_prem_nodes: &plan.on_prem_nodes,
+    };
+
+    let deadline = drill.spec.guards.deadline.0;
+    let stop = {
+        let run_steps = async {
+            for (i, step) in drill.spec.steps.iter().enumerate() {
+                let action = records[i].action.clone();
+                progress.step(&format!("[{}/{}] {}", i + 1, drill.spec.steps.len(), step.id));
+                timeline.record(Event::StepStarted { step: step.id.clone(), action: action.clone() });
+                records[i].outcome = "running".into();
+                let started = timeline.elapsed();
+                let result = steps::run_step(&mut ctx, step).await;
+                records[i].seconds = Some((timeline.elapsed() - started).as_secs_f64());
+                match result {
+                    Ok(success) => {
+                        let outcome = if success.warning { "warned" } else { "passed" };
+                        if success.warning {
+                            warnings.push(format!("step {}: {}", step.id, success.message));
+                        }
+                        records[i].outcome = outcome.into();
+                        records[i].message = success.message.clone();
+                        timeline.record(Event::StepFinished {
+                            step: step.id.clone(),
+                            outcome: outcome.into(),
+                            message: success.message,
+                        });
+                    }
+                    Err(e) => {
+                        let message = e.to_string();
+                        records[i].outcome = "failed".into();
+                        records[i].message = message.clone();
+                        timeline.record(Event::StepFinished {
+                            step: step.id.clone(),
+                            outcome: "failed".into(),
+                            message: message.clone(),
+                        });
+                        return Stop::StepFailed(format!("step {} failed: {message}", step.id));
+                    }
+                }
+            }
+            Stop::Completed
+        };
+        tokio::select! {
+            stop = run_steps => stop,
+            signal = signals => Stop::Aborted(format!("interrupted by {}", signal.unwrap_or("a signal"))),
+            _ = tokio::time::sleep(deadline) => Stop::Aborted(format!("the drill's deadline of {} passed", humantime::format_duration(deadline))),
+            message = guard_tripped(monitor.guard.clone()) => Stop::Aborted(format!("guard maxFallbackGpus tripped: {message}")),
+        }
+    };
+    for r in records.iter_mut().filter(|r| r.outcome == "running") {
+        r.outcome = "aborted".into();
+    }
+
+    let mut abort_reason = None;
+    let mut rollback = None;
+    let mut restore_failed = false;
+    if let Stop::StepFailed(reason) | Stop::Aborted(reason) = &stop {
+        timeline.record(Event::Aborted { reason: reason.clone() });
+        progress.line(&format!("aborting: {reason}; restoring the cluster"));
+        let notice = second_signal_notice(dir.clone(), progress.clone());
+        let outcome = mutator.rollback().await;
+        notice.abort();
+        restore_failed = !outcome.restored();
+        rollback = Some(Rollback {
+            undone: outcome.undone,
+            failed: outcome.failed.into_iter().map(|(what, why)| format!("{what}: {why}")).collect(),
+        });
+        abort_reason = Some(reason.clone());
+    }
+
+    drop(monitor);
+    drop(watches);
+    let observations = timeline.observations();
+    let analysis = phases::analyse(drill, &observations);
+    let outcome = match (&stop, restore_failed) {
+        (_, true) => Outcome::RestoreFailed,
+        (Stop::Completed, _) if analysis.objectives_missed.is_empty() => Outcome::Passed,
+        (Stop::Completed, _) => Outcome::ObjectiveMissed,
+        _ => Outcome::Aborted,
+    };
+    timeline.record(Event::DrillFinished { outcome: outcome.as_str().into() });
+    follow.abort();
+    progress.finish();
+    if analysis.fallback.overrun {
+        warnings.push(format!(
+            "the fallback peaked at {} GPUs, above its NodePool limit of {} (Karpenter's limits are eventually consistent)",
+            analysis.fallback.max_gpus,
+            analysis.fallback.gpu_limit.unwrap_or_default()
+        ));
+    }
+    if cluster.context == "hybrid-lab" {
+        warnings.push(
+            "this ran against the lab: its timings are shortened (see lab/README.md) and are not a real cluster's"
+                .into(),
+        );
+    }
+    let watch_gaps = observations.iter().filter(|o| matches!(o.event, Event::WatchGap { .. })).count();
+    let report = Report {
+        schema: report::REPORT_SCHEMA.into(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        run_id,
+        drill: DrillIdentity {
+            name: drill.metadata.name.clone(),
+            description: drill.metadata.description.clone(),
+            file: loaded.path.display().to_string(),
+            source: loaded.source.clone(),
+        },
+        cluster: ClusterIdentity { context: cluster.context.clone(), server: cluster.server.clone(), version },
+        started: timeline.started_at(),
+        finished: Utc::now(),
+        outcome,
+        exit_code: crate::cli::exit_code(outcome),
+        abort_reason,
+        fidelity: fidelity(loaded),
+        steps: records,
+        phases: analysis.phases,
+        milestones: analysis.milestones,
+        objectives_missed: analysis.objectives_missed,
+        fallback: analysis.fallback,
+        rollback,
+        notable_events: report::notable(&observations),
+        watch_gaps,
+        api_requests: cluster.requests_sent(),
+        warnings,
+    };
+    write_reports(&dir, &report).map_err(io)?;
+    Ok(RunResult { report, run_dir: dir })
+}
+
+fn fidelity(loaded: &LoadedDrill) -> String {
+    let drains = loaded.drill.spec.steps.iter().any(|s| matches!(s.action(), Some(Action::Drain(_))));
+    if drains {
+        report::DRAIN_FIDELITY.into()
+    } else {
+        "no fault step: the drill observed the cluster without injecting a failure".into()
+    }
+}
+
+pub fn write_reports(dir: &Path, report: &Report) -> std::io::Result<()> {
+    let json = serde_json::to_string_pretty(report).map_err(std::io::Error::other)?;
+    std::fs::write(dir.join("report.json"), json + "\n")?;
+    std::fs::write(dir.join("report.md"), report::markdown::render(report))
+}
+
+/// While restoring, a further Ctrl-C does not skip the restore: it says what remains and how to finish.
+fn second_signal_notice(dir: PathBuf, progress: Progress) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let _ = interrupted().await;
+            progress.line(&format!(
+                "restore in progress and will not be skipped; if this process is killed, finish with: hybrid-drill recover {}",
+                dir.display()
+            ));
+        }
+    })
+}

@@ -1,0 +1,402 @@
+//! Safety: the one place that mutates a cluster (journalled first), rollback, and recovery from a journal.
+
+pub mod journal;
+
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{EvictParams, ListParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+use tokio::sync::Mutex;
+
+use crate::cluster::{Cluster, first_line, is_not_found};
+use crate::timeline::{Event, Timeline};
+use journal::{EntryState, Journal, Mutation};
+
+/// Annotation that marks every object a run changed, so the cluster itself records what a run touched.
+pub const RUN_ANNOTATION: &str = "hybrid-drill.io/run-id";
+const FIELD_MANAGER: &str = "hybrid-drill";
+
+#[derive(Debug, thiserror::Error)]
+pub enum MutationError {
+    #[error("cannot write the journal {path}: {source}")]
+    Journal { path: String, source: std::io::Error },
+    #[error("{action} {target} failed: {message}")]
+    Api { action: String, target: String, message: String },
+    #[error("command `{command}` could not run: {message}")]
+    Spawn { command: String, message: String },
+    #[error("command `{command}` did not finish within {seconds}s")]
+    CommandTimeout { command: String, seconds: u64 },
+}
+
+/// What an eviction request came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Eviction {
+    Evicted,
+    AlreadyGone,
+    /// The API server answered 429: a PodDisruptionBudget allows no disruption now.
+    Blocked {
+        pdb: Option<String>,
+        message: String,
+    },
+}
+
+/// Every change a drill makes goes through here: journal the intent, make it, journal the outcome.
+pub struct Mutator {
+    cluster: Cluster,
+    journal: Mutex<Journal>,
+    timeline: Timeline,
+    run_id: String,
+}
+
+impl Mutator {
+    pub fn new(cluster: Cluster, journal: Journal, timeline: Timeline, run_id: String) -> Mutator {
+        Mutator { cluster, journal: Mutex::new(journal), timeline, run_id }
+    }
+
+    async fn intend(&self, m: &Mutation) -> Result<u64, MutationError> {
+        let mut j = self.journal.lock().await;
+        j.intend(m).map_err(|source| MutationError::Journal { path: j.path().display().to_string(), source })
+    }
+
+    async fn settle(
+        &self,
+        seq: u64,
+        state: EntryState,
+        m: &Mutation,
+        note: Option<String>,
+    ) -> Result<(), MutationError> {
+        let mut j = self.journal.lock().await;
+        j.write(seq, state, m, note)
+            .map_err(|source| MutationError::Journal { path: j.path().display().to_string(), source })
+    }
+
+    /// Cordons a node, unless someone already had: a node cordoned before the drill stays as it was.
+    pub async fn cordon(&self, node: &str) -> Result<(), MutationError> {
+        let nodes: Api<Node> = Api::all(self.cluster.client.clone());
+        let current = nodes.get(node).await.map_err(|e| api_error("cordon", node, &e))?;
+        let was_unschedulable = current.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
+        let m = Mutation::Cordon { node: node.into(), was_unschedulable };
+        if was_unschedulable {
+            // Journalled as a fact so the report and recovery know not to uncordon it.
+            let seq = self.intend(&m).await?;
+            return self.settle(seq, EntryState::Done, &m, Some("already cordoned before the drill".into())).await;
+        }
+        let seq = self.intend(&m).await?;
+        let patch =
+            json!({"spec": {"unschedulable": true}, "metadata": {"annotations": {RUN_ANNOTATION: self.run_id}}});
+        match nodes.patch(node, &patch_params(), &Patch::Merge(&patch)).await {
+            Ok(_) => {
+                self.settle(seq, EntryState::Done, &m, None).await?;
+                self.timeline.record(Event::Cordoned { node: node.into() });
+                Ok(())
+            }
+            Err(e) => {
+                self.settle(seq, EntryState::Failed, &m, Some(e.to_string())).await?;
+                Err(api_error("cordon", node, &e))
+            }
+        }
+    }
+
+    /// Uncordons a node as part of the drill (the return); the cordon it reverses no longer needs undoing.
+    pub async fn uncordon(&self, node: &str) -> Result<(), MutationError> {
+        let m = Mutation::Uncordon { node: node.into() };
+        let seq = self.intend(&m).await?;
+        match uncordon_node(&self.cluster, node).await {
+            Ok(()) => {
+                self.settle(seq, EntryState::Done, &m, None).await?;
+                let entries = journal::read(Path::new(&self.journal_path_async().await)).unwrap_or_default();
+                for (cordon_seq, cordon) in journal::outstanding(&entries) {
+                    if matches!(&cordon, Mutation::Cordon { node: n, .. } if n == node) {
+                        self.settle(cordon_seq, EntryState::Reverted, &cordon, Some("uncordoned by the drill".into()))
+                            .await?;
+                    }
+                }
+                self.timeline.record(Event::Uncordoned { node: node.into() });
+                Ok(())
+            }
+            Err(message) => {
+                self.settle(seq, EntryState::Failed, &m, Some(message.clone())).await?;
+                Err(MutationError::Api { action: "uncordon".into(), target: format!("node/{node}"), message })
+            }
+        }
+    }
+
+    async fn journal_path_async(&self) -> String {
+        self.journal.lock().await.path().display().to_string()
+    }
+
+    /// Asks the Eviction API to evict a pod, which honours its PodDisruptionBudgets.
+    pub async fn evict(&self, namespace: &str, pod: &str, node: &str) -> Result<Eviction, MutationError> {
+        let m = Mutation::Evict { namespace: namespace.into(), pod: pod.into(), node: node.into() };
+        let seq = self.intend(&m).await?;
+        let pods: Api<Pod> = Api::namespaced(self.cluster.client.clone(), namespace);
+        self.timeline.record(Event::EvictionRequested { pod: format!("{namespace}/{pod}"), node: node.into() });
+        match pods.evict(pod, &EvictParams::default()).await {
+            Ok(_) => {
+                self.settle(seq, EntryState::Done, &m, None).await?;
+                self.timeline.record(Event::Evicted { pod: format!("{namespace}/{pod}"), node: node.into() });
+                Ok(Eviction::Evicted)
+            }
+            Err(e) if is_not_found(&e) => {
+                self.settle(seq, EntryState::Done, &m, Some("already gone".into())).await?;
+                Ok(Eviction::AlreadyGone)
+            }
+            Err(kube::Error::Api(status)) if status.code == 429 => {
+                let cause =
+                    status.details.as_ref().and_then(|d| d.causes.iter().find(|c| c.reason == "DisruptionBudget"));
+                let mut pdb = cause.and_then(|c| pdb_name_from_message(&c.message));
+                if pdb.is_none() {
+                    pdb = self.blocking_pdb(namespace, pod).await;
+                }
+                let message = cause.map(|c| c.message.clone()).unwrap_or_else(|| status.message.clone());
+                self.settle(seq, EntryState::Failed, &m, Some(message.clone())).await?;
+                self.timeline.record(Event::EvictionBlocked {
+                    pod: format!("{namespace}/{pod}"),
+                    pdb: pdb.clone(),
+                    message: message.clone(),
+                });
+                Ok(Eviction::Blocked { pdb, message })
+            }
+            Err(e) => {
+                self.settle(seq, EntryState::Failed, &m, Some(e.to_string())).await?;
+                Err(api_error("evict", &format!("pod/{namespace}/{pod}"), &e))
+            }
+        }
+    }
+
+    /// The PodDisruptionBudget whose selector matches the pod, when the API server did not name it.
+    async fn blocking_pdb(&self, namespace: &str, pod: &str) -> Option<String> {
+        let pods: Api<Pod> = Api::namespaced(self.cluster.client.clone(), namespace);
+        let labels = pods.get(pod).await.ok()?.labels().clone();
+        let pdbs: Api<PodDisruptionBudget> = Api::namespaced(self.cluster.client.clone(), namespace);
+        let list = pdbs.list(&ListParams::default()).await.ok()?;
+        list.items
+            .iter()
+            .find(|pdb| {
+                let selector = pdb.spec.as_ref().and_then(|s| s.selector.as_ref());
+                selector
+                    .and_then(|s| s.match_labels.as_ref())
+                    .is_some_and(|ml| ml.iter().all(|(k, v)| labels.get(k) == Some(v)))
+            })
+            .map(|pdb| pdb.name_any())
+    }
+
+    /// A rollout restart, done the way kubectl does it: a new pod-template annotation.
+    pub async fn restart(&self, namespace: &str, kind: &str, name: &str) -> Result<(), MutationError> {
+        let m = Mutation::Restart { namespace: namespace.into(), kind: kind.into(), name: name.into() };
+        let seq = self.intend(&m).await?;
+        let now = chrono::Utc::now().to_rfc3339();
+        let patch = json!({"spec": {"template": {"metadata": {"annotations": {
+            "kubectl.kubernetes.io/restartedAt": now,
+            RUN_ANNOTATION: self.run_id,
+        }}}}});
+        let params = patch_params();
+        let result = match kind {
+            "statefulset" => Api::<StatefulSet>::namespaced(self.cluster.client.clone(), namespace)
+                .patch(name, &params, &Patch::Merge(&patch))
+                .await
+                .map(|_| ()),
+            _ => Api::<Deployment>::namespaced(self.cluster.client.clone(), namespace)
+                .patch(name, &params, &Patch::Merge(&patch))
+                .await
+                .map(|_| ()),
+        };
+        match result {
+            Ok(()) => {
+                self.settle(seq, EntryState::Done, &m, None).await?;
+                self.timeline.record(Event::RestartTriggered { target: format!("{kind}/{namespace}/{name}") });
+                Ok(())
+            }
+            Err(e) => {
+                self.settle(seq, EntryState::Failed, &m, Some(e.to_string())).await?;
+                Err(api_error("restart", &format!("{kind}/{namespace}/{name}"), &e))
+            }
+        }
+    }
+
+    /// Runs a user's command (a hook); its undo command, if any, runs on rollback.
+    pub async fn exec(
+        &self,
+        step: &str,
+        command: &[String],
+        undo: Option<Vec<String>>,
+        timeout: Duration,
+    ) -> Result<i32, MutationError> {
+        let m = Mutation::Exec { step: step.into(), command: command.to_vec(), undo };
+        let seq = self.intend(&m).await?;
+        let outcome = run_command(command, timeout).await;
+        let code = match &outcome {
+            Ok(code) => Some(*code),
+            Err(_) => None,
+        };
+        self.timeline.record(Event::HookRan { step: step.into(), command: command.join(" "), exit_code: code });
+        let state = if code == Some(0) { EntryState::Done } else { EntryState::Failed };
+        self.settle(seq, state, &m, outcome.as_ref().err().map(|e| e.to_string())).await?;
+        outcome
+    }
+
+    /// Undoes every outstanding mutation, newest first, each retried with backoff and journalled.
+    pub async fn rollback(&self) -> RollbackOutcome {
+        let path = self.journal_path_async().await;
+        let entries = match journal::read(Path::new(&path)) {
+            Ok(e) => e,
+            Err(e) => {
+                return RollbackOutcome { undone: Vec::new(), failed: vec![(path, e.to_string())] };
+            }
+        };
+        let mut outcome = RollbackOutcome::default();
+        for (seq, m) in journal::outstanding(&entries) {
+            let (action, target) = m.describe();
+            match undo_with_retries(&self.cluster, &m).await {
+                Ok(()) => {
+                    let _ = self.settle(seq, EntryState::Undone, &m, None).await;
+                    self.timeline.record(Event::UndoDone { action: action.clone(), target: target.clone() });
+                    outcome.undone.push(format!("{action} {target}"));
+                }
+                Err(error) => {
+                    let _ = self.settle(seq, EntryState::UndoFailed, &m, Some(error.clone())).await;
+                    self.timeline.record(Event::UndoFailed {
+                        action: action.clone(),
+                        target: target.clone(),
+                        error: error.clone(),
+                    });
+                    outcome.failed.push((format!("{action} {target}"), error));
+                }
+            }
+        }
+        outcome
+    }
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct RollbackOutcome {
+    pub undone: Vec<String>,
+    pub failed: Vec<(String, String)>,
+}
+
+impl RollbackOutcome {
+    pub fn restored(&self) -> bool {
+        self.failed.is_empty()
+    }
+}
+
+/// "The disruption budget llm-inference needs 4 healthy pods ..." names the budget.
+fn pdb_name_from_message(message: &str) -> Option<String> {
+    let rest = message.split("disruption budget ").nth(1)?;
+    rest.split_whitespace().next().map(str::to_string)
+}
+
+/// Patches are attributed to the tool in each object's managedFields, for whoever audits the cluster later.
+fn patch_params() -> PatchParams {
+    PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }
+}
+
+fn api_error(action: &str, target: &str, e: &kube::Error) -> MutationError {
+    MutationError::Api { action: action.into(), target: target.into(), message: first_line(&e.to_string()) }
+}
+
+async fn uncordon_node(cluster: &Cluster, node: &str) -> Result<(), String> {
+    let nodes: Api<Node> = Api::all(cluster.client.clone());
+    let patch = json!({"spec": {"unschedulable": null}, "metadata": {"annotations": {RUN_ANNOTATION: null}}});
+    match nodes.patch(node, &patch_params(), &Patch::Merge(&patch)).await {
+        Ok(_) => Ok(()),
+        // A node that is gone has nothing left to restore.
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(first_line(&e.to_string())),
+    }
+}
+
+async fn undo(cluster: &Cluster, m: &Mutation) -> Result<(), String> {
+    match m {
+        Mutation::Cordon { node, was_unschedulable: false } => uncordon_node(cluster, node).await,
+        Mutation::Exec { undo: Some(command), .. } => match run_command(command, Duration::from_secs(300)).await {
+            Ok(0) => Ok(()),
+            Ok(code) => Err(format!("undo command exited {code}")),
+            Err(e) => Err(e.to_string()),
+        },
+        _ => Ok(()),
+    }
+}
+
+async fn undo_with_retries(cluster: &Cluster, m: &Mutation) -> Result<(), String> {
+    let mut delay = Duration::from_millis(500);
+    let mut last = String::new();
+    for _ in 0..6 {
+        match undo(cluster, m).await {
+            Ok(()) => return Ok(()),
+            Err(e) => last = e,
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(8));
+    }
+    Err(last)
+}
+
+/// Runs a program (no shell) with a deadline, its output passed through to the terminal's stderr.
+pub async fn run_command(command: &[String], timeout: Duration) -> Result<i32, MutationError> {
+    let shown = command.join(" ");
+    let Some((program, args)) = command.split_first() else {
+        return Err(MutationError::Spawn { command: shown, message: "empty command".into() });
+    };
+    let mut child = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::inherit())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| MutationError::Spawn { command: shown.clone(), message: e.to_string() })?;
+    match tokio::time::timeout(timeout, child.wait()).await {
+        Ok(Ok(status)) => Ok(status.code().unwrap_or(-1)),
+        Ok(Err(e)) => Err(MutationError::Spawn { command: shown, message: e.to_string() }),
+        Err(_) => {
+            let _ = child.kill().await;
+            Err(MutationError::CommandTimeout { command: shown, seconds: timeout.as_secs() })
+        }
+    }
+}
+
+/// Restores a cluster from a run's journal: what `recover` does after a crash. Safe to repeat.
+pub async fn recover(cluster: &Cluster, journal_path: &Path) -> Result<RollbackOutcome, MutationError> {
+    let entries = journal::read(journal_path)
+        .map_err(|source| MutationError::Journal { path: journal_path.display().to_string(), source })?;
+    let mut journal = Journal::create(journal_path)
+        .map_err(|source| MutationError::Journal { path: journal_path.display().to_string(), source })?;
+    let mut outcome = RollbackOutcome::default();
+    for (seq, m) in journal::outstanding(&entries) {
+        let (action, target) = m.describe();
+        let result = undo_with_retries(cluster, &m).await;
+        let (state, note) = match &result {
+            Ok(()) => (EntryState::Undone, Some("recovered".to_string())),
+            Err(e) => (EntryState::UndoFailed, Some(e.clone())),
+        };
+        journal
+            .write(seq, state, &m, note)
+            .map_err(|source| MutationError::Journal { path: journal_path.display().to_string(), source })?;
+        match result {
+            Ok(()) => outcome.undone.push(format!("{action} {target}")),
+            Err(e) => outcome.failed.push((format!("{action} {target}"), e)),
+        }
+    }
+    Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pdb_name_is_read_from_the_eviction_cause() {
+        assert_eq!(
+            pdb_name_from_message("The disruption budget llm-inference needs 4 healthy pods and has 4 currently")
+                .as_deref(),
+            Some("llm-inference")
+        );
+        assert_eq!(pdb_name_from_message("something else"), None);
+    }
+}

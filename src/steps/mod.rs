@@ -1,0 +1,97 @@
+//! The steps a drill runs, one file per kind, sharing one context.
+
+pub mod check;
+pub mod drain;
+pub mod nodes;
+pub mod ret;
+pub mod wait;
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::cluster::Cluster;
+use crate::drill::{Action, Drill, Step};
+use crate::monitor::Derived;
+use crate::progress::Progress;
+use crate::safety::{MutationError, Mutator};
+use crate::timeline::Timeline;
+use crate::timeline::view::SharedView;
+
+/// Everything a step may use. Steps never format output beyond progress lines.
+pub struct StepContext<'a> {
+    pub cluster: &'a Cluster,
+    pub drill: &'a Drill,
+    pub view: &'a SharedView,
+    pub timeline: &'a Timeline,
+    pub mutator: &'a Mutator,
+    pub derived: tokio::sync::watch::Receiver<Derived>,
+    pub progress: &'a Progress,
+    /// The on-prem nodes the drill resolved before it started; steps act on exactly these.
+    pub on_prem_nodes: &'a [String],
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    #[error("timed out after {}: {detail}", humantime::format_duration(*.after))]
+    Timeout { after: Duration, detail: String },
+    #[error("{0}")]
+    Failed(String),
+    #[error(transparent)]
+    Mutation(#[from] MutationError),
+}
+
+/// What a finished step reports.
+#[derive(Debug, Clone)]
+pub struct StepSuccess {
+    pub message: String,
+    pub warning: bool,
+}
+
+impl StepSuccess {
+    pub fn ok(message: impl Into<String>) -> StepSuccess {
+        StepSuccess { message: message.into(), warning: false }
+    }
+}
+
+pub fn action_name(action: &Action) -> String {
+    match action {
+        Action::Check(..) => "check steady-state".into(),
+        Action::Drain(_) => "drain onPrem".into(),
+        Action::Cordon(_) => "cordon onPrem".into(),
+        Action::Uncordon(_) => "uncordon onPrem".into(),
+        Action::WaitFor(c) => format!("waitFor {c}"),
+        Action::Return(_) => "return".into(),
+        Action::Exec(e) => format!("exec {}", e.command.join(" ")),
+        Action::Pause(d) => format!("pause {}", humantime::format_duration(*d)),
+    }
+}
+
+pub async fn run_step(ctx: &mut StepContext<'_>, step: &Step) -> Result<StepSuccess, StepError> {
+    let timeout = step.timeout();
+    let deadline = Instant::now() + timeout;
+    let Some(action) = step.action() else {
+        return Err(StepError::Failed(format!("step {} has no action", step.id)));
+    };
+    match action {
+        Action::Check(_, on_deviation) => check::steady_state(ctx, on_deviation),
+        Action::Drain(_) => drain::drain(ctx, &step.id, deadline, timeout).await,
+        Action::Cordon(_) => nodes::cordon(ctx).await,
+        Action::Uncordon(_) => nodes::uncordon(ctx).await,
+        Action::WaitFor(condition) => wait::wait_for(ctx, condition, deadline, timeout).await,
+        Action::Return(ret) => ret::return_to_on_prem(ctx, &step.id, &ret).await,
+        Action::Exec(exec) => {
+            let code = ctx.mutator.exec(&step.id, &exec.command, exec.undo.clone(), timeout).await?;
+            if code == 0 {
+                Ok(StepSuccess::ok(format!("`{}` exited 0", exec.command.join(" "))))
+            } else {
+                Err(StepError::Failed(format!("`{}` exited {code}", exec.command.join(" "))))
+            }
+        }
+        Action::Pause(duration) => {
+            ctx.progress.waiting(&format!("pausing {}", humantime::format_duration(duration)));
+            tokio::time::sleep(duration).await;
+            Ok(StepSuccess::ok(format!("paused {}", humantime::format_duration(duration))))
+        }
+    }
+}

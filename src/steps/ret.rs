@@ -1,0 +1,24 @@
+//! The return to on-prem: uncordon the on-prem nodes, then restart the workload so it re-places there.
+
+use super::{StepContext, StepError, StepSuccess, nodes};
+use crate::drill::ReturnAction;
+use crate::drill::validate::parse_workload_ref;
+use crate::timeline::Event;
+
+pub async fn return_to_on_prem(
+    ctx: &StepContext<'_>,
+    step: &str,
+    action: &ReturnAction,
+) -> Result<StepSuccess, StepError> {
+    ctx.timeline.record(Event::ReturnStarted { step: step.into() });
+    let mut done = Vec::new();
+    if action.uncordon {
+        done.push(nodes::uncordon(ctx).await?.message);
+    }
+    if let Some(target) = &action.restart {
+        let (kind, name) = parse_workload_ref(target).map_err(StepError::Failed)?;
+        ctx.mutator.restart(&ctx.drill.spec.targets.workload.namespace, &kind, &name).await?;
+        done.push(format!("restarted {kind}/{name}"));
+    }
+    Ok(StepSuccess::ok(done.join("; ")))
+}

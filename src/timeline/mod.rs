@@ -1,0 +1,408 @@
+//! The drill's timeline: observations with two clocks, appended to disk as they arrive.
+
+pub mod view;
+pub mod watch;
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Where a node sits in the hybrid design.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NodeRole {
+    OnPrem,
+    Fallback,
+    Other,
+}
+
+/// What was seen or done. Tool actions and cluster observations share one log so phases can be cut from it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum Event {
+    DrillStarted {
+        drill: String,
+        run_id: String,
+        context: String,
+    },
+    Baseline {
+        on_prem_nodes: usize,
+        workload_pods: usize,
+        ready_pods: usize,
+        fallback_nodeclaims: usize,
+        fallback_nodes: usize,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fallback_gpu_limit: Option<i64>,
+    },
+    StepStarted {
+        step: String,
+        action: String,
+    },
+    StepFinished {
+        step: String,
+        outcome: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        message: String,
+    },
+    FaultInjected {
+        step: String,
+        kind: String,
+    },
+    Cordoned {
+        node: String,
+    },
+    Uncordoned {
+        node: String,
+    },
+    EvictionRequested {
+        pod: String,
+        node: String,
+    },
+    EvictionBlocked {
+        pod: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pdb: Option<String>,
+        message: String,
+    },
+    Evicted {
+        pod: String,
+        node: String,
+    },
+    ReturnStarted {
+        step: String,
+    },
+    RestartTriggered {
+        target: String,
+    },
+    HookRan {
+        step: String,
+        command: String,
+        exit_code: Option<i32>,
+    },
+    PodCreated {
+        pod: String,
+    },
+    PodScheduled {
+        pod: String,
+        node: String,
+        role: NodeRole,
+    },
+    PodReady {
+        pod: String,
+        node: String,
+        role: NodeRole,
+    },
+    PodNotReady {
+        pod: String,
+        node: String,
+        role: NodeRole,
+    },
+    PodTerminating {
+        pod: String,
+        node: String,
+        role: NodeRole,
+    },
+    PodDeleted {
+        pod: String,
+        node: String,
+        role: NodeRole,
+    },
+    NodeAdded {
+        node: String,
+        role: NodeRole,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        instance_type: Option<String>,
+        gpus: i64,
+    },
+    NodeReady {
+        node: String,
+        role: NodeRole,
+        status: String,
+        gpus: i64,
+    },
+    NodeSchedulable {
+        node: String,
+        role: NodeRole,
+        schedulable: bool,
+    },
+    NodeTaint {
+        node: String,
+        role: NodeRole,
+        key: String,
+        effect: String,
+        added: bool,
+    },
+    NodeDeleted {
+        node: String,
+        role: NodeRole,
+    },
+    NodeClaimCreated {
+        nodeclaim: String,
+    },
+    NodeClaimCondition {
+        nodeclaim: String,
+        condition: String,
+        status: String,
+    },
+    NodeClaimDeleting {
+        nodeclaim: String,
+    },
+    NodeClaimDeleted {
+        nodeclaim: String,
+    },
+    FallbackGpus {
+        gpus: i64,
+    },
+    KubeEvent {
+        object: String,
+        reason: String,
+        message: String,
+    },
+    ProbeResult {
+        ok: bool,
+        detail: String,
+    },
+    ServiceRestored {
+        ready_pods: usize,
+    },
+    ServiceLost {
+        ready_pods: usize,
+    },
+    BackOnPrem {
+        ready_pods: usize,
+    },
+    FallbackEmpty,
+    FallbackReady {
+        nodeclaims: usize,
+    },
+    WatchGap {
+        resource: String,
+        error: String,
+    },
+    WatchResumed {
+        resource: String,
+    },
+    GuardTripped {
+        guard: String,
+        message: String,
+    },
+    Aborted {
+        reason: String,
+    },
+    UndoDone {
+        action: String,
+        target: String,
+    },
+    UndoFailed {
+        action: String,
+        target: String,
+        error: String,
+    },
+    DrillFinished {
+        outcome: String,
+    },
+}
+
+/// One line of the timeline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Observation {
+    pub seq: u64,
+    /// Milliseconds since the drill started, on the tool's monotonic clock.
+    pub t_ms: u64,
+    /// When the tool received or did it (wall clock, milliseconds).
+    pub received: DateTime<Utc>,
+    /// The object's own time (creationTimestamp, lastTransitionTime, event time); whole seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_time: Option<DateTime<Utc>>,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+struct Inner {
+    file: Option<File>,
+    observations: Vec<Observation>,
+    listeners: Vec<tokio::sync::mpsc::UnboundedSender<Observation>>,
+}
+
+/// The append-only log of a run, shared by the watches and the steps.
+#[derive(Clone)]
+pub struct Timeline {
+    start: Instant,
+    start_wall: DateTime<Utc>,
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl Timeline {
+    /// A timeline that appends every observation to `path` (JSON lines) as it arrives.
+    pub fn create(path: &Path) -> std::io::Result<Timeline> {
+        let file = File::create(path)?;
+        Ok(Self::with_file(Some(file)))
+    }
+
+    pub fn in_memory() -> Timeline {
+        Self::with_file(None)
+    }
+
+    fn with_file(file: Option<File>) -> Timeline {
+        Timeline {
+            start: Instant::now(),
+            start_wall: Utc::now(),
+            inner: Arc::new(Mutex::new(Inner { file, observations: Vec::new(), listeners: Vec::new() })),
+        }
+    }
+
+    pub fn started_at(&self) -> DateTime<Utc> {
+        self.start_wall
+    }
+
+    pub fn elapsed(&self) -> std::time::Duration {
+        self.start.elapsed()
+    }
+
+    pub fn record(&self, event: Event) -> Observation {
+        self.record_at(event, None)
+    }
+
+    pub fn record_at(&self, event: Event, server_time: Option<DateTime<Utc>>) -> Observation {
+        let elapsed = self.start.elapsed();
+        let received = self.start_wall + chrono::Duration::from_std(elapsed).unwrap_or_default();
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let obs = Observation {
+            seq: inner.observations.len() as u64,
+            t_ms: elapsed.as_millis() as u64,
+            received,
+            server_time,
+            event,
+        };
+        if let Some(file) = inner.file.as_mut()
+            && let Ok(line) = serde_json::to_string(&obs)
+        {
+            // One write per line, unbuffered: a crash of the tool loses nothing already seen.
+            let _ = writeln!(file, "{line}");
+        }
+        inner.listeners.retain(|l| l.send(obs.clone()).is_ok());
+        inner.observations.push(obs.clone());
+        obs
+    }
+
+    pub fn observations(&self) -> Vec<Observation> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).observations.clone()
+    }
+
+    /// Every observation recorded from now on.
+    pub fn subscribe(&self) -> tokio::sync::mpsc::UnboundedReceiver<Observation> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).listeners.push(tx);
+        rx
+    }
+}
+
+/// Reads a timeline written by [`Timeline::create`]; a torn last line (a crash mid-write) is skipped.
+pub fn read(path: &Path) -> std::io::Result<Vec<Observation>> {
+    let file = File::open(path)?;
+    Ok(BufReader::new(file).lines().map_while(Result::ok).filter_map(|l| serde_json::from_str(&l).ok()).collect())
+}
+
+pub fn rfc3339(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+impl Event {
+    /// A short human line for progress output and reports.
+    pub fn describe(&self) -> String {
+        match self {
+            Event::DrillStarted { drill, context, .. } => {
+                format!("drill {drill} started on {context}")
+            }
+            Event::Baseline { ready_pods, fallback_nodeclaims, .. } => {
+                format!("baseline: {ready_pods} workload pods ready, {fallback_nodeclaims} fallback nodeclaims")
+            }
+            Event::StepStarted { step, action } => format!("step {step} ({action}) started"),
+            Event::StepFinished { step, outcome, message } if message.is_empty() => format!("step {step} {outcome}"),
+            Event::StepFinished { step, outcome, message } => format!("step {step} {outcome}: {message}"),
+            Event::FaultInjected { kind, .. } => format!("fault injected ({kind}): t0"),
+            Event::Cordoned { node } => format!("cordoned {node}"),
+            Event::Uncordoned { node } => format!("uncordoned {node}"),
+            Event::EvictionRequested { pod, node } => format!("evicting {pod} from {node}"),
+            Event::EvictionBlocked { pod, pdb: Some(pdb), .. } => {
+                format!("eviction of {pod} blocked by PodDisruptionBudget {pdb}")
+            }
+            Event::EvictionBlocked { pod, message, .. } => {
+                format!("eviction of {pod} blocked: {message}")
+            }
+            Event::Evicted { pod, node } => format!("evicted {pod} from {node}"),
+            Event::ReturnStarted { .. } => "return to on-prem started".into(),
+            Event::RestartTriggered { target } => format!("restarted {target}"),
+            Event::HookRan { command, exit_code, .. } => {
+                format!("ran `{command}` (exit {})", exit_code.map_or("none".into(), |c| c.to_string()))
+            }
+            Event::PodCreated { pod } => format!("pod {pod} created"),
+            Event::PodScheduled { pod, node, role } => {
+                format!("pod {pod} bound to {node} ({})", role_name(*role))
+            }
+            Event::PodReady { pod, node, .. } => format!("pod {pod} Ready on {node}"),
+            Event::PodNotReady { pod, node, .. } => format!("pod {pod} not Ready on {node}"),
+            Event::PodTerminating { pod, node, .. } => format!("pod {pod} terminating on {node}"),
+            Event::PodDeleted { pod, node, .. } => format!("pod {pod} gone from {node}"),
+            Event::NodeAdded { node, role, gpus, .. } => {
+                format!("node {node} added ({}, {gpus} GPUs)", role_name(*role))
+            }
+            Event::NodeReady { node, status, gpus, .. } => {
+                format!("node {node} Ready={status} ({gpus} GPUs allocatable)")
+            }
+            Event::NodeSchedulable { node, schedulable, .. } => {
+                format!("node {node} {}", if *schedulable { "schedulable" } else { "unschedulable" })
+            }
+            Event::NodeTaint { node, key, effect, added, .. } => {
+                format!("node {node} taint {key}:{effect} {}", if *added { "added" } else { "removed" })
+            }
+            Event::NodeDeleted { node, .. } => format!("node {node} deleted"),
+            Event::NodeClaimCreated { nodeclaim } => format!("NodeClaim {nodeclaim} created"),
+            Event::NodeClaimCondition { nodeclaim, condition, status } => {
+                format!("NodeClaim {nodeclaim} {condition}={status}")
+            }
+            Event::NodeClaimDeleting { nodeclaim } => format!("NodeClaim {nodeclaim} deleting"),
+            Event::NodeClaimDeleted { nodeclaim } => format!("NodeClaim {nodeclaim} gone"),
+            Event::FallbackGpus { gpus } => format!("fallback holds {gpus} GPUs"),
+            Event::KubeEvent { object, reason, message } => format!("event {reason} on {object}: {message}"),
+            Event::ProbeResult { ok, detail } => {
+                format!("probe {}: {detail}", if *ok { "passed" } else { "failed" })
+            }
+            Event::ServiceRestored { ready_pods } => {
+                format!("service restored ({ready_pods} pods Ready)")
+            }
+            Event::ServiceLost { ready_pods } => {
+                format!("service unavailable ({ready_pods} pods Ready)")
+            }
+            Event::BackOnPrem { ready_pods } => {
+                format!("workload back on-prem ({ready_pods} pods Ready)")
+            }
+            Event::FallbackEmpty => "fallback reclaimed to 0".into(),
+            Event::FallbackReady { nodeclaims } => {
+                format!("fallback ready ({nodeclaims} NodeClaims initialized)")
+            }
+            Event::WatchGap { resource, error } => {
+                format!("watch of {resource} interrupted: {error}")
+            }
+            Event::WatchResumed { resource } => format!("watch of {resource} resumed"),
+            Event::GuardTripped { guard, message } => format!("guard {guard} tripped: {message}"),
+            Event::Aborted { reason } => format!("aborted: {reason}"),
+            Event::UndoDone { action, target } => format!("undone: {action} {target}"),
+            Event::UndoFailed { action, target, error } => format!("undo failed: {action} {target}: {error}"),
+            Event::DrillFinished { outcome } => format!("drill finished: {outcome}"),
+        }
+    }
+}
+
+pub fn role_name(role: NodeRole) -> &'static str {
+    match role {
+        NodeRole::OnPrem => "on-prem",
+        NodeRole::Fallback => "fallback",
+        NodeRole::Other => "other",
+    }
+}

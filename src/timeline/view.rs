@@ -1,0 +1,392 @@
+//! The current state of the drilled objects, kept by the watches, and the transitions between two states.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+use super::{Event, NodeRole};
+use crate::cluster::karpenter::{GPU_RESOURCE, INSTANCE_TYPE_LABEL, NODECLAIM_CONDITIONS, NodeClaim};
+use crate::cluster::quantity::as_integer;
+use crate::cluster::to_utc;
+
+/// A transition seen by a watch: what changed and the object's own time for it.
+pub type Transition = (Event, Option<DateTime<Utc>>);
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeState {
+    pub name: String,
+    pub role: NodeRole,
+    pub ready: String,
+    pub ready_since: Option<DateTime<Utc>>,
+    pub schedulable: bool,
+    pub gpus: i64,
+    pub instance_type: Option<String>,
+    pub created: Option<DateTime<Utc>>,
+    pub taints: Vec<(String, String, Option<DateTime<Utc>>)>,
+    pub run_annotation: Option<String>,
+}
+
+impl NodeState {
+    pub fn from_node(node: &Node, role: NodeRole) -> NodeState {
+        let meta = &node.metadata;
+        let status = node.status.as_ref();
+        let ready = status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+            .map(|c| (c.status.clone(), c.last_transition_time.as_ref().map(|t| to_utc(&t.0))));
+        let gpus = status
+            .and_then(|s| s.allocatable.as_ref())
+            .and_then(|a| a.get(GPU_RESOURCE))
+            .and_then(as_integer)
+            .unwrap_or(0);
+        let taints = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .map(|ts| {
+                ts.iter()
+                    .map(|t| (t.key.clone(), t.effect.clone(), t.time_added.as_ref().map(|x| to_utc(&x.0))))
+                    .collect()
+            })
+            .unwrap_or_default();
+        NodeState {
+            name: meta.name.clone().unwrap_or_default(),
+            role,
+            ready: ready.as_ref().map(|r| r.0.clone()).unwrap_or_else(|| "Unknown".into()),
+            ready_since: ready.and_then(|r| r.1),
+            schedulable: !node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
+            gpus,
+            instance_type: meta.labels.as_ref().and_then(|l| l.get(INSTANCE_TYPE_LABEL)).cloned(),
+            created: meta.creation_timestamp.as_ref().map(|t| to_utc(&t.0)),
+            taints,
+            run_annotation: meta.annotations.as_ref().and_then(|a| a.get(crate::safety::RUN_ANNOTATION)).cloned(),
+        }
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready == "True"
+    }
+}
+
+pub fn node_transitions(before: Option<&NodeState>, after: &NodeState) -> Vec<Transition> {
+    let mut out = Vec::new();
+    let (node, role) = (after.name.clone(), after.role);
+    let Some(before) = before else {
+        out.push((
+            Event::NodeAdded { node: node.clone(), role, instance_type: after.instance_type.clone(), gpus: after.gpus },
+            after.created,
+        ));
+        if after.is_ready() {
+            out.push((
+                Event::NodeReady { node, role, status: after.ready.clone(), gpus: after.gpus },
+                after.ready_since,
+            ));
+        }
+        return out;
+    };
+    if before.ready != after.ready || (after.is_ready() && before.gpus != after.gpus) {
+        out.push((
+            Event::NodeReady { node: node.clone(), role, status: after.ready.clone(), gpus: after.gpus },
+            after.ready_since,
+        ));
+    }
+    if before.schedulable != after.schedulable {
+        out.push((Event::NodeSchedulable { node: node.clone(), role, schedulable: after.schedulable }, None));
+    }
+    for (key, effect, added_at) in &after.taints {
+        if !before.taints.iter().any(|(k, e, _)| k == key && e == effect) {
+            out.push((
+                Event::NodeTaint { node: node.clone(), role, key: key.clone(), effect: effect.clone(), added: true },
+                *added_at,
+            ));
+        }
+    }
+    for (key, effect, _) in &before.taints {
+        if !after.taints.iter().any(|(k, e, _)| k == key && e == effect) {
+            out.push((
+                Event::NodeTaint { node: node.clone(), role, key: key.clone(), effect: effect.clone(), added: false },
+                None,
+            ));
+        }
+    }
+    out
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodState {
+    pub name: String,
+    pub node: Option<String>,
+    pub phase: String,
+    pub ready: bool,
+    pub ready_since: Option<DateTime<Utc>>,
+    pub scheduled_at: Option<DateTime<Utc>>,
+    pub created: Option<DateTime<Utc>>,
+    pub terminating: bool,
+    pub deletion_requested: Option<DateTime<Utc>>,
+    pub owner_kind: Option<String>,
+}
+
+impl PodState {
+    pub fn from_pod(pod: &Pod) -> PodState {
+        let meta = &pod.metadata;
+        let status = pod.status.as_ref();
+        let condition = |kind: &str| {
+            status
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.type_ == kind))
+                .map(|c| (c.status == "True", c.last_transition_time.as_ref().map(|t| to_utc(&t.0))))
+        };
+        let ready = condition("Ready");
+        let grace = meta.deletion_grace_period_seconds.unwrap_or(0);
+        PodState {
+            name: meta.name.clone().unwrap_or_default(),
+            node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+            phase: status.and_then(|s| s.phase.clone()).unwrap_or_else(|| "Pending".into()),
+            ready: ready.is_some_and(|r| r.0),
+            ready_since: ready.and_then(|r| r.1),
+            scheduled_at: condition("PodScheduled").filter(|c| c.0).and_then(|c| c.1),
+            created: meta.creation_timestamp.as_ref().map(|t| to_utc(&t.0)),
+            terminating: meta.deletion_timestamp.is_some(),
+            // deletionTimestamp is when the grace period ends; the request came that much earlier.
+            deletion_requested: meta
+                .deletion_timestamp
+                .as_ref()
+                .map(|t| to_utc(&t.0) - chrono::Duration::seconds(grace)),
+            owner_kind: meta.owner_references.as_ref().and_then(|o| o.first()).map(|o| o.kind.clone()),
+        }
+    }
+}
+
+pub fn pod_transitions(
+    before: Option<&PodState>,
+    after: &PodState,
+    role_of: impl Fn(&str) -> NodeRole,
+) -> Vec<Transition> {
+    let mut out = Vec::new();
+    let pod = after.name.clone();
+    let node = after.node.clone().unwrap_or_default();
+    let role = role_of(&node);
+    if before.is_none() {
+        out.push((Event::PodCreated { pod: pod.clone() }, after.created));
+    }
+    if after.node.is_some() && before.and_then(|b| b.node.as_ref()).is_none() {
+        out.push((Event::PodScheduled { pod: pod.clone(), node: node.clone(), role }, after.scheduled_at));
+    }
+    let was_ready = before.is_some_and(|b| b.ready);
+    if after.ready && !was_ready {
+        out.push((Event::PodReady { pod: pod.clone(), node: node.clone(), role }, after.ready_since));
+    } else if !after.ready && was_ready {
+        out.push((Event::PodNotReady { pod: pod.clone(), node: node.clone(), role }, after.ready_since));
+    }
+    if after.terminating && !before.is_some_and(|b| b.terminating) {
+        out.push((Event::PodTerminating { pod, node, role }, after.deletion_requested));
+    }
+    out
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimState {
+    pub name: String,
+    pub node: Option<String>,
+    pub created: Option<DateTime<Utc>>,
+    pub conditions: BTreeMap<String, (String, Option<DateTime<Utc>>)>,
+    pub deleting: bool,
+    pub gpus: i64,
+}
+
+impl ClaimState {
+    pub fn from_claim(claim: &NodeClaim) -> ClaimState {
+        let status = claim.status.clone().unwrap_or_default();
+        ClaimState {
+            name: claim.metadata.name.clone().unwrap_or_default(),
+            node: status.node_name.clone(),
+            created: claim.metadata.creation_timestamp.as_ref().map(|t| to_utc(&t.0)),
+            conditions: status
+                .conditions
+                .iter()
+                .map(|c| (c.type_.clone(), (c.status.clone(), c.last_transition_time.as_ref().map(|t| to_utc(&t.0)))))
+                .collect(),
+            deleting: claim.metadata.deletion_timestamp.is_some(),
+            gpus: status.capacity.get(GPU_RESOURCE).and_then(as_integer).unwrap_or(0),
+        }
+    }
+
+    pub fn is(&self, condition: &str) -> bool {
+        self.conditions.get(condition).is_some_and(|c| c.0 == "True")
+    }
+}
+
+pub fn claim_transitions(before: Option<&ClaimState>, after: &ClaimState) -> Vec<Transition> {
+    let mut out = Vec::new();
+    let name = after.name.clone();
+    if before.is_none() {
+        out.push((Event::NodeClaimCreated { nodeclaim: name.clone() }, after.created));
+    }
+    // Timed conditions first, in lifecycle order, so a batch of changes reads in order.
+    let mut kinds: Vec<&String> = after.conditions.keys().collect();
+    kinds.sort_by_key(|k| NODECLAIM_CONDITIONS.iter().position(|c| c == k).unwrap_or(usize::MAX));
+    for kind in kinds {
+        let (status, since) = &after.conditions[kind];
+        let old = before.and_then(|b| b.conditions.get(kind)).map(|c| &c.0);
+        if old != Some(status) && (old.is_some() || status == "True") {
+            out.push((
+                Event::NodeClaimCondition { nodeclaim: name.clone(), condition: kind.clone(), status: status.clone() },
+                *since,
+            ));
+        }
+    }
+    if after.deleting && !before.is_some_and(|b| b.deleting) {
+        out.push((Event::NodeClaimDeleting { nodeclaim: name }, None));
+    }
+    out
+}
+
+/// The drilled objects as last seen; steps wait on it and the watches feed it.
+#[derive(Debug, Default, Clone)]
+pub struct ClusterView {
+    pub nodes: BTreeMap<String, NodeState>,
+    pub pods: BTreeMap<String, PodState>,
+    pub claims: BTreeMap<String, ClaimState>,
+    pub pool_gpus: Option<i64>,
+    pub pool_limit_gpus: Option<i64>,
+    pub pool_ready: Option<bool>,
+}
+
+impl ClusterView {
+    pub fn role_of(&self, node: &str) -> NodeRole {
+        self.nodes.get(node).map(|n| n.role).unwrap_or(NodeRole::Other)
+    }
+
+    pub fn live_pods(&self) -> impl Iterator<Item = &PodState> {
+        self.pods.values().filter(|p| !p.terminating)
+    }
+
+    pub fn ready_pods(&self) -> usize {
+        self.live_pods().filter(|p| p.ready).count()
+    }
+
+    pub fn ready_pods_on(&self, role: NodeRole) -> usize {
+        self.live_pods().filter(|p| p.ready && p.node.as_deref().is_some_and(|n| self.role_of(n) == role)).count()
+    }
+
+    /// Pods of the workload, terminating or not, still placed on nodes of another role.
+    pub fn pods_off(&self, role: NodeRole) -> usize {
+        self.pods.values().filter(|p| p.node.as_deref().is_some_and(|n| self.role_of(n) != role)).count()
+    }
+
+    pub fn fallback_nodes(&self) -> impl Iterator<Item = &NodeState> {
+        self.nodes.values().filter(|n| n.role == NodeRole::Fallback)
+    }
+
+    pub fn on_prem_nodes(&self) -> impl Iterator<Item = &NodeState> {
+        self.nodes.values().filter(|n| n.role == NodeRole::OnPrem)
+    }
+
+    /// GPUs the fallback holds: the NodePool's own count, or what its nodes and claims add up to.
+    pub fn fallback_gpus(&self) -> i64 {
+        let from_nodes: i64 = self.fallback_nodes().map(|n| n.gpus).sum();
+        let from_claims: i64 = self.claims.values().map(|c| c.gpus).sum();
+        self.pool_gpus.unwrap_or(0).max(from_nodes).max(from_claims)
+    }
+
+    /// Every fallback NodeClaim Initialized, with its node Ready and GPUs allocatable.
+    pub fn fallback_ready(&self) -> bool {
+        !self.claims.is_empty()
+            && self.claims.values().all(|c| {
+                c.is("Initialized")
+                    && c.node.as_ref().and_then(|n| self.nodes.get(n)).is_some_and(|n| n.is_ready() && n.gpus > 0)
+            })
+    }
+
+    pub fn fallback_empty(&self) -> bool {
+        self.claims.is_empty() && self.fallback_nodes().next().is_none()
+    }
+}
+
+/// Shared, versioned view: every change bumps the version so waiters re-evaluate.
+#[derive(Clone)]
+pub struct SharedView {
+    view: Arc<RwLock<ClusterView>>,
+    version: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for SharedView {
+    fn default() -> Self {
+        SharedView { view: Arc::default(), version: tokio::sync::watch::channel(0).0 }
+    }
+}
+
+impl SharedView {
+    pub fn read<T>(&self, f: impl FnOnce(&ClusterView) -> T) -> T {
+        f(&self.view.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    pub fn update<T>(&self, f: impl FnOnce(&mut ClusterView) -> T) -> T {
+        let out = f(&mut self.view.write().unwrap_or_else(|p| p.into_inner()));
+        self.version.send_modify(|v| *v += 1);
+        out
+    }
+
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.version.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(yaml: &str) -> Node {
+        serde_json::from_value(serde_json::to_value(serde_json::from_str::<serde_json::Value>(yaml).unwrap()).unwrap())
+            .unwrap()
+    }
+
+    #[test]
+    fn node_state_reads_readiness_gpus_and_taints() {
+        let n = node(
+            r#"{"metadata":{"name":"n1","creationTimestamp":"2026-01-01T00:00:00Z"},
+                "spec":{"unschedulable":true,"taints":[{"key":"nvidia.com/gpu","effect":"NoSchedule"}]},
+                "status":{"allocatable":{"nvidia.com/gpu":"8"},
+                          "conditions":[{"type":"Ready","status":"True","lastTransitionTime":"2026-01-01T00:00:05Z"}]}}"#,
+        );
+        let s = NodeState::from_node(&n, NodeRole::OnPrem);
+        assert!(s.is_ready() && !s.schedulable);
+        assert_eq!(s.gpus, 8);
+        assert_eq!(s.taints[0].0, "nvidia.com/gpu");
+        let t = node_transitions(None, &s);
+        assert!(matches!(t[0].0, Event::NodeAdded { gpus: 8, .. }));
+        assert!(matches!(t[1].0, Event::NodeReady { .. }));
+        let mut later = s.clone();
+        later.schedulable = true;
+        later.taints.clear();
+        let t = node_transitions(Some(&s), &later);
+        assert!(matches!(t[0].0, Event::NodeSchedulable { schedulable: true, .. }));
+        assert!(matches!(t[1].0, Event::NodeTaint { added: false, .. }));
+    }
+
+    #[test]
+    fn claim_conditions_come_in_lifecycle_order() {
+        let mut c = ClaimState {
+            name: "c".into(),
+            node: None,
+            created: None,
+            conditions: BTreeMap::new(),
+            deleting: false,
+            gpus: 4,
+        };
+        for k in ["Ready", "Initialized", "Launched", "Registered"] {
+            c.conditions.insert(k.into(), ("True".into(), None));
+        }
+        let t = claim_transitions(None, &c);
+        let order: Vec<String> = t
+            .iter()
+            .filter_map(|(e, _)| match e {
+                Event::NodeClaimCondition { condition, .. } => Some(condition.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(order, ["Launched", "Registered", "Initialized", "Ready"]);
+    }
+}

@@ -1,0 +1,373 @@
+//! The watches that feed the timeline and the view: target nodes, workload pods, the fallback and its events.
+
+use std::collections::HashSet;
+use std::fmt::Debug;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Event as KubeEvent, Node, Pod};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::task::JoinHandle;
+
+use super::view::{ClaimState, NodeState, PodState, SharedView, claim_transitions, node_transitions, pod_transitions};
+use super::{Event, NodeRole, Timeline};
+use crate::cluster::karpenter::{GPU_RESOURCE, NODEPOOL_LABEL, NodeClaim, NodePool};
+use crate::cluster::quantity::as_integer;
+use crate::cluster::{Cluster, to_utc};
+use crate::drill::Drill;
+
+/// What one kind of watched object does to the view and the timeline.
+trait Handler<K>: Send + 'static {
+    fn resource(&self) -> String;
+    /// `baseline` is true during the first listing: state is taken, transitions are not recorded.
+    fn apply(&mut self, obj: &K, baseline: bool);
+    fn delete(&mut self, name: &str);
+    fn known(&self) -> Vec<String>;
+}
+
+struct Ctx {
+    view: SharedView,
+    timeline: Timeline,
+}
+
+impl Ctx {
+    fn record(&self, transitions: Vec<(Event, Option<DateTime<Utc>>)>) {
+        for (event, server_time) in transitions {
+            self.timeline.record_at(event, server_time);
+        }
+    }
+}
+
+struct Nodes {
+    ctx: Ctx,
+    role: NodeRole,
+}
+
+impl Handler<Node> for Nodes {
+    fn resource(&self) -> String {
+        format!("{} nodes", super::role_name(self.role))
+    }
+    fn apply(&mut self, node: &Node, baseline: bool) {
+        let after = NodeState::from_node(node, self.role);
+        let transitions = self.ctx.view.update(|v| {
+            let t = node_transitions(v.nodes.get(&after.name), &after);
+            v.nodes.insert(after.name.clone(), after);
+            t
+        });
+        if !baseline {
+            self.ctx.record(transitions);
+        }
+    }
+    fn delete(&mut self, name: &str) {
+        if self.ctx.view.update(|v| v.nodes.remove(name)).is_some() {
+            self.ctx.timeline.record(Event::NodeDeleted { node: name.into(), role: self.role });
+        }
+    }
+    fn known(&self) -> Vec<String> {
+        self.ctx.view.read(|v| v.nodes.values().filter(|n| n.role == self.role).map(|n| n.name.clone()).collect())
+    }
+}
+
+struct Pods {
+    ctx: Ctx,
+}
+
+impl Handler<Pod> for Pods {
+    fn resource(&self) -> String {
+        "workload pods".into()
+    }
+    fn apply(&mut self, pod: &Pod, baseline: bool) {
+        let after = PodState::from_pod(pod);
+        let transitions = self.ctx.view.update(|v| {
+            let t = pod_transitions(v.pods.get(&after.name), &after, |n| v.role_of(n));
+            v.pods.insert(after.name.clone(), after);
+            t
+        });
+        if !baseline {
+            self.ctx.record(transitions);
+        }
+    }
+    fn delete(&mut self, name: &str) {
+        let gone = self.ctx.view.update(|v| {
+            v.pods.remove(name).map(|p| {
+                let node = p.node.unwrap_or_default();
+                let role = v.role_of(&node);
+                (node, role)
+            })
+        });
+        if let Some((node, role)) = gone {
+            self.ctx.timeline.record(Event::PodDeleted { pod: name.into(), node, role });
+        }
+    }
+    fn known(&self) -> Vec<String> {
+        self.ctx.view.read(|v| v.pods.keys().cloned().collect())
+    }
+}
+
+struct Claims {
+    ctx: Ctx,
+}
+
+impl Handler<NodeClaim> for Claims {
+    fn resource(&self) -> String {
+        "fallback NodeClaims".into()
+    }
+    fn apply(&mut self, claim: &NodeClaim, baseline: bool) {
+        let after = ClaimState::from_claim(claim);
+        let transitions = self.ctx.view.update(|v| {
+            let t = claim_transitions(v.claims.get(&after.name), &after);
+            v.claims.insert(after.name.clone(), after);
+            t
+        });
+        if !baseline {
+            self.ctx.record(transitions);
+        }
+    }
+    fn delete(&mut self, name: &str) {
+        if self.ctx.view.update(|v| v.claims.remove(name)).is_some() {
+            self.ctx.timeline.record(Event::NodeClaimDeleted { nodeclaim: name.into() });
+        }
+    }
+    fn known(&self) -> Vec<String> {
+        self.ctx.view.read(|v| v.claims.keys().cloned().collect())
+    }
+}
+
+struct Pools {
+    ctx: Ctx,
+}
+
+impl Handler<NodePool> for Pools {
+    fn resource(&self) -> String {
+        "fallback NodePool".into()
+    }
+    fn apply(&mut self, pool: &NodePool, _baseline: bool) {
+        let status = pool.status.clone().unwrap_or_default();
+        let gpus = status.resources.get(GPU_RESOURCE).and_then(as_integer).unwrap_or(0);
+        let limit = pool.spec.limits.as_ref().and_then(|l| l.get(GPU_RESOURCE)).and_then(as_integer);
+        let ready = status.conditions.iter().find(|c| c.type_ == "Ready").map(|c| c.status == "True");
+        self.ctx.view.update(|v| {
+            v.pool_gpus = Some(gpus);
+            v.pool_limit_gpus = limit;
+            v.pool_ready = ready;
+        });
+    }
+    fn delete(&mut self, _name: &str) {
+        self.ctx.view.update(|v| v.pool_gpus = None);
+    }
+    fn known(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// Kubernetes Events about the workload and the NodeClaims, from the drill's start on.
+struct Events {
+    ctx: Ctx,
+    scope: String,
+    seen: HashSet<(String, i32)>,
+}
+
+impl Handler<KubeEvent> for Events {
+    fn resource(&self) -> String {
+        format!("events ({})", self.scope)
+    }
+    fn apply(&mut self, ev: &KubeEvent, _baseline: bool) {
+        let time = ev
+            .event_time
+            .as_ref()
+            .map(|t| to_utc(&t.0))
+            .or_else(|| ev.last_timestamp.as_ref().map(|t| to_utc(&t.0)))
+            .or_else(|| ev.first_timestamp.as_ref().map(|t| to_utc(&t.0)))
+            .or_else(|| ev.metadata.creation_timestamp.as_ref().map(|t| to_utc(&t.0)));
+        // Events have whole-second times: keep those from the second the drill started.
+        let since = self.ctx.timeline.started_at() - chrono::Duration::seconds(1);
+        if time.is_none_or(|t| t < since) {
+            return;
+        }
+        let key = (ev.metadata.uid.clone().unwrap_or_default(), ev.count.unwrap_or(1));
+        if !self.seen.insert(key) {
+            return;
+        }
+        let object = format!(
+            "{}/{}",
+            ev.involved_object.kind.clone().unwrap_or_default(),
+            ev.involved_object.name.clone().unwrap_or_default()
+        );
+        self.ctx.timeline.record_at(
+            Event::KubeEvent {
+                object,
+                reason: ev.reason.clone().unwrap_or_default(),
+                message: ev.message.clone().unwrap_or_default(),
+            },
+            time,
+        );
+    }
+    fn delete(&mut self, _name: &str) {}
+    fn known(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// The running watches; dropping them stops them.
+pub struct Watches {
+    handles: Vec<JoinHandle<()>>,
+    synced: tokio::sync::mpsc::Receiver<String>,
+    pending: usize,
+}
+
+impl Watches {
+    pub fn start(cluster: &Cluster, drill: &Drill, view: &SharedView, timeline: &Timeline) -> Watches {
+        let client = &cluster.client;
+        let targets = &drill.spec.targets;
+        let pool = &targets.fallback.node_pool;
+        let (tx, synced) = tokio::sync::mpsc::channel(16);
+        let ctx = || Ctx { view: view.clone(), timeline: timeline.clone() };
+        let mut handles = Vec::new();
+        let fallback_label = format!("{NODEPOOL_LABEL}={pool}");
+
+        let nodes: Api<Node> = Api::all(client.clone());
+        handles.push(spawn(
+            nodes.clone(),
+            watcher::Config::default().labels(&targets.on_prem.nodes),
+            Nodes { ctx: ctx(), role: NodeRole::OnPrem },
+            tx.clone(),
+        ));
+        handles.push(spawn(
+            nodes,
+            watcher::Config::default().labels(&fallback_label),
+            Nodes { ctx: ctx(), role: NodeRole::Fallback },
+            tx.clone(),
+        ));
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &targets.workload.namespace);
+        handles.push(spawn(
+            pods,
+            watcher::Config::default().labels(&targets.workload.selector),
+            Pods { ctx: ctx() },
+            tx.clone(),
+        ));
+        let claims: Api<NodeClaim> = Api::all(client.clone());
+        handles.push(spawn(
+            claims,
+            watcher::Config::default().labels(&fallback_label),
+            Claims { ctx: ctx() },
+            tx.clone(),
+        ));
+        let pools: Api<NodePool> = Api::all(client.clone());
+        handles.push(spawn(
+            pools,
+            watcher::Config::default().fields(&format!("metadata.name={pool}")),
+            Pools { ctx: ctx() },
+            tx.clone(),
+        ));
+        let ns_events: Api<KubeEvent> = Api::namespaced(client.clone(), &targets.workload.namespace);
+        let scope = targets.workload.namespace.clone();
+        handles.push(spawn(
+            ns_events,
+            watcher::Config::default(),
+            Events { ctx: ctx(), scope, seen: HashSet::new() },
+            tx.clone(),
+        ));
+        // Events of cluster-scoped objects such as NodeClaims are recorded in the default namespace.
+        let claim_events: Api<KubeEvent> = Api::namespaced(client.clone(), "default");
+        let cfg = watcher::Config::default().fields("involvedObject.kind=NodeClaim");
+        handles.push(spawn(
+            claim_events,
+            cfg,
+            Events { ctx: ctx(), scope: "NodeClaims".into(), seen: HashSet::new() },
+            tx,
+        ));
+        let pending = handles.len();
+        Watches { handles, synced, pending }
+    }
+
+    /// Waits until every watch has listed its objects once, so the view is complete.
+    pub async fn synced(&mut self, within: Duration) -> Result<(), String> {
+        let deadline = tokio::time::Instant::now() + within;
+        while self.pending > 0 {
+            match tokio::time::timeout_at(deadline, self.synced.recv()).await {
+                Ok(Some(_)) => self.pending -= 1,
+                Ok(None) => return Err("the watches stopped before listing".into()),
+                Err(_) => {
+                    return Err(format!("{} watches had not listed after {}s", self.pending, within.as_secs()));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Watches {
+    fn drop(&mut self) {
+        for h in &self.handles {
+            h.abort();
+        }
+    }
+}
+
+fn spawn<K, H>(
+    api: Api<K>,
+    config: watcher::Config,
+    mut handler: H,
+    synced: tokio::sync::mpsc::Sender<String>,
+) -> JoinHandle<()>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    H: Handler<K> + HasTimeline,
+{
+    tokio::spawn(async move {
+        let mut stream = watcher(api, config).default_backoff().boxed();
+        let mut baseline = true;
+        let mut listed = HashSet::new();
+        let mut in_gap = false;
+        while let Some(item) = stream.next().await {
+            let event = match item {
+                Ok(event) => event,
+                Err(e) => {
+                    if !in_gap {
+                        in_gap = true;
+                        let error = crate::cluster::first_line(&e.to_string());
+                        handler.timeline().record(Event::WatchGap { resource: handler.resource(), error });
+                    }
+                    continue;
+                }
+            };
+            if in_gap {
+                in_gap = false;
+                handler.timeline().record(Event::WatchResumed { resource: handler.resource() });
+            }
+            match event {
+                watcher::Event::Init => listed.clear(),
+                watcher::Event::InitApply(obj) => {
+                    listed.insert(obj.name_any());
+                    handler.apply(&obj, baseline);
+                }
+                watcher::Event::InitDone => {
+                    // A relist after a gap: whatever vanished meanwhile was deleted.
+                    for name in handler.known() {
+                        if !listed.contains(&name) {
+                            handler.delete(&name);
+                        }
+                    }
+                    if baseline {
+                        baseline = false;
+                        let _ = synced.send(handler.resource()).await;
+                    }
+                }
+                watcher::Event::Apply(obj) => handler.apply(&obj, false),
+                watcher::Event::Delete(obj) => handler.delete(&obj.name_any()),
+            }
+        }
+    })
+}
+
+trait HasTimeline {
+    fn timeline(&self) -> &Timeline;
+}
+
+macro_rules! has_timeline {
+    ($($t:ty),*) => {$(impl HasTimeline for $t { fn timeline(&self) -> &Timeline { &self.ctx.timeline } })*};
+}
+has_timeline!(Nodes, Pods, Claims, Pools, Events);
