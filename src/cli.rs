@@ -127,8 +127,9 @@ pub fn main() -> ExitCode {
 }
 
 fn init_tracing(verbose: u8) {
+    // Libraries log their own view of errors this tool already reports in one line; show them only on -v.
     let level = match verbose {
-        0 => "warn",
+        0 => "off,hybrid_drill=warn",
         1 => "info",
         _ => "debug",
     };

@@ -28,6 +28,8 @@ pub struct Monitor {
     /// Set once when a guard trips: the drill must abort and restore.
     pub guard: watch::Receiver<Option<String>>,
     tasks: Vec<JoinHandle<()>>,
+    /// Held so a drill without a probe keeps a live (silent) probe channel.
+    _no_probe: Option<watch::Sender<Option<bool>>>,
 }
 
 impl Drop for Monitor {
@@ -82,9 +84,13 @@ impl Monitor {
     pub fn start(drill: &Drill, view: &SharedView, timeline: &Timeline) -> Monitor {
         let (probe_tx, probe_rx) = watch::channel::<Option<bool>>(None);
         let mut tasks = Vec::new();
-        if let Some(probe) = drill.spec.targets.workload.restored_when.http.clone() {
-            tasks.push(tokio::spawn(run_probe(probe, probe_tx, timeline.clone())));
-        }
+        let no_probe = match drill.spec.targets.workload.restored_when.http.clone() {
+            Some(probe) => {
+                tasks.push(tokio::spawn(run_probe(probe, probe_tx, timeline.clone())));
+                None
+            }
+            None => Some(probe_tx),
+        };
         let initial = view.read(|v| derive(v, drill, *probe_rx.borrow()));
         let (derived_tx, derived) = watch::channel(initial);
         let (guard_tx, guard) = watch::channel(None);
@@ -118,7 +124,7 @@ impl Monitor {
                 }
             }
         }));
-        Monitor { derived, guard, tasks }
+        Monitor { derived, guard, tasks, _no_probe: no_probe }
     }
 }
 
@@ -143,7 +149,7 @@ async fn run_probe(probe: HttpProbe, out: watch::Sender<Option<bool>>, timeline:
             Ok(resp) => {
                 (false, format!("{} answered {}, expected {}", probe.url, resp.status().as_u16(), probe.expect_status))
             }
-            Err(e) => (false, format!("{}: {}", probe.url, error_chain(&e))),
+            Err(e) => (false, format!("{}: {}", probe.url, crate::cluster::error_chain(&e))),
         };
         if last_ok != Some(ok) {
             timeline.record(Event::ProbeResult { ok, detail });
@@ -158,15 +164,4 @@ async fn run_probe(probe: HttpProbe, out: watch::Sender<Option<bool>>, timeline:
         });
         tokio::time::sleep(probe.interval.0.max(Duration::from_millis(100))).await;
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }

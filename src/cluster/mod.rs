@@ -81,13 +81,28 @@ impl Cluster {
         self.client.apiserver_version().await.map(|v| v.git_version).map_err(|e| ClusterError::Unreachable {
             context: self.context.clone(),
             server: self.server.clone(),
-            message: first_line(&e.to_string()),
+            message: first_line(&error_chain(&e)),
         })
     }
 
     pub fn requests_sent(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
     }
+}
+
+/// An error with its causes, `outer: inner: root`, repeated causes folded.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let next = s.to_string();
+        if !text.contains(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
+        source = s.source();
+    }
+    text
 }
 
 pub fn first_line(text: &str) -> String {

@@ -36,7 +36,7 @@ pub fn render(report: &Report, run_dir: &str) -> String {
     if f.nodes > 0 {
         let cost = f.estimated_cost.map(|c| format!(", estimated ${c:.2}")).unwrap_or_default();
         out.push_str(&format!(
-            "fallback: {} nodes, {:.2} GPU-hours, peak {} GPUs{cost}\n",
+            "fallback: {} nodes, {:.3} GPU-hours, peak {} GPUs{cost}\n",
             f.nodes, f.gpu_hours, f.max_gpus
         ));
     }

@@ -1,0 +1,193 @@
+//! The real binary on bad input: located errors, suggestions, exit codes, and no cluster contact.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn text(out: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// A kubeconfig whose server refuses every connection: any attempt to reach it would show.
+fn dead_kubeconfig(dir: &Path) -> PathBuf {
+    let path = dir.join("kubeconfig");
+    std::fs::write(
+        &path,
+        "apiVersion: v1\nkind: Config\ncurrent-context: hybrid-lab\nclusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:1'}\n\
+         contexts:\n- name: hybrid-lab\n  context: {cluster: c, user: u}\n- name: other\n  context: {cluster: c, user: u}\n\
+         users:\n- name: u\n  user: {token: not-a-secret}\n",
+    )
+    .unwrap();
+    path
+}
+
+fn drain_with(from: &str, to: &str, dir: &Path) -> PathBuf {
+    let source = std::fs::read_to_string(repo().join("drills/drain.yaml")).unwrap();
+    assert!(source.contains(from), "drills/drain.yaml no longer contains {from:?}");
+    let path = dir.join("drill.yaml");
+    std::fs::write(&path, source.replacen(from, to, 1)).unwrap();
+    path
+}
+
+fn line_of(path: &Path, needle: &str) -> usize {
+    std::fs::read_to_string(path).unwrap().lines().position(|l| l.contains(needle)).unwrap() + 1
+}
+
+#[test]
+fn shipped_drills_validate() {
+    let out = bin().arg("validate").arg(repo().join("drills/drain.yaml")).output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("is a valid drill (onprem-gpu-drain, 7 steps)"), "{stdout}");
+}
+
+#[test]
+fn a_misspelt_step_key_points_at_line_and_column_and_suggests() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = drain_with("drain: onPrem", "drian: onPrem", dir.path());
+    let line = line_of(&file, "drian: onPrem");
+    let out = bin().arg("validate").arg(&file).output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(stderr.contains("error: unknown key `drian` in `spec.steps[1]`"), "{stderr}");
+    assert!(stderr.contains(&format!("--> {}:{line}:7", file.display())), "{stderr}");
+    assert!(stderr.contains(&format!("{line} |       drian: onPrem")), "{stderr}");
+    assert!(stderr.contains("|       ^^^^^ did you mean `drain`?"), "{stderr}");
+}
+
+#[test]
+fn a_misspelt_value_suggests_the_valid_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = drain_with("waitFor: fallback-empty", "waitFor: fallback-emtpy", dir.path());
+    let line = line_of(&file, "fallback-emtpy");
+    let out = bin().arg("validate").arg(&file).output().unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr.contains(&format!(":{line}:16")), "{stderr}");
+    assert!(stderr.contains("did you mean `fallback-empty`?"), "{stderr}");
+}
+
+#[test]
+fn every_semantic_problem_is_reported_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("d.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: hybrid-drill.io/v1alpha1\nkind: Drill\nmetadata: {name: x}\nspec:\n  cluster: {context: a}\n  targets:\n    onPrem: {nodes: \"a=b c\"}\n    workload: {namespace: n, selector: \"a=b\", restoredWhen: {readyPods: 0}}\n    fallback: {nodePool: p}\n  steps:\n    - {id: a, drain: onPrem, cordon: onPrem}\n    - {id: a, return: {restart: deploymnet/x}}\n",
+    )
+    .unwrap();
+    let out = bin().arg("validate").arg(&file).output().unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2));
+    for expected in [
+        "invalid label selector `a=b c`",
+        "readyPods must be at least 1",
+        "step `a` has 2 actions (`drain`, `cordon`)",
+        "duplicate step id `a`",
+        "did you mean `deployment`?",
+        "error: 5 errors in",
+    ] {
+        assert!(stderr.contains(expected), "missing {expected:?} in:\n{stderr}");
+    }
+}
+
+#[test]
+fn broken_yaml_is_located() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("d.yaml");
+    std::fs::write(&file, "apiVersion: hybrid-drill.io/v1alpha1\nkind: Drill\nmetadata: {name: x\n").unwrap();
+    let out = bin().arg("validate").arg(&file).output().unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr.contains("error: invalid YAML"), "{stderr}");
+    assert!(stderr.contains(&format!("--> {}:", file.display())), "{stderr}");
+}
+
+#[test]
+fn run_on_a_bad_file_never_contacts_the_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = drain_with("drain: onPrem", "drian: onPrem", dir.path());
+    let kubeconfig = dead_kubeconfig(dir.path());
+    let out = bin()
+        .args(["run", "--yes", "--reports-dir"])
+        .arg(dir.path().join("reports"))
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg(&file)
+        .output()
+        .unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr.contains("did you mean `drain`?"), "{stderr}");
+    assert!(!stderr.contains("reach"), "{stderr}");
+    assert!(!dir.path().join("reports").exists());
+}
+
+#[test]
+fn an_unreachable_cluster_is_one_line_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dead_kubeconfig(dir.path());
+    let out = bin()
+        .args(["run", "--yes", "--reports-dir"])
+        .arg(dir.path().join("reports"))
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg(repo().join("drills/drain.yaml"))
+        .output()
+        .unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("error: cannot reach the API server of context `hybrid-lab` at https://127.0.0.1:1/"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("check the cluster is up"), "{stderr}");
+    assert!(!stderr.contains("not-a-secret"), "{stderr}");
+    assert!(!dir.path().join("reports").exists());
+}
+
+#[test]
+fn another_context_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dead_kubeconfig(dir.path());
+    let out = bin()
+        .args(["plan", "--context", "other", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .arg(repo().join("drills/drain.yaml"))
+        .output()
+        .unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr.contains("this drill is for context `hybrid-lab` but the kubeconfig selects `other`; run `kubectl config use-context hybrid-lab`"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn schema_is_json_that_names_every_step_action() {
+    let out = bin().arg("schema").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let schema: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let text = schema.to_string();
+    for action in ["check", "drain", "cordon", "uncordon", "waitFor", "return", "exec", "pause", "fallback-ready"] {
+        assert!(text.contains(&format!("\"{action}\"")), "schema lacks {action}");
+    }
+}
+
+#[test]
+fn help_teaches_with_examples_and_exit_codes() {
+    let out = bin().arg("--help").output().unwrap();
+    let (stdout, _) = text(&out);
+    assert!(stdout.contains("hybrid-drill run drills/drain.yaml"), "{stdout}");
+    assert!(stdout.contains("4  restore failed"), "{stdout}");
+}

@@ -1,0 +1,384 @@
+//! End-to-end: the real binary against the project's lab (lab/up). The tests share the lab, so they run one at a
+//! time, each starting from the lab's steady state and leaving it there.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Holds the lab for one test: tests, in this process or another, take it in turn.
+struct LabLock {
+    _held: std::fs::File,
+}
+
+fn lock_lab() -> LabLock {
+    let path = kubeconfig().with_file_name("e2e.lock");
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).unwrap();
+    file.lock().unwrap();
+    LabLock { _held: file }
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn kubeconfig() -> PathBuf {
+    let path = std::env::var_os("HYBRID_LAB_KUBECONFIG")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("lab/.run/kubeconfig"));
+    assert!(
+        path.exists(),
+        "the lab is not up ({} missing): run lab/up first, or ./test which starts it",
+        path.display()
+    );
+    path
+}
+
+fn kubectl(args: &[&str]) -> String {
+    let out = Command::new("kubectl").env("KUBECONFIG", kubeconfig()).args(args).output().expect("kubectl runs");
+    assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn kubectl_json(args: &[&str]) -> Value {
+    let mut full = args.to_vec();
+    full.extend(["-o", "json"]);
+    serde_json::from_str(&kubectl(&full)).unwrap()
+}
+
+fn eventually(what: &str, within: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !check() {
+        assert!(Instant::now() < deadline, "lab did not reach: {what} within {within:?}");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+fn hybrid_nodes() -> Vec<Value> {
+    kubectl_json(&["get", "nodes", "-l", "eks.amazonaws.com/compute-type=hybrid"])["items"].as_array().unwrap().clone()
+}
+
+fn cordoned_or_marked() -> Vec<String> {
+    kubectl_json(&["get", "nodes"])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| {
+            n["spec"]["unschedulable"] == Value::Bool(true)
+                || !n["metadata"]["annotations"]["hybrid-drill.io/run-id"].is_null()
+        })
+        .map(|n| n["metadata"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn workload_on_prem_and_fallback_empty() -> bool {
+    let hybrid: Vec<String> =
+        hybrid_nodes().iter().map(|n| n["metadata"]["name"].as_str().unwrap().to_string()).collect();
+    let pods = kubectl_json(&["get", "pods", "-n", "inference", "-l", "app=llm-inference"]);
+    let pods = pods["items"].as_array().unwrap();
+    let ready_on_prem = pods
+        .iter()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .filter(|p| hybrid.iter().any(|h| p["spec"]["nodeName"].as_str() == Some(h)))
+        .filter(|p| {
+            p["status"]["conditions"]
+                .as_array()
+                .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+        })
+        .count();
+    let claims = kubectl_json(&["get", "nodeclaims"])["items"].as_array().unwrap().len();
+    ready_on_prem == 4 && pods.len() == 4 && claims == 0
+}
+
+/// Brings the lab back to its steady state whatever a test left: schedulable nodes, workload on-prem, fallback at 0.
+fn reset_lab() {
+    for node in cordoned_or_marked() {
+        kubectl(&["uncordon", &node]);
+        kubectl(&["annotate", "node", &node, "hybrid-drill.io/run-id-"]);
+    }
+    kubectl(&[
+        "patch",
+        "pdb",
+        "llm-inference",
+        "-n",
+        "inference",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"maxUnavailable":2}}"#,
+    ]);
+    if !workload_on_prem_and_fallback_empty() {
+        kubectl(&["rollout", "restart", "deployment/llm-inference", "-n", "inference"]);
+        eventually("workload on-prem and fallback at 0", Duration::from_secs(300), workload_on_prem_and_fallback_empty);
+    }
+}
+
+struct Drill {
+    reports: tempfile::TempDir,
+}
+
+impl Drill {
+    fn new() -> Drill {
+        Drill { reports: tempfile::tempdir().unwrap() }
+    }
+
+    fn command(&self, file: &Path) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"));
+        cmd.arg("run")
+            .arg(file)
+            .args(["--yes", "--output", "json", "--reports-dir"])
+            .arg(self.reports.path())
+            .arg("--kubeconfig")
+            .arg(kubeconfig());
+        cmd
+    }
+
+    fn run(&self, file: &Path) -> (Output, Value) {
+        let out = self.command(file).output().unwrap();
+        let report = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("no report on stdout ({e}); stderr:\n{}", String::from_utf8_lossy(&out.stderr)));
+        (out, report)
+    }
+
+    fn spawn(&self, file: &Path) -> Child {
+        self.command(file).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+    }
+
+    /// The run directory once it exists (reports/<drill>/<stamp>/).
+    fn run_dir(&self) -> Option<PathBuf> {
+        let drill = std::fs::read_dir(self.reports.path()).ok()?.flatten().next()?.path();
+        Some(std::fs::read_dir(drill).ok()?.flatten().next()?.path())
+    }
+
+    fn timeline_contains(&self, needle: &str) -> bool {
+        self.run_dir()
+            .and_then(|d| std::fs::read_to_string(d.join("timeline.jsonl")).ok())
+            .is_some_and(|t| t.contains(needle))
+    }
+}
+
+fn finish(child: Child) -> (Output, Value) {
+    let out = child.wait_with_output().unwrap();
+    let report = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no report on stdout ({e}); stderr:\n{}", String::from_utf8_lossy(&out.stderr)));
+    (out, report)
+}
+
+/// The lab drain drill with some text replaced, written to a temp file.
+fn drill_variant(dir: &Path, edits: &[(&str, &str)]) -> PathBuf {
+    let mut source = std::fs::read_to_string(repo().join("drills/drain.yaml")).unwrap();
+    for (from, to) in edits {
+        assert!(source.contains(from), "drills/drain.yaml lacks {from:?}");
+        source = source.replacen(from, to, 1);
+    }
+    let path = dir.join("drill.yaml");
+    std::fs::write(&path, source).unwrap();
+    path
+}
+
+fn seconds_between(a: &str, b: &str) -> f64 {
+    let a = chrono::DateTime::parse_from_rfc3339(a).unwrap();
+    let b = chrono::DateTime::parse_from_rfc3339(b).unwrap();
+    (a - b).num_milliseconds() as f64 / 1000.0
+}
+
+#[test]
+fn drain_drill_runs_end_to_end_with_every_phase_in_order() {
+    let _lab = lock_lab();
+    reset_lab();
+    let drill = Drill::new();
+    let (out, report) = drill.run(&repo().join("drills/drain.yaml"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "report: {report:#}\nstderr:\n{stderr}");
+    assert_eq!(report["outcome"], "passed");
+    assert_eq!(report["schema"], "hybrid-drill.io/report/v1");
+
+    let labels: Vec<&str> =
+        report["milestones"].as_array().unwrap().iter().map(|m| m["label"].as_str().unwrap()).collect();
+    assert_eq!(
+        labels,
+        [
+            "fault injected (t0)",
+            "workload evicted from on-prem",
+            "replacement pod created (Pending)",
+            "first NodeClaim created",
+            "NodeClaims Launched",
+            "NodeClaims Registered",
+            "NodeClaims Initialized",
+            "fallback node Ready with GPUs",
+            "service restored",
+            "return started",
+            "workload back on-prem",
+            "fallback reclaimed to 0",
+        ]
+        .iter()
+        .filter(|l| labels.contains(l))
+        .copied()
+        .collect::<Vec<_>>(),
+        "milestones out of order"
+    );
+    assert_eq!(labels.len(), 12, "every milestone observed: {labels:?}");
+    // Each boundary the tool saw agrees with the object's own (whole-second) timestamp.
+    for m in report["milestones"].as_array().unwrap() {
+        if let Some(server) = m["server_time"].as_str() {
+            let lag = seconds_between(m["received"].as_str().unwrap(), server);
+            assert!((-1.0..2.0).contains(&lag), "{} seen {lag}s after its server time", m["label"]);
+        }
+    }
+    for phase in report["phases"].as_array().unwrap() {
+        if let (Some(tool), Some(server)) = (phase["seconds"].as_f64(), phase["server_seconds"].as_f64()) {
+            assert!((tool - server).abs() < 2.0, "phase {} tool {tool}s vs server {server}s", phase["name"]);
+        }
+        if phase["parent"].is_null() {
+            assert_ne!(phase["verdict"], "incomplete", "phase {} incomplete: {phase:#}", phase["name"]);
+        }
+    }
+    assert!(report["fallback"]["gpu_hours"].as_f64().unwrap() > 0.0);
+    assert!(report["api_requests"].as_u64().unwrap() > 0);
+    assert!(cordoned_or_marked().is_empty(), "nodes left cordoned or marked: {:?}", cordoned_or_marked());
+
+    let dir = drill.run_dir().unwrap();
+    for file in ["drill.yaml", "timeline.jsonl", "journal.jsonl", "report.json", "report.md"] {
+        assert!(dir.join(file).exists(), "{file} missing from {}", dir.display());
+    }
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("**Verdict: passed**") && md.contains("| provisioning |"), "{md}");
+    eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
+}
+
+#[test]
+fn sigint_while_waiting_for_the_fallback_restores_and_reports_aborted() {
+    let _lab = lock_lab();
+    reset_lab();
+    let drill = Drill::new();
+    let child = drill.spawn(&repo().join("drills/drain.yaml"));
+    eventually("the drill waiting for the fallback", Duration::from_secs(120), || {
+        drill.timeline_contains(r#""step":"fallback","action":"waitFor fallback-ready""#)
+    });
+    assert!(cordoned_or_marked().len() == 2, "the drain cordoned both hybrid nodes");
+    let pid = child.id().to_string();
+    assert!(Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    let (out, report) = finish(child);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert_eq!(report["outcome"], "aborted");
+    assert_eq!(report["abort_reason"], "interrupted by SIGINT");
+    let undone: Vec<&str> =
+        report["rollback"]["undone"].as_array().unwrap().iter().map(|u| u.as_str().unwrap()).collect();
+    assert_eq!(undone.len(), 2, "{undone:?}");
+    assert!(cordoned_or_marked().is_empty(), "nodes left cordoned: {:?}", cordoned_or_marked());
+    let step = report["steps"].as_array().unwrap().iter().find(|s| s["id"] == "fallback").unwrap();
+    assert_eq!(step["outcome"], "aborted");
+    assert!(drill.run_dir().unwrap().join("report.md").exists());
+    reset_lab();
+}
+
+#[test]
+fn a_budget_that_allows_no_disruption_times_out_the_drain_and_names_it() {
+    let _lab = lock_lab();
+    reset_lab();
+    kubectl(&[
+        "patch",
+        "pdb",
+        "llm-inference",
+        "-n",
+        "inference",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"maxUnavailable":0}}"#,
+    ]);
+    eventually("the budget to allow no disruption", Duration::from_secs(30), || {
+        kubectl_json(&["get", "pdb", "llm-inference", "-n", "inference"])["status"]["disruptionsAllowed"] == 0
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let file = drill_variant(dir.path(), &[("drain: onPrem\n      timeout: 10m", "drain: onPrem\n      timeout: 15s")]);
+    let drill = Drill::new();
+    let (out, report) = drill.run(&file);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let step = report["steps"].as_array().unwrap().iter().find(|s| s["id"] == "drain").unwrap();
+    assert_eq!(step["outcome"], "failed");
+    let message = step["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("timed out after 15s: PodDisruptionBudget llm-inference blocked the eviction of"),
+        "{message}"
+    );
+    assert!(report["abort_reason"].as_str().unwrap().contains("PodDisruptionBudget llm-inference"));
+    assert!(cordoned_or_marked().is_empty(), "nodes left cordoned: {:?}", cordoned_or_marked());
+    reset_lab();
+}
+
+/// A tiny HTTP server standing in for the service's endpoint; it answers 200 to everything until dropped.
+struct Endpoint {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Endpoint {
+    fn serve(listener: TcpListener) -> Endpoint {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        listener.set_nonblocking(true).unwrap();
+        std::thread::spawn(move || {
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((mut stream, _)) => {
+                        stream.set_nonblocking(false).unwrap();
+                        let mut buf = [0u8; 1024];
+                        let _ = stream.read(&mut buf);
+                        let _ =
+                            stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        });
+        Endpoint { stop }
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn an_http_probe_decides_when_the_service_is_restored() {
+    let _lab = lock_lab();
+    reset_lab();
+    // Reserve a port, then free it: nothing answers there until the test says so.
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    let probe = format!(
+        "readyPods: 4\n        http: {{url: \"http://127.0.0.1:{port}/healthz\", consecutive: 2, interval: 500ms, timeout: 1s}}"
+    );
+    let file = drill_variant(dir.path(), &[("readyPods: 4", &probe)]);
+    let drill = Drill::new();
+    let child = drill.spawn(&file);
+    // The pods come back long before the endpoint does.
+    eventually("the fallback pods Ready while the probe fails", Duration::from_secs(240), || {
+        drill.timeline_contains(r#""type":"fallback-ready""#)
+            && drill.timeline_contains(r#""step":"restored","action""#)
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(!drill.timeline_contains(r#""type":"service-restored""#), "restored before the endpoint answered");
+    let opened = chrono::Utc::now();
+    let endpoint = Endpoint::serve(TcpListener::bind(("127.0.0.1", port)).unwrap());
+    let (out, report) = finish(child);
+    drop(endpoint);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let restored = report["milestones"].as_array().unwrap().iter().find(|m| m["label"] == "service restored").unwrap();
+    let after_open = seconds_between(restored["received"].as_str().unwrap(), &opened.to_rfc3339());
+    assert!(after_open > 0.4, "service restored {after_open}s after the endpoint opened: needs 2 passes 500ms apart");
+    let timeline = std::fs::read_to_string(drill.run_dir().unwrap().join("timeline.jsonl")).unwrap();
+    assert!(
+        timeline.contains(r#""type":"probe-result","ok":false"#)
+            && timeline.contains(r#""type":"probe-result","ok":true"#)
+    );
+    eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
+}
