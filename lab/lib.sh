@@ -17,6 +17,7 @@ PKI_DIR=$RUN_DIR/pki
 PID_DIR=$RUN_DIR/pids
 LOG_DIR=$RUN_DIR/logs
 CRD_DIR=$CACHE_ROOT/$CACHE_KEY/crds
+KWOK_STAGES_DIR=$CACHE_ROOT/$CACHE_KEY/kwok-stages
 LAB_CONTEXT=hybrid-lab
 # Non-default ports, all on 127.0.0.1, so the lab never collides with a real cluster or another local tool.
 ETCD_PORT=23790
@@ -40,17 +41,25 @@ alive() {
   [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "$CACHE_ROOT/"
 }
 
-# stop_component COMPONENT: TERM, wait up to 10 s, then KILL; forgets the pid.
-stop_component() {
-  local c=$1 pid i
-  pid=$(pid_of "$c")
-  if [ -n "$pid" ] && alive "$c"; then
-    kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-    if kill -0 "$pid" 2>/dev/null; then log "$c (pid $pid) ignored TERM; killing"; kill -KILL "$pid" 2>/dev/null || true; fi
-    for i in $(seq 1 25); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-  fi
-  rm -f "$PID_DIR/$c.pid"
+# stop_components COMPONENT...: TERM them together, wait up to 10 s, KILL survivors; forgets their pids.
+stop_components() {
+  local c pid pids=() i
+  for c in "$@"; do
+    if alive "$c"; then
+      pid=$(pid_of "$c"); pids+=("$pid")
+      log "stopping $c (pid $pid)"
+      kill -TERM "$pid" 2>/dev/null || true
+    fi
+  done
+  for i in $(seq 1 50); do
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && break; pid=""; done
+    [ -z "${pid:-}" ] && break
+    sleep 0.2
+  done
+  for pid in "${pids[@]}"; do
+    if kill -0 "$pid" 2>/dev/null; then log "pid $pid ignored TERM; killing"; kill -KILL "$pid" 2>/dev/null || true; fi
+  done
+  for c in "$@"; do rm -f "$PID_DIR/$c.pid"; done
 }
 
 # wait_until SECONDS WHAT HINT CMD...: polls CMD every second; on timeout prints CMD's last output (the checks below
@@ -109,7 +118,7 @@ steady_state_problems() {
   out+=$(all_nodes_ready)$'\n'
   for n in $(names nodes -l eks.amazonaws.com/compute-type=hybrid); do
     [ "$(kc get node "$n" -o jsonpath='{.spec.unschedulable}')" = true ] && out+="hybrid node $n is cordoned"$'\n'
-    [ "$(kc get node "$n" -o jsonpath='{.metadata.annotations.kwok\.x-k8s\.io/node}')" = fake ] ||
+    [ "$(kc get node "$n" -o jsonpath='{.metadata.labels.kwok\.x-k8s\.io/node}')" = fake ] ||
       out+="hybrid node $n is not managed by kwok (failed with lab/node-fail?)"$'\n'
   done
   [ "$(names nodes -l eks.amazonaws.com/compute-type=hybrid | grep -c .)" = 2 ] || out+="expected 2 hybrid nodes"$'\n'
