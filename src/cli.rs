@@ -7,7 +7,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::cluster::{Cluster, Target};
 use crate::drill;
-use crate::report::{Outcome, terminal};
+use crate::report::history::{self, History};
+use crate::report::{Format, Outcome, terminal};
 use crate::run::{self, RunOptions};
 
 pub const EXIT_PASSED: u8 = 0;
@@ -32,6 +33,8 @@ Examples:
   hybrid-drill run drills/drain.yaml             run it (asks you to confirm the blast radius)
   hybrid-drill run drills/drain.yaml --yes --output json > result.json
   hybrid-drill recover reports/onprem-gpu-drain/20261202T101500Z
+  hybrid-drill report reports/onprem-gpu-drain/20261202T101500Z --format html > drill.html
+  hybrid-drill history reports                   every run of each drill, changes and regressions
   hybrid-drill schema > drill.schema.json        JSON Schema for editors
 
 Exit codes:
@@ -66,12 +69,20 @@ pub enum OutputFormat {
     Json,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum HistoryFormat {
+    Text,
+    Md,
+    Html,
+    Json,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a drill against the cluster: checks, fault, fallback, restore check, return, reclaim, report.
     #[command(after_help = "The run directory reports/<drill>/<UTC timestamp>/ holds drill.yaml, timeline.jsonl, \
-journal.jsonl, report.json and report.md. A failed, timed-out or interrupted drill restores the cluster and still \
-writes its report.")]
+journal.jsonl, report.json, report.md, report.html, junit.xml and metrics.prom. A failed, timed-out or interrupted \
+drill restores the cluster and still writes its report.")]
     Run {
         /// The drill file (YAML).
         file: PathBuf,
@@ -87,6 +98,34 @@ writes its report.")]
         /// Where run directories are created.
         #[arg(long, value_name = "DIR", default_value = "reports", env = "HYBRID_DRILL_REPORTS")]
         reports_dir: PathBuf,
+        /// Also push the run's metrics to this Prometheus Pushgateway (e.g. http://pushgateway:9091); a failed push
+        /// is a warning in the report, not a failed drill.
+        #[arg(long, value_name = "URL", env = "HYBRID_DRILL_PUSHGATEWAY")]
+        pushgateway: Option<String>,
+    },
+    /// Re-render a past run from its run directory (report.json, and timeline.jsonl for the event markers).
+    #[command(after_help = "Formats: md (report.md), html (report.html: a self-contained page with the timeline), \
+json (report.json), junit (junit.xml: each objective a test case), prometheus (metrics.prom: text exposition for \
+node-exporter's textfile collector). Touches no cluster.")]
+    Report {
+        /// The run directory (reports/<drill>/<UTC timestamp>/) or its report.json.
+        run_dir: PathBuf,
+        #[arg(long, short = 'f', value_enum, default_value = "md")]
+        format: Format,
+        /// Also push the run's metrics to this Prometheus Pushgateway.
+        #[arg(long, value_name = "URL", env = "HYBRID_DRILL_PUSHGATEWAY")]
+        pushgateway: Option<String>,
+    },
+    /// Compare every past run of each drill: RTO and every phase, change against the previous run and the objective.
+    #[command(after_help = "A phase is flagged as a regression when it is more than 20% (and 1s) slower than in the \
+previous run that measured it, over its objective, or not measured. `--format html` draws the trend of each phase. \
+Touches no cluster.")]
+    History {
+        /// A reports directory (reports/<drill>/<run>/report.json), one drill's directory, or one run.
+        #[arg(default_value = "reports", env = "HYBRID_DRILL_REPORTS")]
+        reports_dir: PathBuf,
+        #[arg(long, short = 'f', value_enum, default_value = "text")]
+        format: HistoryFormat,
     },
     /// Check drill files without touching a cluster; errors point at the line and column.
     Validate {
@@ -116,10 +155,13 @@ pub fn main() -> ExitCode {
             println!("{}", serde_json::to_string_pretty(&drill::json_schema()).unwrap_or_default());
             EXIT_PASSED
         }
-        Command::Run { file, yes, dry_run, output, reports_dir } => {
-            let opts = RunOptions { target, yes, dry_run, json: output == OutputFormat::Json, reports_dir };
+        Command::Run { file, yes, dry_run, output, reports_dir, pushgateway } => {
+            let opts =
+                RunOptions { target, yes, dry_run, json: output == OutputFormat::Json, reports_dir, pushgateway };
             block_on(run_command(&file, opts))
         }
+        Command::Report { run_dir, format, pushgateway } => report_command(&run_dir, format, pushgateway.as_deref()),
+        Command::History { reports_dir, format } => history_command(&reports_dir, format),
         Command::Plan { file } => block_on(plan_command(&file, &target)),
         Command::Recover { run_dir, reports_dir } => block_on(recover_command(run_dir, &reports_dir, &target)),
     };
@@ -212,6 +254,64 @@ async fn run_command(file: &Path, opts: RunOptions) -> u8 {
             EXIT_INVALID
         }
     }
+}
+
+fn report_command(run_dir: &Path, format: Format, pushgateway: Option<&str>) -> u8 {
+    let report = match crate::report::load(run_dir) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_INVALID;
+        }
+    };
+    match format.render(&report) {
+        Ok(text) => print!("{text}"),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_INVALID;
+        }
+    }
+    if let Some(url) = pushgateway {
+        if let Err(e) = block_on_result(crate::report::push::push(url, &report)) {
+            eprintln!("error: {e}");
+            return EXIT_INVALID;
+        }
+        eprintln!("pushed the metrics of {} to {url}", report.run_id);
+    }
+    EXIT_PASSED
+}
+
+fn block_on_result<T, E: std::fmt::Display>(f: impl std::future::Future<Output = Result<T, E>>) -> Result<T, String> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    rt.block_on(f).map_err(|e| e.to_string())
+}
+
+fn history_command(reports_dir: &Path, format: HistoryFormat) -> u8 {
+    let (runs, warnings) = match history::collect(reports_dir) {
+        Ok(found) => found,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_INVALID;
+        }
+    };
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+    let h: History = history::build(runs);
+    print!(
+        "{}",
+        match format {
+            HistoryFormat::Text => history::render_text(&h),
+            HistoryFormat::Md => history::render_markdown(&h),
+            HistoryFormat::Html => history::html::render(&h),
+            HistoryFormat::Json => history::render_json(&h),
+        }
+    );
+    EXIT_PASSED
 }
 
 async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path, target: &Target) -> u8 {

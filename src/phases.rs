@@ -424,17 +424,7 @@ spec:
     /// Builds a timeline from (seconds, server seconds, event) triples.
     fn timeline(events: Vec<(f64, Option<i64>, E)>) -> Vec<Observation> {
         let base = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z").unwrap().with_timezone(&Utc);
-        events
-            .into_iter()
-            .enumerate()
-            .map(|(i, (t, server, event))| Observation {
-                seq: i as u64,
-                t_ms: (t * 1000.0) as u64,
-                received: base + chrono::Duration::milliseconds((t * 1000.0) as i64),
-                server_time: server.map(|s| base + chrono::Duration::seconds(s)),
-                event,
-            })
-            .collect()
+        crate::timeline::observations_from(base, events)
     }
 
     fn full_drain() -> Vec<(f64, Option<i64>, E)> {

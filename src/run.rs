@@ -29,6 +29,8 @@ pub struct RunOptions {
     pub dry_run: bool,
     pub json: bool,
     pub reports_dir: PathBuf,
+    /// Push the run's metrics to this Pushgateway once the drill is over.
+    pub pushgateway: Option<String>,
 }
 
 /// Problems found before anything was touched.
@@ -285,7 +287,7 @@ pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, S
         );
     }
     let watch_gaps = observations.iter().filter(|o| matches!(o.event, Event::WatchGap { .. })).count();
-    let report = Report {
+    let mut report = Report {
         schema: report::REPORT_SCHEMA.into(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
         run_id,
@@ -309,10 +311,17 @@ pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, S
         fallback: analysis.fallback,
         rollback,
         notable_events: report::notable(&observations),
+        overlap: report::overlap(&observations),
         watch_gaps,
         api_requests: cluster.requests_sent(),
         warnings,
     };
+    if let Some(url) = &opts.pushgateway
+        && let Err(e) = report::push::push(url, &report).await
+    {
+        // The drill's verdict stands; the report says the metrics did not leave.
+        report.warnings.push(format!("metrics not pushed: {e}"));
+    }
     write_reports(&dir, &report).map_err(io)?;
     Ok(RunResult { report, run_dir: dir })
 }
@@ -326,10 +335,9 @@ fn fidelity(loaded: &LoadedDrill) -> String {
     }
 }
 
+/// Writes report.json, report.md, report.html, junit.xml and metrics.prom into the run directory.
 pub fn write_reports(dir: &Path, report: &Report) -> std::io::Result<()> {
-    let json = serde_json::to_string_pretty(report).map_err(std::io::Error::other)?;
-    std::fs::write(dir.join("report.json"), json + "\n")?;
-    std::fs::write(dir.join("report.md"), report::markdown::render(report))
+    report::write_all(dir, report).map(|_| ())
 }
 
 /// While restoring, a further Ctrl-C does not skip the restore: it says what remains and how to finish.

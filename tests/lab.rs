@@ -1,6 +1,8 @@
 //! End-to-end: the real binary against the project's lab (lab/up). The tests share the lab, so they run one at a
 //! time, each starting from the lab's steady state and leaving it there.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -247,6 +249,86 @@ fn drain_drill_runs_end_to_end_with_every_phase_in_order() {
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(md.contains("**Verdict: passed**") && md.contains("| provisioning |"), "{md}");
     eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
+}
+
+/// Every run directory under a reports directory, oldest first (their names are UTC timestamps).
+fn run_dirs(reports: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(reports)
+        .unwrap()
+        .flatten()
+        .flat_map(|drill| std::fs::read_dir(drill.path()).unwrap().flatten().map(|run| run.path()))
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+#[test]
+fn three_drills_leave_reports_a_browser_ci_and_prometheus_read_and_a_history() {
+    let _lab = lock_lab();
+    let drill = Drill::new();
+    for _ in 0..3 {
+        reset_lab();
+        let (out, report) = drill.run(&repo().join("drills/drain.yaml"));
+        assert_eq!(out.status.code(), Some(0), "report: {report:#}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let runs = run_dirs(drill.reports.path());
+    assert_eq!(runs.len(), 3, "{runs:?}");
+
+    let dir = &runs[0];
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    let phases: Vec<&str> = report["phases"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    let page = common::open_in_chromium(&dir.join("report.html"), "lab-report", 2600);
+    assert!(page.console.is_empty(), "console output: {:?}", page.console);
+    for phase in &phases {
+        assert!(page.dom.contains(&format!(r#"data-phase="{phase}""#)), "no lane for {phase}");
+    }
+    for kind in ["evictions", "NodeClaims", "nodes", "taints", "service"] {
+        assert!(page.dom.contains(&format!(r#"data-kind="{kind}""#)), "no {kind} markers");
+    }
+    println!("screenshot of a lab run's report: {}", page.screenshot.display());
+    common::validate_junit(&dir.join("junit.xml")).unwrap_or_else(|e| panic!("junit.xml: {e}"));
+    let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
+    assert!(junit.contains(r#"<testcase name="RTO within 15m 00.0s""#), "{junit}");
+    let metrics = common::parse_prometheus(&std::fs::read_to_string(dir.join("metrics.prom")).unwrap());
+    let drill_label = ("drill", "onprem-gpu-drain");
+    let rto = common::sample(&metrics, "hybrid_drill_rto_seconds", &[drill_label]).unwrap();
+    assert_eq!(
+        Some(rto),
+        report["phases"].as_array().unwrap().iter().find(|p| p["name"] == "rto").unwrap()["seconds"].as_f64()
+    );
+    assert_eq!(common::sample(&metrics, "hybrid_drill_outcome", &[drill_label, ("outcome", "passed")]), Some(1.0));
+    assert!(common::sample(&metrics, "hybrid_drill_fallback_gpu_hours", &[drill_label]).unwrap() > 0.0);
+
+    let history = |format: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
+            .arg("history")
+            .arg(drill.reports.path())
+            .args(["--format", format])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "history --format {format}: {}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    let json: Value = serde_json::from_slice(&history("json")).unwrap();
+    let rows = json["drills"][0]["runs"].as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    for row in &rows[1..] {
+        // every measured phase of a later run carries its change against the one before
+        let rto = &row["phases"][0];
+        assert!(rto["change_seconds"].is_number() && rto["objective_margin_seconds"].is_number(), "{row:#}");
+    }
+    let text = String::from_utf8(history("text")).unwrap();
+    assert!(text.contains("onprem-gpu-drain: 3 runs"), "{text}");
+    let page_path = drill.reports.path().join("history.html");
+    std::fs::write(&page_path, history("html")).unwrap();
+    let page = common::open_in_chromium(&page_path, "lab-history", 1800);
+    assert!(page.console.is_empty(), "console output: {:?}", page.console);
+    assert_eq!(page.dom.matches(r#"<tr class="run">"#).count(), 3);
+    for phase in &phases {
+        assert!(page.dom.contains(&format!(r#"<figure class="trend" data-phase="{phase}">"#)), "no trend of {phase}");
+    }
+    println!("screenshot of the history: {}", page.screenshot.display());
+    eventually("steady state after the drills", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
 }
 
 #[test]

@@ -308,6 +308,23 @@ pub fn read(path: &Path) -> std::io::Result<Vec<Observation>> {
     Ok(BufReader::new(file).lines().map_while(Result::ok).filter_map(|l| serde_json::from_str(&l).ok()).collect())
 }
 
+/// A timeline for tests: observations numbered in order from (seconds after `base`, the server's time in whole
+/// seconds after `base`, event).
+#[cfg(test)]
+pub(crate) fn observations_from(base: DateTime<Utc>, events: Vec<(f64, Option<i64>, Event)>) -> Vec<Observation> {
+    events
+        .into_iter()
+        .enumerate()
+        .map(|(i, (t, server, event))| Observation {
+            seq: i as u64,
+            t_ms: (t * 1000.0) as u64,
+            received: base + chrono::Duration::milliseconds((t * 1000.0) as i64),
+            server_time: server.map(|s| base + chrono::Duration::seconds(s)),
+            event,
+        })
+        .collect()
+}
+
 pub fn rfc3339(t: &DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }

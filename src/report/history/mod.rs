@@ -1,0 +1,462 @@
+//! `hybrid-drill history`: every past run of each drill side by side (date, verdict, RTO and every phase), each
+//! figure's change against the previous run and against its objective, and regressions flagged.
+
+pub mod html;
+
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use comfy_table::presets::UTF8_FULL_CONDENSED;
+use comfy_table::{Cell as TableCell, Color, ContentArrangement, Table};
+use serde::Serialize;
+
+use super::{Outcome, Report, human_seconds, load};
+use crate::phases::Verdict;
+
+pub const HISTORY_SCHEMA: &str = "hybrid-drill.io/history/v1";
+
+/// A phase is flagged when it is this much slower than in the previous run that measured it...
+pub const REGRESSION_RATIO: f64 = 0.20;
+/// ...and slower by at least this much: the lab's phases last seconds, and sub-second jitter in when the watches
+/// deliver an event would otherwise flag a regression on most runs.
+pub const REGRESSION_MIN_SECONDS: f64 = 1.0;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct History {
+    pub schema: &'static str,
+    pub drills: Vec<DrillHistory>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DrillHistory {
+    pub drill: String,
+    /// The columns: every phase any run measured, RTO first, then in the order the runs list them.
+    pub phases: Vec<PhaseColumn>,
+    /// Oldest first.
+    pub runs: Vec<RunRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseColumn {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// The objective of the latest run that had one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub objective_seconds: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRow {
+    pub run_id: String,
+    pub dir: String,
+    pub started: DateTime<Utc>,
+    pub outcome: Outcome,
+    pub exit_code: i32,
+    /// One per column of [`DrillHistory::phases`].
+    pub phases: Vec<Change>,
+    /// One line per flagged phase.
+    pub regressions: Vec<String>,
+}
+
+/// One phase of one run, against the previous run that measured it and against its objective.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Change {
+    pub seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub objective_seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub change_seconds: Option<f64>,
+    /// (this - previous) / previous.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub change_ratio: Option<f64>,
+    /// objective - this: negative when over the objective.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub objective_margin_seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub regression: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    #[error("cannot read the reports directory {path}: {cause}")]
+    Read { path: String, cause: std::io::Error },
+    #[error("no run reports (report.json) under {0}; runs are written to reports/<drill>/<timestamp>/")]
+    NoRuns(String),
+}
+
+/// Run reports with the directory each was read from.
+pub type Runs = Vec<(PathBuf, Report)>;
+
+/// Every readable run report under `dir` (a reports directory, one drill's directory, or one run), with a warning
+/// for each report.json that could not be read.
+pub fn collect(dir: &Path) -> Result<(Runs, Vec<String>), HistoryError> {
+    let mut files = Vec::new();
+    find_reports(dir, 0, &mut files).map_err(|cause| HistoryError::Read { path: dir.display().to_string(), cause })?;
+    files.sort();
+    let mut runs = Vec::new();
+    let mut warnings = Vec::new();
+    for file in files {
+        match load(&file) {
+            Ok(report) => runs.push((file.parent().unwrap_or(dir).to_path_buf(), report)),
+            Err(e) => warnings.push(format!("skipped: {e}")),
+        }
+    }
+    if runs.is_empty() {
+        return Err(HistoryError::NoRuns(dir.display().to_string()));
+    }
+    Ok((runs, warnings))
+}
+
+fn find_reports(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    let report = dir.join("report.json");
+    if report.is_file() {
+        found.push(report);
+        return Ok(());
+    }
+    // reports/<drill>/<run>/report.json is two levels down; one more tolerates a directory of reports directories.
+    if depth >= 3 {
+        return Ok(());
+    }
+    for entry in std::fs::read_dir(dir)?.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            find_reports(&entry.path(), depth + 1, found)?;
+        }
+    }
+    Ok(())
+}
+
+/// Groups runs by drill, oldest first, and compares each phase with the previous run that measured it.
+pub fn build(runs: Runs) -> History {
+    let mut by_drill: Vec<(String, Vec<(PathBuf, Report)>)> = Vec::new();
+    for (dir, report) in runs {
+        match by_drill.iter_mut().find(|(name, _)| *name == report.drill.name) {
+            Some((_, list)) => list.push((dir, report)),
+            None => by_drill.push((report.drill.name.clone(), vec![(dir, report)])),
+        }
+    }
+    by_drill.sort_by(|a, b| a.0.cmp(&b.0));
+    let drills = by_drill
+        .into_iter()
+        .map(|(drill, mut runs)| {
+            runs.sort_by_key(|(_, r)| r.started);
+            drill_history(drill, &runs)
+        })
+        .collect();
+    History { schema: HISTORY_SCHEMA, drills }
+}
+
+fn drill_history(drill: String, runs: &[(PathBuf, Report)]) -> DrillHistory {
+    let mut phases: Vec<PhaseColumn> = Vec::new();
+    for (_, report) in runs {
+        for p in &report.phases {
+            match phases.iter_mut().find(|c| c.name == p.name) {
+                Some(c) => c.objective_seconds = p.objective_seconds.or(c.objective_seconds),
+                None => phases.push(PhaseColumn {
+                    name: p.name.clone(),
+                    parent: p.parent.clone(),
+                    objective_seconds: p.objective_seconds,
+                }),
+            }
+        }
+    }
+    if let Some(i) = phases.iter().position(|c| c.name == "rto") {
+        let rto = phases.remove(i);
+        phases.insert(0, rto);
+    }
+    let mut rows: Vec<RunRow> = Vec::new();
+    for (dir, report) in runs {
+        let mut cells = Vec::new();
+        let mut regressions = Vec::new();
+        for (column, c) in phases.iter().enumerate() {
+            let phase = report.phases.iter().find(|p| p.name == c.name);
+            let previous = rows.iter().rev().find_map(|r: &RunRow| r.phases[column].seconds);
+            let cell = change(phase, previous);
+            if let Some(why) = &cell.regression {
+                regressions.push(format!("{}: {why}", display_name(&c.name)));
+            }
+            cells.push(cell);
+        }
+        rows.push(RunRow {
+            run_id: report.run_id.clone(),
+            dir: dir.display().to_string(),
+            started: report.started,
+            outcome: report.outcome,
+            exit_code: report.exit_code,
+            phases: cells,
+            regressions,
+        });
+    }
+    DrillHistory { drill, phases, runs: rows }
+}
+
+fn change(phase: Option<&crate::phases::Phase>, previous: Option<f64>) -> Change {
+    let Some(p) = phase else {
+        return Change { previous_seconds: previous, ..Change::default() };
+    };
+    let mut c = Change {
+        seconds: p.seconds,
+        verdict: Some(p.verdict),
+        objective_seconds: p.objective_seconds,
+        previous_seconds: previous,
+        ..Change::default()
+    };
+    if let (Some(now), Some(before)) = (p.seconds, previous) {
+        c.change_seconds = Some(now - before);
+        if before > 0.0 {
+            c.change_ratio = Some((now - before) / before);
+        }
+    }
+    if let (Some(now), Some(objective)) = (p.seconds, p.objective_seconds) {
+        c.objective_margin_seconds = Some(objective - now);
+    }
+    let mut reasons = Vec::new();
+    match (p.seconds, p.objective_seconds) {
+        (Some(now), Some(objective)) if now > objective => reasons.push(format!(
+            "over its objective of {} by {}",
+            human_seconds(objective),
+            human_seconds(now - objective)
+        )),
+        (None, Some(_)) => reasons.push("not measured".to_string()),
+        _ => {}
+    }
+    if let (Some(now), Some(before), Some(ratio)) = (p.seconds, previous, c.change_ratio)
+        && ratio > REGRESSION_RATIO
+        && now - before >= REGRESSION_MIN_SECONDS
+    {
+        reasons.push(format!(
+            "{:.0}% slower than the previous run ({} → {})",
+            ratio * 100.0,
+            human_seconds(before),
+            human_seconds(now)
+        ));
+    }
+    if !reasons.is_empty() {
+        c.regression = Some(reasons.join("; "));
+    }
+    c
+}
+
+pub fn display_name(phase: &str) -> String {
+    if phase == "rto" { "RTO".into() } else { phase.into() }
+}
+
+pub fn outcome_word(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Passed => "passed",
+        Outcome::ObjectiveMissed => "objective missed",
+        Outcome::Aborted => "aborted",
+        Outcome::RestoreFailed => "RESTORE FAILED",
+    }
+}
+
+pub fn date(t: &DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M").to_string()
+}
+
+/// `+2.0s (+6%)`, `-1m 02.0s (-30%)`, `±0`, or nothing for a first measurement.
+pub fn change_text(c: &Change) -> String {
+    match (c.change_seconds, c.change_ratio) {
+        // Below the tenth of a second the figures show, a change is no change.
+        (Some(d), _) if d.abs() < 0.05 => "±0".into(),
+        (Some(d), Some(r)) => format!("{}{} ({:+.0}%)", sign(d), human_seconds(d.abs()), r * 100.0),
+        (Some(d), None) => format!("{}{}", sign(d), human_seconds(d.abs())),
+        (None, _) => String::new(),
+    }
+}
+
+fn sign(d: f64) -> &'static str {
+    if d < 0.0 { "-" } else { "+" }
+}
+
+/// `4m 12.0s under objective`, `12.0s over objective`, `not measured`, or nothing without an objective.
+pub fn objective_text(c: &Change) -> String {
+    match (c.objective_margin_seconds, c.objective_seconds) {
+        (Some(m), _) if m >= 0.0 => format!("{} under objective", human_seconds(m)),
+        (Some(m), _) => format!("{} OVER objective", human_seconds(-m)),
+        (None, Some(_)) if c.verdict.is_some() => "not measured".into(),
+        _ => String::new(),
+    }
+}
+
+fn value_text(c: &Change) -> String {
+    let flag = if c.regression.is_some() { " ⚠" } else { "" };
+    match c.seconds {
+        Some(s) => format!("{}{flag}", human_seconds(s)),
+        None if c.verdict.is_some() => format!("-{flag}"),
+        None => String::new(),
+    }
+}
+
+fn header(c: &PhaseColumn) -> String {
+    let name = match &c.parent {
+        Some(_) => format!("└ {}", c.name),
+        None => display_name(&c.name),
+    };
+    match c.objective_seconds {
+        Some(o) => format!("{name} (obj {})", human_seconds(o)),
+        None => name,
+    }
+}
+
+/// The lines of one cell: the duration, its change against the previous run, and against the objective.
+fn cell_lines(c: &Change) -> Vec<String> {
+    [value_text(c), change_text(c), objective_text(c)].into_iter().filter(|l| !l.is_empty()).collect()
+}
+
+fn regressions_list(out: &mut String, d: &DrillHistory, bullet: &str) {
+    let flagged: Vec<(&RunRow, &String)> =
+        d.runs.iter().flat_map(|r| r.regressions.iter().map(move |g| (r, g))).collect();
+    if flagged.is_empty() {
+        let _ = writeln!(out, "{bullet}no regressions");
+    }
+    for (run, what) in flagged {
+        let _ = writeln!(out, "{bullet}{} ({}): {what}", date(&run.started), run.run_id);
+    }
+}
+
+pub fn render_text(h: &History) -> String {
+    let mut out = String::new();
+    for d in &h.drills {
+        let _ = writeln!(out, "{}: {} runs", d.drill, d.runs.len());
+        let mut table = Table::new();
+        table.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
+        let mut head = vec!["run (UTC)".to_string(), "verdict".to_string()];
+        head.extend(d.phases.iter().map(header));
+        table.set_header(head);
+        for r in &d.runs {
+            let mut row = vec![
+                TableCell::new(date(&r.started)),
+                TableCell::new(outcome_word(r.outcome)).fg(if r.outcome == Outcome::Passed {
+                    Color::Green
+                } else {
+                    Color::Red
+                }),
+            ];
+            for c in &r.phases {
+                let cell = TableCell::new(cell_lines(c).join("\n"));
+                row.push(if c.regression.is_some() { cell.fg(Color::Red) } else { cell });
+            }
+            table.add_row(row);
+        }
+        let _ = writeln!(out, "{table}");
+        let _ = writeln!(
+            out,
+            "regressions (>{:.0}% slower than the previous run, or over objective):",
+            REGRESSION_RATIO * 100.0
+        );
+        regressions_list(&mut out, d, "  ");
+        out.push('\n');
+    }
+    out
+}
+
+pub fn render_markdown(h: &History) -> String {
+    let md_cell = |s: &str| s.replace('|', "\\|");
+    let mut out = String::from("# Drill history\n\n");
+    let _ = writeln!(
+        out,
+        "Each cell: the duration (tool clock), its change against the previous run that measured it, and its margin against the objective. ⚠ marks a regression: more than {:.0}% (and {}) slower than the previous run, over objective, or not measured.\n",
+        REGRESSION_RATIO * 100.0,
+        human_seconds(REGRESSION_MIN_SECONDS)
+    );
+    for d in &h.drills {
+        let _ = writeln!(out, "## {}\n\n{} runs.\n", d.drill, d.runs.len());
+        let mut head = vec!["Run (UTC)".to_string(), "Verdict".to_string()];
+        head.extend(d.phases.iter().map(header));
+        let _ = writeln!(out, "| {} |", head.iter().map(|h| md_cell(h)).collect::<Vec<_>>().join(" | "));
+        let _ = writeln!(out, "|{}", "---|".repeat(head.len()));
+        for r in &d.runs {
+            let mut cells =
+                vec![format!("{}<br>`{}`", date(&r.started), r.run_id), outcome_word(r.outcome).to_string()];
+            cells.extend(r.phases.iter().map(|c| md_cell(&cell_lines(c).join("<br>"))));
+            let _ = writeln!(out, "| {} |", cells.join(" | "));
+        }
+        let _ = writeln!(out, "\n### Regressions\n");
+        regressions_list(&mut out, d, "- ");
+        out.push('\n');
+    }
+    out
+}
+
+pub fn render_json(h: &History) -> String {
+    serde_json::to_string_pretty(h).unwrap_or_default() + "\n"
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::report::sample;
+
+    /// Three quarterly runs of the sample drill: provisioning gets slower, then the RTO is missed.
+    pub fn three_runs() -> Runs {
+        let mut runs = Vec::new();
+        for (i, (provisioning, rto)) in [(6.0, 11.6), (9.0, 12.0), (9.5, 75.0)].into_iter().enumerate() {
+            let mut r = sample::report();
+            r.started += chrono::Duration::days(91 * i as i64);
+            r.run_id = format!("run-{i}");
+            for p in &mut r.phases {
+                match p.name.as_str() {
+                    "provisioning" => p.seconds = Some(provisioning),
+                    "rto" => {
+                        p.seconds = Some(rto);
+                        p.verdict = if rto <= 60.0 { Verdict::Met } else { Verdict::Missed };
+                    }
+                    _ => {}
+                }
+            }
+            runs.push((PathBuf::from(format!("reports/onprem-gpu-drain/{i}")), r));
+        }
+        // given out of order: the history sorts by start time
+        runs.swap(0, 2);
+        runs
+    }
+
+    #[test]
+    fn rows_are_runs_oldest_first_with_changes_and_regressions() {
+        let h = build(three_runs());
+        assert_eq!(h.drills.len(), 1);
+        let d = &h.drills[0];
+        assert_eq!(d.phases[0].name, "rto");
+        let ids: Vec<&str> = d.runs.iter().map(|r| r.run_id.as_str()).collect();
+        assert_eq!(ids, ["run-0", "run-1", "run-2"]);
+        let col = d.phases.iter().position(|c| c.name == "provisioning").unwrap();
+        let second = &d.runs[1].phases[col];
+        assert_eq!(second.change_seconds, Some(3.0));
+        assert!((second.change_ratio.unwrap() - 0.5).abs() < 1e-9);
+        assert_eq!(second.objective_margin_seconds, Some(-4.0));
+        let why = second.regression.as_deref().unwrap();
+        assert!(why.contains("over its objective of 5.0s by 4.0s") && why.contains("50% slower"), "{why}");
+        // +0.5s is under the 1s floor: only the objective flags it
+        let third = &d.runs[2].phases[col];
+        assert!(!third.regression.as_deref().unwrap().contains("slower"));
+        assert!(d.runs[2].regressions.iter().any(|r| r.starts_with("RTO: over its objective of 1m 00.0s")));
+        assert!(d.runs[0].phases[0].regression.is_none(), "the first run's RTO met its objective");
+        assert_eq!(change_text(&d.runs[0].phases[0]), "");
+        assert_eq!(change_text(&d.runs[1].phases[1]), "±0");
+        assert_eq!(change_text(&d.runs[2].phases[0]), "+1m 03.0s (+525%)");
+    }
+
+    #[test]
+    fn text_and_markdown_show_a_row_per_run() {
+        let h = build(three_runs());
+        let text = render_text(&h);
+        assert!(text.contains("onprem-gpu-drain: 3 runs"), "{text}");
+        for day in ["2026-01-05 09:30", "2026-04-06 09:30", "2026-07-06 09:30"] {
+            assert!(text.contains(day), "{day} missing:\n{text}");
+        }
+        assert!(text.contains("50% slower than the previous run (6.0s → 9.0s)"), "{text}");
+        let md = render_markdown(&h);
+        assert_eq!(md.lines().filter(|l| l.starts_with("| 2026-")).count(), 3, "{md}");
+        assert!(md.contains("| RTO (obj 1m 00.0s) |"), "{md}");
+        assert!(md.contains("9.0s ⚠<br>+3.0s (+50%)<br>4.0s OVER objective"), "{md}");
+        let json: serde_json::Value = serde_json::from_str(&render_json(&h)).unwrap();
+        assert_eq!(json["schema"], HISTORY_SCHEMA);
+        assert_eq!(json["drills"][0]["runs"].as_array().unwrap().len(), 3);
+    }
+}

@@ -1,0 +1,75 @@
+//! Pushes a run's metrics to a Prometheus Pushgateway: one PUT per run, replacing the group `job="hybrid-drill",
+//! drill="<name>"` so a phase the last run did not reach does not keep an older run's value.
+
+use std::time::Duration;
+
+use super::{Report, prometheus};
+// reqwest's own message names only the request; the reason (refused, timed out, DNS) is down its source chain.
+use crate::cluster::error_chain;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PushError {
+    #[error("invalid Pushgateway URL `{url}`: {reason}")]
+    Url { url: String, reason: String },
+    #[error("cannot reach the Pushgateway at {url}: {reason}")]
+    Send { url: String, reason: String },
+    #[error("the Pushgateway at {url} answered {status}: {body}")]
+    Rejected { url: String, status: reqwest::StatusCode, body: String },
+}
+
+/// The group URL of a drill's metrics under a Pushgateway base URL.
+pub fn group_url(base: &str, drill: &str) -> Result<reqwest::Url, PushError> {
+    let invalid = |reason: String| PushError::Url { url: base.into(), reason };
+    let mut url = reqwest::Url::parse(base).map_err(|e| invalid(e.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(invalid("use http:// or https://".into()));
+    }
+    url.path_segments_mut().map_err(|()| invalid("not a base URL".into()))?.pop_if_empty().extend([
+        "metrics",
+        "job",
+        "hybrid-drill",
+        "drill",
+        drill,
+    ]);
+    Ok(url)
+}
+
+pub async fn push(base: &str, report: &Report) -> Result<(), PushError> {
+    let url = group_url(base, &report.drill.name)?;
+    let shown = url.to_string();
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| PushError::Send { url: shown.clone(), reason: error_chain(&e) })?;
+    let response = client
+        .put(url)
+        .header(reqwest::header::CONTENT_TYPE, prometheus::CONTENT_TYPE)
+        .body(prometheus::render(report))
+        .send()
+        .await
+        .map_err(|e| PushError::Send { url: shown.clone(), reason: error_chain(&e) })?;
+    let status = response.status();
+    if !status.is_success() {
+        let body = response.text().await.unwrap_or_default();
+        return Err(PushError::Rejected { url: shown, status, body: body.trim().chars().take(300).collect() });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_group_is_the_job_and_the_drill() {
+        assert_eq!(
+            group_url("http://pushgateway:9091", "onprem-gpu-drain").unwrap().as_str(),
+            "http://pushgateway:9091/metrics/job/hybrid-drill/drill/onprem-gpu-drain"
+        );
+        assert_eq!(
+            group_url("http://pg/base/", "a b/c").unwrap().as_str(),
+            "http://pg/base/metrics/job/hybrid-drill/drill/a%20b%2Fc"
+        );
+        assert!(group_url("pushgateway:9091", "x").is_err());
+    }
+}

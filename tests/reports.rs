@@ -1,0 +1,262 @@
+//! `hybrid-drill report` and `history` on recorded runs, no cluster: each format checked by a real consumer
+//! (headless Chromium, xmllint against a JUnit schema, the Prometheus client's parser, a stand-in Pushgateway).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{open_in_chromium, parse_prometheus, repo, sample, validate_junit};
+use serde_json::Value;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
+}
+
+fn text(out: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// The recorded run in tests/fixtures/report.json: a drain drill that met its RTO and missed two objectives.
+fn fixture() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(repo().join("tests/fixtures/report.json")).unwrap()).unwrap()
+}
+
+fn write_run(reports: &Path, stamp: &str, report: &Value) -> PathBuf {
+    let dir = reports.join(report["drill"]["name"].as_str().unwrap()).join(stamp);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(report).unwrap()).unwrap();
+    dir
+}
+
+/// The fixture run rendered in `format` into its run directory as `file`.
+fn rendered(format: &str, file: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let run = write_run(dir.path(), "1", &fixture());
+    let path = run.join(file);
+    std::fs::write(&path, report(&run, format)).unwrap();
+    (dir, path)
+}
+
+fn report(run: &Path, format: &str) -> String {
+    let out = bin().arg("report").arg(run).args(["--format", format]).output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "report --format {format}: {stderr}");
+    stdout
+}
+
+#[test]
+fn report_re_renders_a_past_run_in_each_format() {
+    let reports = tempfile::tempdir().unwrap();
+    let run = write_run(reports.path(), "20260105T093000Z", &fixture());
+    let md = report(&run, "md");
+    assert!(md.contains("**Verdict: objective missed**") && md.contains("| provisioning |"), "{md}");
+    let json: Value = serde_json::from_str(&report(&run, "json")).unwrap();
+    assert_eq!(json["schema"], "hybrid-drill.io/report/v1");
+    assert_eq!(json["phases"], fixture()["phases"]);
+    assert!(report(&run, "html").starts_with("<!DOCTYPE html>"));
+    assert!(report(&run, "junit").starts_with("<?xml"));
+    assert!(report(&run, "prometheus").contains("# TYPE hybrid_drill_rto_seconds gauge"));
+    // the default is markdown, and report.json itself may be named
+    let out = bin().arg("report").arg(run.join("report.json")).output().unwrap();
+    assert_eq!(text(&out).0, md);
+}
+
+#[test]
+fn junit_validates_against_the_junit_schema() {
+    let (dir, xml) = rendered("junit", "junit.xml");
+    validate_junit(&xml).unwrap_or_else(|e| panic!("junit.xml does not validate:\n{e}"));
+    let content = std::fs::read_to_string(&xml).unwrap();
+    assert!(content.contains(r#"<testcase name="RTO within 1m 00.0s""#), "{content}");
+    assert_eq!(content.matches("<testcase ").count(), 4, "3 objectives and the outcome");
+    // the schema is no rubber stamp: a case without a name fails it
+    let broken = dir.path().join("broken.xml");
+    std::fs::write(&broken, content.replacen(r#"<testcase name="RTO within 1m 00.0s""#, "<testcase", 1)).unwrap();
+    assert!(validate_junit(&broken).unwrap_err().contains("'name' is required"));
+}
+
+#[test]
+fn metrics_parse_with_a_real_exposition_parser() {
+    let (_dir, metrics) = rendered("prometheus", "metrics.prom");
+    let families = parse_prometheus(&std::fs::read_to_string(metrics).unwrap());
+    let drill = ("drill", "onprem-gpu-drain");
+    for family in families.as_object().unwrap().values() {
+        assert_eq!(family["type"], "gauge");
+    }
+    assert_eq!(
+        sample(&families, "hybrid_drill_phase_duration_seconds", &[drill, ("phase", "provisioning")]),
+        Some(6.0)
+    );
+    assert_eq!(sample(&families, "hybrid_drill_rto_seconds", &[drill]), Some(11.6));
+    assert_eq!(sample(&families, "hybrid_drill_outcome", &[drill, ("outcome", "objective-missed")]), Some(1.0));
+    assert_eq!(
+        sample(&families, "hybrid_drill_fallback_gpu_hours", &[drill]).map(|v| (v * 1000.0).round()),
+        Some(37.0)
+    );
+    assert_eq!(sample(&families, "hybrid_drill_run_start_timestamp_seconds", &[drill]), Some(1_767_605_400.0));
+    let phases = families["hybrid_drill_phase_duration_seconds"]["samples"].as_array().unwrap().len();
+    assert_eq!(phases, fixture()["phases"].as_array().unwrap().len());
+}
+
+#[test]
+fn the_html_report_renders_in_chromium_with_every_phase_drawn() {
+    let (_dir, page) = rendered("html", "report.html");
+    let rendered = open_in_chromium(&page, "fixture-report", 2400);
+    assert!(rendered.console.is_empty(), "console output: {:?}", rendered.console);
+    for phase in fixture()["phases"].as_array().unwrap() {
+        let name = phase["name"].as_str().unwrap();
+        assert!(rendered.dom.contains(&format!(r#"data-phase="{name}""#)), "no lane for {name}");
+    }
+    assert!(rendered.dom.contains(r#"<svg id="gantt""#));
+    assert!(rendered.dom.contains("objective missed"));
+    println!("screenshot: {}", rendered.screenshot.display());
+}
+
+/// Three quarterly runs of the fixture drill; provisioning slows down by half in the second.
+fn three_runs(reports: &Path) {
+    for (i, (month, provisioning)) in [("01", 6.0), ("04", 9.0), ("07", 9.2)].into_iter().enumerate() {
+        let mut r = fixture();
+        r["run_id"] = format!("onprem-gpu-drain-2026{month}05t093000z").into();
+        r["started"] = format!("2026-{month}-05T09:30:00Z").into();
+        for p in r["phases"].as_array_mut().unwrap() {
+            if p["name"] == "provisioning" {
+                p["seconds"] = provisioning.into();
+            }
+        }
+        write_run(reports, &format!("2026{month}05T093000Z{i}"), &r);
+    }
+}
+
+#[test]
+fn history_shows_a_row_per_run_with_changes_and_regressions() {
+    let reports = tempfile::tempdir().unwrap();
+    three_runs(reports.path());
+    let out = bin().arg("history").arg(reports.path()).output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("onprem-gpu-drain: 3 runs"), "{stdout}");
+    for day in ["2026-01-05 09:30", "2026-04-05 09:30", "2026-07-05 09:30"] {
+        assert_eq!(stdout.lines().filter(|l| l.starts_with(&format!("│ {day}"))).count(), 1, "{day}:\n{stdout}");
+    }
+    assert!(
+        stdout.contains(
+            "provisioning: over its objective of 5.0s by 4.0s; 50% slower than the previous run (6.0s → 9.0s)"
+        ),
+        "{stdout}"
+    );
+
+    let out = bin().arg("history").arg(reports.path()).args(["--format", "json"]).output().unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = json["drills"][0]["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    let column =
+        json["drills"][0]["phases"].as_array().unwrap().iter().position(|c| c["name"] == "provisioning").unwrap();
+    assert_eq!(runs[1]["phases"][column]["change_seconds"], 3.0);
+    assert_eq!(runs[1]["phases"][column]["objective_margin_seconds"], -4.0);
+
+    let md = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
+        .arg("history")
+        .arg(reports.path())
+        .args(["--format", "md"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&md.stdout).lines().filter(|l| l.starts_with("| 2026-")).count(), 3);
+}
+
+#[test]
+fn history_html_draws_each_phase_trend_in_chromium() {
+    let reports = tempfile::tempdir().unwrap();
+    three_runs(reports.path());
+    let out = bin().arg("history").arg(reports.path()).args(["--format", "html"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let page = reports.path().join("history.html");
+    std::fs::write(&page, &out.stdout).unwrap();
+    let rendered = open_in_chromium(&page, "fixture-history", 1800);
+    assert!(rendered.console.is_empty(), "console output: {:?}", rendered.console);
+    assert_eq!(rendered.dom.matches(r#"<tr class="run">"#).count(), 3);
+    for phase in fixture()["phases"].as_array().unwrap() {
+        let name = phase["name"].as_str().unwrap();
+        assert!(rendered.dom.contains(&format!(r#"<figure class="trend" data-phase="{name}">"#)), "no trend of {name}");
+    }
+    println!("screenshot: {}", rendered.screenshot.display());
+}
+
+#[test]
+fn unreadable_input_is_one_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bin().arg("report").arg(dir.path().join("missing")).output().unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr.starts_with("error: cannot read ") && stderr.trim().lines().count() == 1, "{stderr}");
+    let out = bin().arg("history").arg(dir.path()).output().unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr.contains("no run reports (report.json) under"), "{stderr}");
+    // one broken run does not hide the others
+    write_run(dir.path(), "good", &fixture());
+    let bad = dir.path().join("onprem-gpu-drain/bad");
+    std::fs::create_dir_all(&bad).unwrap();
+    std::fs::write(bad.join("report.json"), "{").unwrap();
+    let out = bin().arg("history").arg(dir.path()).output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("onprem-gpu-drain: 1 runs") && stderr.contains("warning: skipped: "), "{stderr}");
+}
+
+/// A stand-in Pushgateway: accepts one request, answers `status`, and hands back what it received.
+fn pushgateway(status: &'static str) -> (String, std::thread::JoinHandle<String>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let handle = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        stream.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+        let mut request = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = stream.read(&mut buf).unwrap();
+            request.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&request);
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let length = head
+                    .lines()
+                    .find_map(|l| {
+                        l.to_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap())
+                    })
+                    .unwrap_or(0);
+                if body.len() >= length {
+                    break;
+                }
+            }
+            if n == 0 {
+                break;
+            }
+        }
+        stream
+            .write_all(format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").as_bytes())
+            .unwrap();
+        String::from_utf8_lossy(&request).into_owned()
+    });
+    (url, handle)
+}
+
+#[test]
+fn report_pushes_the_metrics_to_a_pushgateway() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = write_run(dir.path(), "1", &fixture());
+    let (url, received) = pushgateway("200 OK");
+    let out = bin().arg("report").arg(&run).args(["--format", "json", "--pushgateway", &url]).output().unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let request = received.join().unwrap();
+    assert!(request.starts_with("PUT /metrics/job/hybrid-drill/drill/onprem-gpu-drain HTTP/1.1\r\n"), "{request}");
+    assert!(request.to_lowercase().contains("content-type: text/plain; version=0.0.4"), "{request}");
+    assert!(request.contains("\r\n\r\n# HELP hybrid_drill_phase_duration_seconds "), "{request}");
+
+    let (url, _) = pushgateway("400 Bad Request");
+    let out = bin().arg("report").arg(&run).args(["--pushgateway", &url]).output().unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr.contains("answered 400 Bad Request"), "{stderr}");
+}
