@@ -1,0 +1,168 @@
+//! The runbooks cannot rot: every `hybrid-drill` command they show must be a real subcommand with real flags, every
+//! repository file they name must exist, and every drill file they name must validate.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn help(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_hybrid-drill")).args(args).arg("--help").output().unwrap();
+    assert!(out.status.success(), "hybrid-drill {args:?} --help failed");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn runbooks() -> Vec<(PathBuf, String)> {
+    let mut found: Vec<(PathBuf, String)> = std::fs::read_dir(repo().join("runbooks"))
+        .expect("runbooks/ exists")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap();
+            (p, text)
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// The code in a markdown file: fenced blocks line by line, and inline `code` spans.
+fn code_lines(markdown: &str) -> Vec<String> {
+    let mut code = Vec::new();
+    let mut fenced = false;
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            code.push(line.to_string());
+        } else {
+            code.extend(line.split('`').skip(1).step_by(2).map(str::to_string));
+        }
+    }
+    code
+}
+
+/// Each `hybrid-drill ...` invocation in the code: its words up to a comment, a pipe or a redirection.
+fn commands(markdown: &str) -> Vec<Vec<String>> {
+    let mut found = Vec::new();
+    for line in code_lines(markdown) {
+        let mut rest = line.as_str();
+        while let Some(i) = rest.find("hybrid-drill ") {
+            let words: Vec<String> = rest[i + "hybrid-drill ".len()..]
+                .split_whitespace()
+                .take_while(|w| !matches!(*w, "#" | "|" | ">" | ">>" | "&&" | "2>&1"))
+                .map(str::to_string)
+                .collect();
+            found.push(words);
+            rest = &rest[i + 1..];
+        }
+    }
+    found
+}
+
+/// The files a runbook names: the targets of its links, and words that start with a top-level directory of the
+/// repository, in prose and code alike (`reports/...` are run directories, not repository files).
+fn repo_paths(markdown: &str, runbook: &Path) -> Vec<PathBuf> {
+    const ROOTS: [&str; 7] = ["drills/", "runbooks/", "lab/", "deploy/", "tests/", "src/", "scripts/"];
+    let here = runbook.parent().unwrap();
+    let mut paths = Vec::new();
+    for word in markdown.split(|c: char| c.is_whitespace() || "()[]`'\"<>,;".contains(c)) {
+        let word = word.trim_end_matches(['.', ':']);
+        if ROOTS.iter().any(|r| word.starts_with(r)) {
+            paths.push(repo().join(word));
+        }
+    }
+    for link in markdown.split("](").skip(1) {
+        let target = link.split(')').next().unwrap_or_default().split('#').next().unwrap_or_default();
+        if !target.is_empty() && !target.contains("://") {
+            paths.push(here.join(target));
+        }
+    }
+    paths
+}
+
+#[test]
+fn the_runbooks_ops_need_exist() {
+    let names: BTreeSet<String> =
+        runbooks().iter().map(|(p, _)| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    for needed in ["README.md", "quarterly-drill.md", "abort-and-recover.md", "reading-an-rto-report.md"] {
+        assert!(names.contains(needed), "runbooks/{needed} is missing");
+    }
+}
+
+#[test]
+fn every_command_a_runbook_shows_exists_with_its_flags() {
+    let top = help(&[]);
+    let subcommands: BTreeSet<String> = top
+        .split("Commands:")
+        .nth(1)
+        .unwrap()
+        .split("Options:")
+        .next()
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect();
+    let mut checked = 0;
+    for (path, text) in runbooks() {
+        for words in commands(&text) {
+            let sub = words.first().unwrap_or_else(|| panic!("{}: a bare `hybrid-drill`", path.display()));
+            assert!(
+                subcommands.contains(sub),
+                "{}: `hybrid-drill {}`: no subcommand `{sub}` (have {subcommands:?})",
+                path.display(),
+                words.join(" ")
+            );
+            let sub_help = help(&[sub]);
+            for flag in words.iter().filter(|w| w.starts_with('-')) {
+                let flag = flag.split('=').next().unwrap();
+                assert!(
+                    sub_help.contains(&format!("{flag} ")) || sub_help.contains(&format!("{flag}\n")),
+                    "{}: `hybrid-drill {}`: `{sub}` has no flag {flag}",
+                    path.display(),
+                    words.join(" ")
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "only {checked} commands found: is the extraction broken?");
+}
+
+#[test]
+fn every_file_a_runbook_names_exists_and_every_drill_validates() {
+    let mut drills = BTreeSet::new();
+    for (path, text) in runbooks() {
+        for file in repo_paths(&text, &path) {
+            assert!(file.exists(), "{} names {}, which does not exist", path.display(), file.display());
+            if file.extension().is_some_and(|x| x == "yaml") && file.parent().is_some_and(|p| p.ends_with("drills")) {
+                drills.insert(file.canonicalize().unwrap());
+            }
+        }
+    }
+    assert!(drills.contains(&repo().join("drills/drain.yaml").canonicalize().unwrap()), "{drills:?}");
+    for drill in drills {
+        let out = Command::new(env!("CARGO_BIN_EXE_hybrid-drill")).arg("validate").arg(&drill).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{} does not validate:\n{}",
+            drill.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn the_extraction_finds_commands_and_paths() {
+    let md = "Run `hybrid-drill plan drills/a.yaml` then\n```sh\nhybrid-drill run x --yes   # go\nkubectl get nodes\n```\nsee [b](../lab/up), report.md and [web](https://example.com).";
+    assert_eq!(commands(md), [vec!["plan", "drills/a.yaml"], vec!["run", "x", "--yes"]]);
+    let paths = repo_paths(md, &repo().join("runbooks/x.md"));
+    assert_eq!(paths, [repo().join("drills/a.yaml"), repo().join("runbooks/../lab/up")]);
+}
