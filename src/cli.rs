@@ -315,10 +315,12 @@ fn history_command(reports_dir: &Path, format: HistoryFormat) -> u8 {
 }
 
 async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path, target: &Target) -> u8 {
-    let journals: Vec<PathBuf> = match run_dir {
+    let journals: Vec<PathBuf> = match &run_dir {
         Some(dir) => vec![dir.join("journal.jsonl")],
         None => find_journals(reports_dir),
     };
+    // Marks in the cluster are scoped to the named run; without one, any run's marks are restored.
+    let run_id = run_dir.as_ref().and_then(|d| run_id_of(d));
     let cluster = match Cluster::connect(target).await {
         Ok(c) => c,
         Err(e) => {
@@ -330,21 +332,28 @@ async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path, target: &
         eprintln!("error: {e}");
         return EXIT_INVALID;
     }
-    let mut code = EXIT_PASSED;
-    let mut anything = false;
+    let mut outcomes = Vec::new();
     for journal in journals {
         let entries = crate::safety::journal::read(&journal).unwrap_or_default();
         if crate::safety::journal::outstanding(&entries).is_empty() {
             continue;
         }
-        anything = true;
-        match crate::safety::recover(&cluster, &journal).await {
+        outcomes.push((journal.display().to_string(), crate::safety::recover(&cluster, &journal).await));
+    }
+    outcomes
+        .push(("marks in the cluster".to_string(), crate::safety::recover_marks(&cluster, run_id.as_deref()).await));
+    let mut code = EXIT_PASSED;
+    let mut anything = false;
+    for (source, outcome) in outcomes {
+        match outcome {
             Ok(outcome) => {
                 for u in &outcome.undone {
-                    println!("restored: {u} ({})", journal.display());
+                    anything = true;
+                    println!("restored: {u} (from {source})");
                 }
                 for (u, why) in &outcome.failed {
-                    println!("NOT RESTORED: {u}: {why} ({})", journal.display());
+                    anything = true;
+                    println!("NOT RESTORED: {u}: {why} (from {source})");
                     code = EXIT_RESTORE_FAILED;
                 }
             }
@@ -358,6 +367,14 @@ async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path, target: &
         println!("nothing to recover");
     }
     code
+}
+
+/// The run id a run directory's timeline starts with.
+fn run_id_of(dir: &Path) -> Option<String> {
+    crate::timeline::read(&dir.join("timeline.jsonl")).ok()?.into_iter().find_map(|o| match o.event {
+        crate::timeline::Event::DrillStarted { run_id, .. } => Some(run_id),
+        _ => None,
+    })
 }
 
 fn find_journals(reports_dir: &Path) -> Vec<PathBuf> {

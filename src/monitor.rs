@@ -92,39 +92,62 @@ impl Monitor {
             None => Some(probe_tx),
         };
         let initial = view.read(|v| derive(v, drill, *probe_rx.borrow()));
+        if !initial.available {
+            // Recorded so phases know the service was down from the start, not restored by default.
+            timeline.record(Event::ServiceLost { ready_pods: initial.ready_pods });
+        }
         let (derived_tx, derived) = watch::channel(initial);
         let (guard_tx, guard) = watch::channel(None);
         let (drill, view, timeline) = (drill.clone(), view.clone(), timeline.clone());
         tasks.push(tokio::spawn(async move {
             let mut changes = view.changes();
             let mut probe_rx = probe_rx;
-            let ceiling = drill.spec.guards.max_fallback_gpus;
+            let guards = &drill.spec.guards;
+            let mut down_since = (!derived_tx.borrow().available).then(tokio::time::Instant::now);
             loop {
                 let after = view.read(|v| derive(v, &drill, *probe_rx.borrow()));
                 let before = derived_tx.borrow().clone();
                 if after != before {
                     record_changes(&before, &after, &timeline);
-                    if let Some(max) = ceiling
+                    if after.available != before.available {
+                        down_since = (!after.available).then(tokio::time::Instant::now);
+                    }
+                    if let Some(max) = guards.max_fallback_gpus
                         && after.fallback_gpus > max as i64
-                        && guard_tx.borrow().is_none()
                     {
-                        let message = format!(
-                            "the fallback holds {} GPUs, above the drill's ceiling of {max}",
-                            after.fallback_gpus
-                        );
-                        timeline
-                            .record(Event::GuardTripped { guard: "maxFallbackGpus".into(), message: message.clone() });
-                        let _ = guard_tx.send(Some(message));
+                        let message = format!("the fallback holds {} GPUs, above the drill's ceiling of {max}", after.fallback_gpus);
+                        trip(&guard_tx, &timeline, "maxFallbackGpus", message);
                     }
                     let _ = derived_tx.send(after);
                 }
+                let service_deadline = guards.max_service_down.zip(down_since).map(|(bound, since)| since + bound.0);
                 tokio::select! {
                     r = changes.changed() => if r.is_err() { break },
                     r = probe_rx.changed() => if r.is_err() { break },
+                    _ = sleep_until(service_deadline) => {
+                        let bound = guards.max_service_down.map(|b| humantime::format_duration(b.0).to_string()).unwrap_or_default();
+                        trip(&guard_tx, &timeline, "maxServiceDown", format!("the service has been unavailable for longer than {bound}"));
+                        down_since = None;
+                    }
                 }
             }
         }));
         Monitor { derived, guard, tasks, _no_probe: no_probe }
+    }
+}
+
+/// Trips a guard once: the first reason stands.
+fn trip(guard: &watch::Sender<Option<String>>, timeline: &Timeline, name: &str, message: String) {
+    if guard.borrow().is_none() {
+        timeline.record(Event::GuardTripped { guard: name.into(), message: message.clone() });
+        let _ = guard.send(Some(format!("guard {name} tripped: {message}")));
+    }
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
     }
 }
 

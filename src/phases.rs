@@ -101,8 +101,65 @@ impl<'a> Timeline<'a> {
         self.obs.iter().rev().find(|o| o.seq > after && o.seq < before && f(&o.event))
     }
 
-    /// For each NodeClaim created after `after`, when it first reached `condition`; the latest of those.
+    /// Whether the restored criterion held at `seq`: the last availability change before it says so.
+    fn available_at(&self, seq: u64) -> bool {
+        !self
+            .obs
+            .iter()
+            .rev()
+            .filter(|o| o.seq <= seq)
+            .find_map(|o| match o.event {
+                Event::ServiceLost { .. } => Some(true),
+                Event::ServiceRestored { .. } => Some(false),
+                _ => None,
+            })
+            .unwrap_or(false)
+    }
+
+    /// When the first fallback node became usable: Ready with GPUs allocatable and its NodeClaim Initialized
+    /// (Karpenter lifts its own taint only then), whichever came last.
+    fn first_usable_fallback_node(&self, after: u64, before: u64) -> Option<&'a Observation> {
+        let ready_with_gpus = |node: &str| {
+            self.first(after, |e| matches!(e, Event::NodeReady { node: n, role: NodeRole::Fallback, status, gpus } if n == node && status == "True" && *gpus > 0))
+        };
+        let claimed: Vec<(&str, &str)> = self
+            .obs
+            .iter()
+            .filter(|o| o.seq > after && o.seq < before)
+            .filter_map(|o| match &o.event {
+                Event::NodeClaimNode { nodeclaim, node } => Some((nodeclaim.as_str(), node.as_str())),
+                _ => None,
+            })
+            .collect();
+        let usable = claimed
+            .iter()
+            .filter_map(|(claim, node)| {
+                let initialized = self.first(after, |e| {
+                    matches!(e, Event::NodeClaimCondition { nodeclaim, condition, status } if nodeclaim == claim && condition == "Initialized" && status == "True")
+                })?;
+                let ready = ready_with_gpus(node)?;
+                Some(if ready.seq > initialized.seq { ready } else { initialized })
+            })
+            .min_by_key(|o| o.seq);
+        usable
+            .or_else(|| {
+                // Without NodeClaim-to-node links (an older Karpenter), the first Ready fallback node stands in.
+                self.first(after, |e| matches!(e, Event::NodeReady { role: NodeRole::Fallback, status, gpus, .. } if status == "True" && *gpus > 0))
+            })
+            .filter(|o| o.seq < before)
+    }
+
+    /// The first NodeClaim created after `after` to reach `condition`.
+    fn first_claim_condition(&self, after: u64, before: u64, condition: &str) -> Option<&'a Observation> {
+        self.claims_reaching(after, before, condition).into_iter().min_by_key(|o| o.seq)
+    }
+
     fn last_claim_condition(&self, after: u64, before: u64, condition: &str) -> Option<&'a Observation> {
+        self.claims_reaching(after, before, condition).into_iter().max_by_key(|o| o.seq)
+    }
+
+    /// For each NodeClaim created after `after`, when it first reached `condition`.
+    fn claims_reaching(&self, after: u64, before: u64, condition: &str) -> Vec<&'a Observation> {
         let created: Vec<&str> = self
             .obs
             .iter()
@@ -120,7 +177,7 @@ impl<'a> Timeline<'a> {
                 })
             })
             .filter(|o| o.seq < before)
-            .max_by_key(|o| o.seq)
+            .collect()
     }
 }
 
@@ -182,7 +239,15 @@ pub fn analyse(drill: &Drill, obs: &[Observation]) -> Analysis {
     let t0_seq = t0.map_or(end, |o| o.seq);
     let ret = tl.first(t0_seq, |e| matches!(e, Event::ReturnStarted { .. }));
     let ret_seq = ret.map_or(end, |o| o.seq);
-    let restored = if t0.is_some() { tl.first(t0_seq, |e| matches!(e, Event::ServiceRestored { .. })) } else { None };
+    // The fault has fully taken effect once the last workload pod left on-prem: a budget-paced drain restores the
+    // service part-way (old and new pods together) before it takes the rest away again.
+    let evicted = tl.last_between(t0_seq, ret_seq, |e| matches!(e, Event::PodDeleted { role: NodeRole::OnPrem, .. }));
+    let settled = evicted.or(t0);
+    let settled_seq = settled.map_or(end, |o| o.seq);
+    let restored = tl
+        .first(settled_seq, |e| matches!(e, Event::ServiceRestored { .. }))
+        .filter(|o| o.seq < ret_seq)
+        .or_else(|| settled.filter(|s| tl.available_at(s.seq)));
     let restored_seq = restored.map_or(ret_seq, |o| o.seq);
 
     let t0_b = b("fault injected (t0)", t0);
@@ -197,7 +262,6 @@ pub fn analyse(drill: &Drill, obs: &[Observation]) -> Analysis {
             objective("detection"),
         ));
     }
-    let evicted = tl.last_between(t0_seq, ret_seq, |e| matches!(e, Event::PodDeleted { role: NodeRole::OnPrem, .. }));
     phases.push(phase(
         "eviction",
         None,
@@ -243,9 +307,7 @@ pub fn analyse(drill: &Drill, obs: &[Observation]) -> Analysis {
         None,
     ));
 
-    let node_ready = tl
-        .first(t0_seq, |e| matches!(e, Event::NodeReady { role: NodeRole::Fallback, status, gpus, .. } if status == "True" && *gpus > 0))
-        .filter(|o| o.seq < ret_seq);
+    let node_ready = tl.first_usable_fallback_node(t0_seq, ret_seq);
     let bound = tl.last_between(t0_seq, restored_seq.saturating_add(1), |e| {
         matches!(e, Event::PodScheduled { role: NodeRole::Fallback, .. })
     });
@@ -285,19 +347,10 @@ pub fn analyse(drill: &Drill, obs: &[Observation]) -> Analysis {
     }
 
     let rto_objective = drill.spec.objectives.rto.map(|d| d.0.as_secs_f64());
-    let lost_after_t0 = tl.first(t0_seq, |e| matches!(e, Event::ServiceLost { .. })).is_some();
     let mut rto = phase("rto", None, t0_b.clone(), b("service restored", restored), rto_objective);
-    if t0.is_some() && restored.is_none() && !lost_after_t0 && ret.is_some() {
-        rto = phase(
-            "rto",
-            None,
-            t0_b.clone(),
-            t0_b.clone().map(|mut x| {
-                x.label = "service never lost".into();
-                x
-            }),
-            rto_objective,
-        );
+    if restored.is_some()
+        && tl.first(t0_seq, |e| matches!(e, Event::ServiceLost { .. })).is_none_or(|o| o.seq >= ret_seq)
+    {
         rto.note = Some("the restored criterion held throughout".into());
     }
     phases.push(rto);
@@ -308,15 +361,23 @@ pub fn analyse(drill: &Drill, obs: &[Observation]) -> Analysis {
     let reclaimed = ret.and_then(|_| tl.first(ret_seq, |e| matches!(e, Event::FallbackEmpty)));
     phases.push(phase("reclaim", None, ret_b.clone(), b("fallback reclaimed to 0", reclaimed), objective("reclaim")));
 
+    // The causal chain of the first wave, then the points where each stage completed for every pod and claim.
+    let first_condition = |c: &str| tl.first_claim_condition(t0_seq, ret_seq, c);
     for boundary in [
         t0_b,
-        b("workload evicted from on-prem", evicted),
+        b(
+            "first workload pod evicted from on-prem",
+            tl.first(t0_seq, |e| matches!(e, Event::PodTerminating { role: NodeRole::OnPrem, .. }))
+                .filter(|o| o.seq < ret_seq),
+        ),
         b("replacement pod created (Pending)", pending),
         b("first NodeClaim created", claim),
-        b("NodeClaims Launched", launched),
-        b("NodeClaims Registered", registered),
-        b("NodeClaims Initialized", initialized),
+        b("first NodeClaim Launched", first_condition("Launched")),
+        b("first NodeClaim Registered", first_condition("Registered")),
+        b("first NodeClaim Initialized", first_condition("Initialized")),
         b("fallback node Ready with GPUs", node_ready),
+        b("workload evicted from on-prem", evicted),
+        b("NodeClaims Initialized", initialized),
         b("service restored", restored),
         ret_b,
         b("workload back on-prem", back),

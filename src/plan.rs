@@ -14,7 +14,7 @@ use crate::cluster::quantity::as_integer;
 use crate::cluster::{Cluster, first_line, is_not_found};
 use crate::drill::validate::parse_workload_ref;
 use crate::drill::{Action, Drill};
-use crate::steps::drain::is_evictable;
+use crate::steps::drain::select_for_drain;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
@@ -62,6 +62,8 @@ pub struct Plan {
     pub on_prem_nodes: Vec<String>,
     pub cordoned_already: Vec<String>,
     pub pods_to_evict: Vec<PodTarget>,
+    /// Pods on the drained nodes left alone because their namespace is protected.
+    pub pods_protected: Vec<PodTarget>,
     pub budgets: Vec<BudgetState>,
     pub workload_pods: usize,
     pub node_pool: String,
@@ -150,6 +152,7 @@ pub async fn resolve(cluster: &Cluster, drill: &Drill) -> Result<Plan, PlanError
 
     let drains = drill.spec.steps.iter().any(|s| matches!(s.action(), Some(Action::Drain(_))));
     let mut pods_to_evict = Vec::new();
+    let mut pods_protected = Vec::new();
     if drains {
         let all_pods: Api<Pod> = Api::all(client.clone());
         for node in &on_prem_nodes {
@@ -157,11 +160,14 @@ pub async fn resolve(cluster: &Cluster, drill: &Drill) -> Result<Plan, PlanError
                 .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
                 .await
                 .map_err(|e| api_error(&format!("pods on {node}"), &e))?;
-            pods_to_evict.extend(list.items.iter().filter(|p| is_evictable(p)).map(|p| PodTarget {
+            let (evict, left) = select_for_drain(list.items, &drill.spec.guards.protected_namespaces);
+            let target = |p: &Pod| PodTarget {
                 namespace: p.namespace().unwrap_or_default(),
                 name: p.name_any(),
                 node: node.clone(),
-            }));
+            };
+            pods_to_evict.extend(evict.iter().map(target));
+            pods_protected.extend(left.iter().map(target));
         }
     }
     let namespaces: BTreeSet<&str> = pods_to_evict.iter().map(|p| p.namespace.as_str()).collect();
@@ -180,6 +186,7 @@ pub async fn resolve(cluster: &Cluster, drill: &Drill) -> Result<Plan, PlanError
         on_prem_nodes,
         cordoned_already,
         pods_to_evict,
+        pods_protected,
         budgets,
         workload_pods,
         node_pool: targets.fallback.node_pool.clone(),
@@ -202,6 +209,9 @@ impl Plan {
             for p in &self.pods_to_evict {
                 out.push_str(&format!("    {}/{} on {}\n", p.namespace, p.name, p.node));
             }
+        }
+        for p in &self.pods_protected {
+            out.push_str(&format!("  left alone (protected namespace): {}/{} on {}\n", p.namespace, p.name, p.node));
         }
         for b in &self.budgets {
             out.push_str(&format!(

@@ -236,7 +236,7 @@ pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, S
             stop = run_steps => stop,
             signal = signals => Stop::Aborted(format!("interrupted by {}", signal.unwrap_or("a signal"))),
             _ = tokio::time::sleep(deadline) => Stop::Aborted(format!("the drill's deadline of {} passed", humantime::format_duration(deadline))),
-            message = guard_tripped(monitor.guard.clone()) => Stop::Aborted(format!("guard maxFallbackGpus tripped: {message}")),
+            message = guard_tripped(monitor.guard.clone()) => Stop::Aborted(message),
         }
     };
     for r in records.iter_mut().filter(|r| r.outcome == "running") {

@@ -11,6 +11,19 @@ use std::task::{Context, Poll};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
+/// Every (API group, resource, verb) the tool uses; deploy/clusterrole.yaml must grant exactly these.
+pub const PERMISSIONS: &[(&str, &str, &[&str])] = &[
+    ("", "nodes", &["get", "list", "watch", "patch"]),
+    ("", "pods", &["get", "list", "watch"]),
+    ("", "pods/eviction", &["create"]),
+    ("", "events", &["list", "watch"]),
+    ("policy", "poddisruptionbudgets", &["list"]),
+    ("karpenter.sh", "nodepools", &["list", "watch"]),
+    ("karpenter.sh", "nodeclaims", &["list", "watch"]),
+    ("apps", "deployments", &["get", "patch"]),
+    ("apps", "statefulsets", &["get", "patch"]),
+];
+
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
     #[error("cannot read kubeconfig: {0}; point at one with --kubeconfig or KUBECONFIG")]
@@ -142,4 +155,39 @@ pub fn is_not_found(e: &kube::Error) -> bool {
 /// A Kubernetes timestamp on the chrono clock the timeline uses.
 pub fn to_utc(t: &k8s_openapi::jiff::Timestamp) -> chrono::DateTime<chrono::Utc> {
     chrono::DateTime::from_timestamp(t.as_second(), t.subsec_nanosecond().max(0) as u32).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::PERMISSIONS;
+
+    #[test]
+    fn the_committed_role_grants_exactly_what_the_code_uses() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/clusterrole.yaml");
+        let role = crate::drill::parse::parse_document(&std::fs::read_to_string(path).unwrap()).unwrap().value;
+        let mut granted = BTreeSet::new();
+        for rule in role["rules"].as_array().unwrap() {
+            for group in rule["apiGroups"].as_array().unwrap() {
+                for resource in rule["resources"].as_array().unwrap() {
+                    for verb in rule["verbs"].as_array().unwrap() {
+                        granted.insert((
+                            group.as_str().unwrap().to_string(),
+                            resource.as_str().unwrap().to_string(),
+                            verb.as_str().unwrap().to_string(),
+                        ));
+                    }
+                }
+            }
+        }
+        let used: BTreeSet<(String, String, String)> = PERMISSIONS
+            .iter()
+            .flat_map(|(g, r, verbs)| verbs.iter().map(move |v| (g.to_string(), r.to_string(), v.to_string())))
+            .collect();
+        let missing: Vec<_> = used.difference(&granted).collect();
+        let extra: Vec<_> = granted.difference(&used).collect();
+        assert!(missing.is_empty(), "deploy/clusterrole.yaml lacks {missing:?}");
+        assert!(extra.is_empty(), "deploy/clusterrole.yaml grants more than the tool uses: {extra:?}");
+    }
 }

@@ -188,6 +188,16 @@ pub struct Guards {
     /// Abort when the whole drill takes longer than this.
     #[serde(default = "default_deadline")]
     pub deadline: HumanDuration,
+    /// Abort when the service stays unavailable (its `restoredWhen` criterion failing) longer than this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_service_down: Option<HumanDuration>,
+    /// Namespaces the drill never touches: their pods are not evicted. Default `[kube-system]`.
+    #[serde(default = "default_protected")]
+    pub protected_namespaces: Vec<String>,
+}
+
+fn default_protected() -> Vec<String> {
+    vec!["kube-system".to_string()]
 }
 
 fn default_max_nodes() -> u32 {
@@ -199,7 +209,13 @@ fn default_deadline() -> HumanDuration {
 
 impl Default for Guards {
     fn default() -> Self {
-        Guards { max_nodes: default_max_nodes(), max_fallback_gpus: None, deadline: default_deadline() }
+        Guards {
+            max_nodes: default_max_nodes(),
+            max_fallback_gpus: None,
+            deadline: default_deadline(),
+            max_service_down: None,
+            protected_namespaces: default_protected(),
+        }
     }
 }
 

@@ -58,6 +58,15 @@ pub fn validate(drill: &Drill, spans: &SpanMap) -> Vec<Diagnostic> {
             problem("spec.targets.workload.restoredWhen.http.consecutive", "consecutive must be at least 1".into());
         }
     }
+    if spec.guards.protected_namespaces.contains(&spec.targets.workload.namespace) {
+        problem(
+            "spec.targets.workload.namespace",
+            format!(
+                "the workload namespace `{}` is in guards.protectedNamespaces, which the drill never touches",
+                spec.targets.workload.namespace
+            ),
+        );
+    }
     if spec.guards.max_nodes == 0 {
         problem("spec.guards.maxNodes", "maxNodes must be at least 1".into());
     }

@@ -33,6 +33,31 @@ pub enum MutationError {
     CommandTimeout { command: String, seconds: u64 },
 }
 
+/// Names the environment variable that makes a run die on the spot at one mutation, to prove recovery:
+/// `N:before` dies once mutation N's intent is journalled, before it is made; `N:after` once it is made, before its
+/// outcome is journalled. Like `kill -9`, nothing is rolled back; `hybrid-drill recover` must finish the job.
+pub const CRASH_AT_ENV: &str = "HYBRID_DRILL_CRASH_AT";
+
+#[derive(PartialEq)]
+enum CrashWhen {
+    Before,
+    After,
+}
+
+fn crash_point(seq: u64, when: CrashWhen) {
+    let Ok(spec) = std::env::var(CRASH_AT_ENV) else { return };
+    let Some((n, at)) = spec.split_once(':') else { return };
+    let wanted = match at {
+        "before" => CrashWhen::Before,
+        "after" => CrashWhen::After,
+        _ => return,
+    };
+    if n.parse() == Ok(seq) && wanted == when {
+        eprintln!("{CRASH_AT_ENV}={spec}: dying without restoring");
+        std::process::abort();
+    }
+}
+
 /// What an eviction request came to.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Eviction {
@@ -60,7 +85,10 @@ impl Mutator {
 
     async fn intend(&self, m: &Mutation) -> Result<u64, MutationError> {
         let mut j = self.journal.lock().await;
-        j.intend(m).map_err(|source| MutationError::Journal { path: j.path().display().to_string(), source })
+        let seq =
+            j.intend(m).map_err(|source| MutationError::Journal { path: j.path().display().to_string(), source })?;
+        crash_point(seq, CrashWhen::Before);
+        Ok(seq)
     }
 
     async fn settle(
@@ -70,6 +98,9 @@ impl Mutator {
         m: &Mutation,
         note: Option<String>,
     ) -> Result<(), MutationError> {
+        if matches!(state, EntryState::Done | EntryState::Failed) {
+            crash_point(seq, CrashWhen::After);
+        }
         let mut j = self.journal.lock().await;
         j.write(seq, state, m, note)
             .map_err(|source| MutationError::Journal { path: j.path().display().to_string(), source })
@@ -193,7 +224,6 @@ impl Mutator {
         let now = chrono::Utc::now().to_rfc3339();
         let patch = json!({"spec": {"template": {"metadata": {"annotations": {
             "kubectl.kubernetes.io/restartedAt": now,
-            RUN_ANNOTATION: self.run_id,
         }}}}});
         let params = patch_params();
         let result = match kind {
@@ -381,6 +411,27 @@ pub async fn recover(cluster: &Cluster, journal_path: &Path) -> Result<RollbackO
         match result {
             Ok(()) => outcome.undone.push(format!("{action} {target}")),
             Err(e) => outcome.failed.push((format!("{action} {target}"), e)),
+        }
+    }
+    Ok(outcome)
+}
+
+/// Restores what the cluster itself says a run changed, for when its journal is gone: every node still carrying
+/// the run annotation (of `run_id`, or of any run) is uncordoned and unmarked.
+pub async fn recover_marks(cluster: &Cluster, run_id: Option<&str>) -> Result<RollbackOutcome, MutationError> {
+    let nodes: Api<Node> = Api::all(cluster.client.clone());
+    let list = nodes.list(&ListParams::default()).await.map_err(|e| api_error("list", "nodes", &e))?;
+    let mut outcome = RollbackOutcome::default();
+    for node in list.items {
+        let Some(mark) = node.annotations().get(RUN_ANNOTATION) else { continue };
+        if run_id.is_some_and(|id| id != mark) {
+            continue;
+        }
+        let name = node.name_any();
+        let undo = Mutation::Cordon { node: name.clone(), was_unschedulable: false };
+        match undo_with_retries(cluster, &undo).await {
+            Ok(()) => outcome.undone.push(format!("cordon node/{name} (marked by run {mark})")),
+            Err(e) => outcome.failed.push((format!("cordon node/{name} (marked by run {mark})"), e)),
         }
     }
     Ok(outcome)

@@ -24,6 +24,13 @@ pub fn is_evictable(pod: &Pod) -> bool {
     !daemonset && !mirror && !finished && pod.metadata.deletion_timestamp.is_none()
 }
 
+/// Splits the pods on a node into those a drain evicts and those it leaves because their namespace is protected.
+pub fn select_for_drain(pods: Vec<Pod>, protected: &[String]) -> (Vec<Pod>, Vec<Pod>) {
+    pods.into_iter()
+        .filter(is_evictable)
+        .partition(|p| !protected.iter().any(|ns| Some(ns.as_str()) == p.metadata.namespace.as_deref()))
+}
+
 pub async fn drain(
     ctx: &StepContext<'_>,
     step: &str,

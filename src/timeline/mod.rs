@@ -149,6 +149,10 @@ pub enum Event {
         condition: String,
         status: String,
     },
+    NodeClaimNode {
+        nodeclaim: String,
+        node: String,
+    },
     NodeClaimDeleting {
         nodeclaim: String,
     },
@@ -383,6 +387,7 @@ impl Event {
             Event::NodeClaimCondition { nodeclaim, condition, status } => {
                 format!("NodeClaim {nodeclaim} {condition}={status}")
             }
+            Event::NodeClaimNode { nodeclaim, node } => format!("NodeClaim {nodeclaim} is node {node}"),
             Event::NodeClaimDeleting { nodeclaim } => format!("NodeClaim {nodeclaim} deleting"),
             Event::NodeClaimDeleted { nodeclaim } => format!("NodeClaim {nodeclaim} gone"),
             Event::FallbackGpus { gpus } => format!("fallback holds {gpus} GPUs"),

@@ -237,6 +237,11 @@ pub fn claim_transitions(before: Option<&ClaimState>, after: &ClaimState) -> Vec
             ));
         }
     }
+    if let Some(node) = &after.node
+        && before.and_then(|b| b.node.as_ref()) != Some(node)
+    {
+        out.push((Event::NodeClaimNode { nodeclaim: name.clone(), node: node.clone() }, None));
+    }
     if after.deleting && !before.is_some_and(|b| b.deleting) {
         out.push((Event::NodeClaimDeleting { nodeclaim: name }, None));
     }
