@@ -10,10 +10,12 @@ use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 
 use crate::cluster::karpenter::{GPU_RESOURCE, NodePool};
+use crate::cluster::policy;
 use crate::cluster::quantity::as_integer;
+use crate::cluster::tolerations::{self, TaintTolerance, tolerance};
 use crate::cluster::{Cluster, first_line, is_not_found};
 use crate::drill::validate::parse_workload_ref;
-use crate::drill::{Action, Drill};
+use crate::drill::{Action, CutFidelity, Drill};
 use crate::steps::drain::select_for_drain;
 
 #[derive(Debug, thiserror::Error)]
@@ -40,7 +42,15 @@ pub enum PlanError {
     NoRestartTarget { step: String, kind: String, name: String, namespace: String },
     #[error("cannot read {what}: {message}")]
     Api { what: String, message: String },
+    #[error(transparent)]
+    HostFirewall(#[from] crate::cluster::policy::PolicyError),
+    #[error("hook `{program}` of step `{step}` is not an executable file{hint}")]
+    NoHook { step: String, program: String, hint: String },
 }
+
+/// Pods (or their template) annotated `hybrid-drill.io/single-writer: "true"` declare that two copies must never
+/// run at once: a cut or an unreachable node may leave the old copy running while the fallback starts another.
+pub const SINGLE_WRITER_ANNOTATION: &str = "hybrid-drill.io/single-writer";
 
 #[derive(Debug, Clone)]
 pub struct PodTarget {
@@ -69,6 +79,10 @@ pub struct Plan {
     pub node_pool: String,
     pub pool_gpu_limit: Option<i64>,
     pub drains: bool,
+    /// For a cut or a node failure: how long the workload tolerates a lost node's taints (the eviction delay).
+    pub tolerations: Vec<TaintTolerance>,
+    /// For a cut or a node failure: why two copies of the workload running at once would hurt.
+    pub split_brain: Vec<String>,
 }
 
 fn api_error(what: &str, e: &kube::Error) -> PlanError {
@@ -118,12 +132,12 @@ pub async fn resolve(cluster: &Cluster, drill: &Drill) -> Result<Plan, PlanError
         .collect();
 
     let workload: Api<Pod> = Api::namespaced(client.clone(), &targets.workload.namespace);
-    let workload_pods = workload
+    let pods = workload
         .list(&ListParams::default().labels(&targets.workload.selector))
         .await
         .map_err(|e| api_error("workload pods", &e))?
-        .items
-        .len();
+        .items;
+    let workload_pods = pods.len();
     if workload_pods == 0 {
         return Err(PlanError::NoWorkload {
             namespace: targets.workload.namespace.clone(),
@@ -149,6 +163,33 @@ pub async fn resolve(cluster: &Cluster, drill: &Drill) -> Result<Plan, PlanError
             }
         }
     }
+
+    let mut unreachable = false;
+    for step in &drill.spec.steps {
+        match step.action() {
+            Some(Action::Cut(cut)) => {
+                unreachable = true;
+                if let (CutFidelity::Host, Some(cni)) = (cut.fidelity, cut.cni) {
+                    policy::host_firewall(client, &cluster.context, cni).await?;
+                }
+            }
+            Some(Action::NodeFailure(failure)) => {
+                unreachable = true;
+                for hook in [&failure.fail, &failure.recover] {
+                    check_hook(&step.id, hook)?;
+                }
+            }
+            _ => {}
+        }
+    }
+    let (tolerations, split_brain) = if unreachable {
+        (
+            vec![tolerance(&pods, tolerations::UNREACHABLE), tolerance(&pods, tolerations::NOT_READY)],
+            single_writer(&pods),
+        )
+    } else {
+        (Vec::new(), Vec::new())
+    };
 
     let drains = drill.spec.steps.iter().any(|s| matches!(s.action(), Some(Action::Drain(_))));
     let mut pods_to_evict = Vec::new();
@@ -192,10 +233,73 @@ pub async fn resolve(cluster: &Cluster, drill: &Drill) -> Result<Plan, PlanError
         node_pool: targets.fallback.node_pool.clone(),
         pool_gpu_limit,
         drains,
+        tolerations,
+        split_brain,
     })
 }
 
+/// A hook's program must be there before anything is touched: a path that exists, or a name on the PATH.
+fn check_hook(step: &str, hook: &[String]) -> Result<(), PlanError> {
+    let Some(program) = hook.first() else { return Ok(()) };
+    let executable = |p: &std::path::Path| p.is_file();
+    let found = if program.contains('/') {
+        executable(std::path::Path::new(program))
+    } else {
+        std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|d| executable(&d.join(program))))
+    };
+    if found {
+        return Ok(());
+    }
+    let hint = if program.contains('/') && !program.starts_with('/') {
+        format!(
+            " (relative to {}; run from the directory it is relative to)",
+            std::env::current_dir().unwrap_or_default().display()
+        )
+    } else {
+        String::new()
+    };
+    Err(PlanError::NoHook { step: step.into(), program: program.clone(), hint })
+}
+
+/// Why the workload must not run twice: StatefulSet pods, or pods that declare themselves single-writer.
+fn single_writer(pods: &[Pod]) -> Vec<String> {
+    let mut reasons = BTreeSet::new();
+    for pod in pods {
+        if let Some(owner) = pod.owner_references().iter().find(|o| o.kind == "StatefulSet") {
+            reasons.insert(format!("its pods belong to StatefulSet {}", owner.name));
+        }
+        if pod.annotations().get(SINGLE_WRITER_ANNOTATION).is_some_and(|v| v == "true") {
+            reasons.insert(format!("its pods are annotated {SINGLE_WRITER_ANNOTATION}: \"true\""));
+        }
+    }
+    reasons.into_iter().collect()
+}
+
 impl Plan {
+    /// What a lost on-prem node costs before its pods are evicted, from the workload's own tolerations.
+    pub fn eviction_delay(&self) -> Option<String> {
+        if self.tolerations.is_empty() {
+            return None;
+        }
+        let each: Vec<String> = self.tolerations.iter().map(|t| format!("    {}\n", t.describe())).collect();
+        Some(format!(
+            "expected eviction delay once an on-prem node stops answering: the node-monitor grace period \
+(kube-controller-manager, 40-50 s by default; the API does not show it), then the workload's tolerationSeconds:\n{}",
+            each.concat()
+        ))
+    }
+
+    /// The loud warning for a workload that must not run twice, when the drill may leave its old copies running.
+    pub fn split_brain_warning(&self) -> Option<String> {
+        (!self.split_brain.is_empty()).then(|| {
+            format!(
+                "SPLIT BRAIN RISK: the workload must not run twice ({}), but while the on-prem nodes are unreachable \
+their pods may keep running next to the fallback's replacements; fence it (leases, locks) before running this drill",
+                self.split_brain.join("; ")
+            )
+        })
+    }
+
     /// The blast radius, in the order the drill would act.
     pub fn describe(&self, drill: &Drill) -> String {
         let mut out = String::new();
@@ -224,6 +328,12 @@ impl Plan {
             self.node_pool,
             self.pool_gpu_limit.map_or("none".into(), |l| l.to_string())
         ));
+        if let Some(delay) = self.eviction_delay() {
+            out.push_str(&format!("  {delay}"));
+        }
+        if let Some(warning) = self.split_brain_warning() {
+            out.push_str(&format!("  {warning}\n"));
+        }
         out.push_str("  steps, in order:\n");
         for s in &drill.spec.steps {
             let action = s.action().map(|a| crate::steps::action_name(&a)).unwrap_or_default();

@@ -9,7 +9,7 @@ use chrono::Utc;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cluster::{Cluster, ClusterError, Target};
-use crate::drill::{Action, LoadedDrill};
+use crate::drill::LoadedDrill;
 use crate::monitor::Monitor;
 use crate::phases;
 use crate::plan::{self, Plan, PlanError};
@@ -20,7 +20,7 @@ use crate::safety::journal::Journal;
 use crate::steps::{self, StepContext};
 use crate::timeline::view::SharedView;
 use crate::timeline::watch::Watches;
-use crate::timeline::{Event, Timeline};
+use crate::timeline::{Event, NodeRole, Timeline};
 
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -163,8 +163,19 @@ pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, S
         fallback_nodeclaims: v.claims.len(),
         fallback_nodes: v.fallback_nodes().count(),
         fallback_gpu_limit: plan.pool_gpu_limit,
+        on_prem_pods: v
+            .live_pods()
+            .filter(|p| p.node.as_deref().is_some_and(|n| v.role_of(n) == NodeRole::OnPrem))
+            .map(|p| p.name.clone())
+            .collect(),
     });
     timeline.record(baseline);
+    if !plan.tolerations.is_empty() {
+        timeline.record(Event::TolerationsRead { tolerations: plan.tolerations.clone() });
+    }
+    if let Some(delay) = plan.eviction_delay() {
+        progress.line(delay.trim_end());
+    }
     let monitor = Monitor::start(drill, &view, &timeline);
     let mutator = Mutator::new(cluster.clone(), journal, timeline.clone(), run_id.clone());
 
@@ -181,6 +192,10 @@ pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, S
         })
         .collect();
     let mut warnings = Vec::new();
+    if let Some(warning) = plan.split_brain_warning() {
+        progress.line(&format!("WARNING: {warning}"));
+        warnings.push(warning);
+    }
     let mut ctx = StepContext {
         cluster: &cluster,
         drill,
@@ -303,7 +318,7 @@ pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, S
         outcome,
         exit_code: crate::cli::exit_code(outcome),
         abort_reason,
-        fidelity: fidelity(loaded),
+        fidelity: report::fidelity::statement(drill, &observations),
         steps: records,
         phases: analysis.phases,
         milestones: analysis.milestones,
@@ -324,15 +339,6 @@ pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, S
     }
     write_reports(&dir, &report).map_err(io)?;
     Ok(RunResult { report, run_dir: dir })
-}
-
-fn fidelity(loaded: &LoadedDrill) -> String {
-    let drains = loaded.drill.spec.steps.iter().any(|s| matches!(s.action(), Some(Action::Drain(_))));
-    if drains {
-        report::DRAIN_FIDELITY.into()
-    } else {
-        "no fault step: the drill observed the cluster without injecting a failure".into()
-    }
 }
 
 /// Writes report.json, report.md, report.html, junit.xml and metrics.prom into the run directory.

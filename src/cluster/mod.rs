@@ -1,7 +1,10 @@
 //! Cluster access: the client for the chosen kubeconfig context, the Karpenter types, and read-only look-ups.
 
 pub mod karpenter;
+pub mod policy;
 pub mod quantity;
+pub mod selector;
+pub mod tolerations;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,7 +17,7 @@ use kube::{Client, Config};
 /// Every (API group, resource, verb) the tool uses; deploy/clusterrole.yaml must grant exactly these.
 pub const PERMISSIONS: &[(&str, &str, &[&str])] = &[
     ("", "nodes", &["get", "list", "watch", "patch"]),
-    ("", "pods", &["get", "list", "watch"]),
+    ("", "pods", &["get", "list", "watch", "patch"]),
     ("", "pods/eviction", &["create"]),
     ("", "events", &["list", "watch"]),
     ("policy", "poddisruptionbudgets", &["list"]),
@@ -22,6 +25,10 @@ pub const PERMISSIONS: &[(&str, &str, &[&str])] = &[
     ("karpenter.sh", "nodeclaims", &["list", "watch"]),
     ("apps", "deployments", &["get", "patch"]),
     ("apps", "statefulsets", &["get", "patch"]),
+    ("networking.k8s.io", "networkpolicies", &["list", "create", "delete"]),
+    ("cilium.io", "ciliumclusterwidenetworkpolicies", &["list", "create", "delete"]),
+    ("projectcalico.org", "globalnetworkpolicies", &["list", "create", "delete"]),
+    ("crd.projectcalico.org", "globalnetworkpolicies", &["list", "create", "delete"]),
 ];
 
 #[derive(Debug, thiserror::Error)]

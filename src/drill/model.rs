@@ -237,6 +237,16 @@ pub struct Step {
     /// Cordon, then evict through the Eviction API honouring PodDisruptionBudgets. This is the fault (t0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain: Option<NodeTargetRef>,
+    /// Cut the on-prem side off the cloud side, as a DX/VPN link cut would (the fault, t0); `restore: cut` ends it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut: Option<CutAction>,
+    /// Fail the on-prem nodes with the drill's own hooks (a BMC power-off...): the fault, t0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_failure: Option<NodeFailureAction>,
+    /// End a fault: remove the cut's policies, or run the node failure's recovery hooks; then wait for the
+    /// on-prem nodes to be Ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<RestoreTarget>,
     /// Mark the nodes unschedulable without evicting anything (does not trigger a fallback by itself).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cordon: Option<NodeTargetRef>,
@@ -257,13 +267,17 @@ pub struct Step {
     pub pause: Option<HumanDuration>,
 }
 
-pub const STEP_ACTIONS: &[&str] = &["check", "drain", "cordon", "uncordon", "waitFor", "return", "exec", "pause"];
+pub const STEP_ACTIONS: &[&str] =
+    &["check", "drain", "cut", "nodeFailure", "restore", "cordon", "uncordon", "waitFor", "return", "exec", "pause"];
 
 /// The resolved action of a step.
 #[derive(Debug, Clone)]
 pub enum Action {
     Check(Check, OnDeviation),
     Drain(NodeTargetRef),
+    Cut(CutAction),
+    NodeFailure(NodeFailureAction),
+    Restore(RestoreTarget),
     Cordon(NodeTargetRef),
     Uncordon(NodeTargetRef),
     WaitFor(WaitCondition),
@@ -278,6 +292,9 @@ impl Step {
         let present = [
             self.check.is_some(),
             self.drain.is_some(),
+            self.cut.is_some(),
+            self.node_failure.is_some(),
+            self.restore.is_some(),
             self.cordon.is_some(),
             self.uncordon.is_some(),
             self.wait_for.is_some(),
@@ -295,6 +312,15 @@ impl Step {
         }
         if let Some(t) = self.drain {
             return Some(Action::Drain(t));
+        }
+        if let Some(c) = &self.cut {
+            return Some(Action::Cut(c.clone()));
+        }
+        if let Some(f) = &self.node_failure {
+            return Some(Action::NodeFailure(f.clone()));
+        }
+        if let Some(r) = self.restore {
+            return Some(Action::Restore(r));
         }
         if let Some(t) = self.cordon {
             return Some(Action::Cordon(t));
@@ -364,6 +390,98 @@ impl fmt::Display for WaitCondition {
             WaitCondition::FallbackEmpty => "fallback-empty",
         })
     }
+}
+
+/// A link cut: deny policies between the on-prem side and the cloud side, at the fidelity the drill chooses.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CutAction {
+    pub fidelity: CutFidelity,
+    /// For `host`: whose host firewall enforces the cut, `cilium` (CiliumClusterwideNetworkPolicy) or `calico`
+    /// (GlobalNetworkPolicy on host endpoints).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cni: Option<Cni>,
+    /// Networks that stay reachable through the cut, as CIDRs: the on-prem side, an out-of-band management network.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_cidrs: Vec<String>,
+}
+
+/// What a cut reproduces; every report states it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum CutFidelity {
+    /// A host firewall policy on the on-prem nodes: they lose the control plane, go Unknown, get the unreachable
+    /// taint and their pods are evicted after tolerationSeconds: the failure path of a real DX/VPN cut.
+    Host,
+    /// A NetworkPolicy around the workload's pods on the on-prem nodes: a data-plane partition. The nodes stay
+    /// Ready, so it does not trigger the fallback by itself.
+    PodNetwork,
+}
+
+impl fmt::Display for CutFidelity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CutFidelity::Host => "host",
+            CutFidelity::PodNetwork => "pod-network",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Cni {
+    Cilium,
+    Calico,
+}
+
+impl fmt::Display for Cni {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Cni::Cilium => "cilium",
+            Cni::Calico => "calico",
+        })
+    }
+}
+
+/// Which fault a `restore` step ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RestoreTarget {
+    /// Remove the policies (and pod labels) the drill's `cut` created: the link is back.
+    Cut,
+    /// Run the recovery hooks of the drill's `nodeFailure`: the nodes are powered back on.
+    NodeFailure,
+}
+
+impl fmt::Display for RestoreTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RestoreTarget::Cut => "cut",
+            RestoreTarget::NodeFailure => "node-failure",
+        })
+    }
+}
+
+/// Stands for a node's name in a hook's arguments: the hook then runs once per on-prem node.
+pub const NODE_PLACEHOLDER: &str = "{node}";
+
+/// A node failure caused by the drill's own hooks; no shell unless you name one (`[sh, -c, "..."]`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodeFailureAction {
+    /// Fails the nodes (a BMC/IPMI power-off, an ssh shutdown). With `{node}` in an argument it runs once per on-prem
+    /// node, all at once, with that node's name; otherwise once. A non-zero exit fails the step.
+    pub fail: Vec<String>,
+    /// Brings them back, the same way. Run by `restore: node-failure`, or by the abort (or `hybrid-drill recover`) of
+    /// a drill stopped before it. Must be safe to run twice.
+    pub recover: Vec<String>,
+    /// Bound on each run of a hook. Default 2m.
+    #[serde(default = "default_hook_timeout")]
+    pub hook_timeout: HumanDuration,
+}
+
+fn default_hook_timeout() -> HumanDuration {
+    HumanDuration(Duration::from_secs(120))
 }
 
 /// Move the workload back: uncordon the on-prem nodes, then restart the workload so it re-places on-prem.

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 
 use super::diagnostics::Diagnostic;
-use super::model::{API_VERSION, Drill, KIND, STEP_ACTIONS};
+use super::model::{API_VERSION, CutFidelity, Drill, KIND, RestoreTarget, STEP_ACTIONS, Step};
 use super::parse::{SpanMap, index, join, suggest};
 
 pub fn validate(drill: &Drill, spans: &SpanMap) -> Vec<Diagnostic> {
@@ -126,8 +126,84 @@ pub fn validate(drill: &Drill, spans: &SpanMap) -> Vec<Diagnostic> {
                 problem(&join(&join(&path, "exec"), "undo"), "undo, when given, needs a command".into());
             }
         }
+        check_fault_step(&spec.steps, i, &path, &mut problem);
     }
     problems
+}
+
+/// A cut or a node failure must say how it is enforced and be ended by a later `restore`; a `restore` must end one.
+fn check_fault_step(steps: &[Step], i: usize, path: &str, problem: &mut impl FnMut(&str, String)) {
+    let step = &steps[i];
+    let restores = |target: RestoreTarget| steps[i + 1..].iter().any(|s| s.restore == Some(target));
+    if let Some(cut) = &step.cut {
+        let at = join(path, "cut");
+        match (cut.fidelity, cut.cni) {
+            (CutFidelity::Host, None) => problem(
+                &at,
+                "a host-level cut needs `cni: cilium` or `cni: calico`: whose host firewall enforces it".into(),
+            ),
+            (CutFidelity::PodNetwork, Some(_)) => problem(
+                &join(&at, "cni"),
+                "`cni` applies only to `fidelity: host`; a pod-network cut is a Kubernetes NetworkPolicy".into(),
+            ),
+            _ => {}
+        }
+        for (n, cidr) in cut.allow_cidrs.iter().enumerate() {
+            if !is_cidr(cidr) {
+                problem(&index(&join(&at, "allowCidrs"), n), format!("`{cidr}` is not a CIDR such as 10.0.0.0/8"));
+            }
+        }
+        if !restores(RestoreTarget::Cut) {
+            problem(
+                &at,
+                format!(
+                    "step `{}` cuts the link but no later step restores it; add `- {{id: restore, restore: cut}}`",
+                    step.id
+                ),
+            );
+        }
+    }
+    if let Some(failure) = &step.node_failure {
+        let at = join(path, "nodeFailure");
+        for (key, hook) in [("fail", &failure.fail), ("recover", &failure.recover)] {
+            if hook.first().is_none_or(|p| p.trim().is_empty()) {
+                problem(&join(&at, key), format!("`{key}` needs a command: a list, program first"));
+            }
+        }
+        if failure.hook_timeout.0.is_zero() {
+            problem(&join(&at, "hookTimeout"), "hookTimeout must be longer than zero".into());
+        }
+        if !restores(RestoreTarget::NodeFailure) {
+            problem(
+                &at,
+                format!(
+                    "step `{}` fails the nodes but no later step brings them back; add `- {{id: power-on, restore: node-failure}}`",
+                    step.id
+                ),
+            );
+        }
+    }
+    if let Some(target) = step.restore {
+        let ended = steps[..i].iter().any(|s| match target {
+            RestoreTarget::Cut => s.cut.is_some(),
+            RestoreTarget::NodeFailure => s.node_failure.is_some(),
+        });
+        if !ended {
+            let fault = if target == RestoreTarget::Cut { "cut" } else { "nodeFailure" };
+            problem(&join(path, "restore"), format!("`restore: {target}` needs an earlier `{fault}` step to end"));
+        }
+    }
+}
+
+/// `10.0.0.0/8` or `fd00::/8`: an address and a prefix length that fits it.
+fn is_cidr(text: &str) -> bool {
+    let Some((addr, bits)) = text.split_once('/') else { return false };
+    let max = match addr.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(_)) => 32,
+        Ok(std::net::IpAddr::V6(_)) => 128,
+        Err(_) => return false,
+    };
+    bits.parse::<u8>().is_ok_and(|b| b <= max)
 }
 
 /// The kinds a `return.restart` may name, as `kind/name`.
@@ -151,79 +227,7 @@ pub fn parse_workload_ref(text: &str) -> Result<(String, String), String> {
 
 /// A syntax check of a Kubernetes label selector, so a typo fails here and not against the API server.
 pub fn check_label_selector(selector: &str) -> Result<(), String> {
-    if selector.trim().is_empty() {
-        return Err("a selector must not be empty (it would match everything)".into());
-    }
-    let mut depth = 0;
-    let mut parts = Vec::new();
-    let mut current = String::new();
-    for c in selector.chars() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                parts.push(std::mem::take(&mut current));
-                continue;
-            }
-            _ => {}
-        }
-        current.push(c);
-    }
-    parts.push(current);
-    if depth != 0 {
-        return Err("unbalanced parentheses".into());
-    }
-    for part in parts {
-        let part = part.trim();
-        if part.is_empty() {
-            return Err("empty requirement between commas".into());
-        }
-        let key = if let Some((k, v)) =
-            part.split_once("!=").or_else(|| part.split_once("==")).or_else(|| part.split_once('='))
-        {
-            check_label_value(v.trim())?;
-            k.trim()
-        } else if let Some((k, rest)) = part.split_once(" notin ").or_else(|| part.split_once(" in ")) {
-            let rest = rest.trim();
-            if !(rest.starts_with('(') && rest.ends_with(')')) {
-                return Err(format!("`{part}`: a set must be written `(a,b)`"));
-            }
-            for v in rest[1..rest.len() - 1].split(',') {
-                check_label_value(v.trim())?;
-            }
-            k.trim()
-        } else {
-            part.strip_prefix('!').unwrap_or(part).trim()
-        };
-        check_label_key(key)?;
-    }
-    Ok(())
-}
-
-fn check_label_key(key: &str) -> Result<(), String> {
-    let name = match key.rsplit_once('/') {
-        Some((prefix, name)) => {
-            if prefix.is_empty()
-                || prefix.len() > 253
-                || !prefix.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-            {
-                return Err(format!("invalid label key prefix in `{key}`"));
-            }
-            name
-        }
-        None => key,
-    };
-    if name.is_empty() || name.len() > 63 || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
-        return Err(format!("invalid label key `{key}`"));
-    }
-    Ok(())
-}
-
-fn check_label_value(value: &str) -> Result<(), String> {
-    if value.len() > 63 || !value.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
-        return Err(format!("invalid label value `{value}`"));
-    }
-    Ok(())
+    crate::cluster::selector::parse(selector).map(|_| ())
 }
 
 #[cfg(test)]

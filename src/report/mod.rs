@@ -1,5 +1,6 @@
 //! Reports of a run: the versioned `report.json` model, and one renderer per format, each a pure function of it.
 
+pub mod fidelity;
 pub mod history;
 pub mod html;
 pub mod junit;

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::cluster::policy::PolicyRef;
+
 /// A change the tool makes to a cluster.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "action", rename_all = "kebab-case")]
@@ -21,6 +23,19 @@ pub enum Mutation {
     Restart { namespace: String, kind: String, name: String },
     /// A user command; undone by its `undo` command when it has one.
     Exec { step: String, command: Vec<String>, undo: Option<Vec<String>> },
+    /// Create a deny policy of a link cut; undone by deleting it.
+    CreatePolicy { policy: PolicyRef },
+    /// Label a pod with the run's id so a pod-network cut's policy selects it; undone by removing the label.
+    LabelPod { namespace: String, pod: String, label: String },
+    /// Fail a node (or all of them, when `node` is none) with the drill's hook; undone by its recovery hook.
+    FailNode {
+        step: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node: Option<String>,
+        command: Vec<String>,
+        recover: Vec<String>,
+        timeout_seconds: u64,
+    },
 }
 
 impl Mutation {
@@ -31,6 +46,12 @@ impl Mutation {
             Mutation::Evict { namespace, pod, .. } => ("evict".into(), format!("pod/{namespace}/{pod}")),
             Mutation::Restart { namespace, kind, name } => ("restart".into(), format!("{kind}/{namespace}/{name}")),
             Mutation::Exec { step, command, .. } => ("exec".into(), format!("{step}: {}", command.join(" "))),
+            Mutation::CreatePolicy { policy } => ("create".into(), policy.to_string()),
+            Mutation::LabelPod { namespace, pod, .. } => ("label".into(), format!("pod/{namespace}/{pod}")),
+            Mutation::FailNode { node: Some(node), .. } => ("fail".into(), format!("node/{node}")),
+            Mutation::FailNode { step, command, .. } => {
+                ("fail".into(), format!("nodes ({step}: {})", command.join(" ")))
+            }
         }
     }
 
@@ -39,6 +60,7 @@ impl Mutation {
         match self {
             Mutation::Cordon { was_unschedulable, .. } => !was_unschedulable,
             Mutation::Exec { undo, .. } => undo.is_some(),
+            Mutation::CreatePolicy { .. } | Mutation::LabelPod { .. } | Mutation::FailNode { .. } => true,
             Mutation::Uncordon { .. } | Mutation::Evict { .. } | Mutation::Restart { .. } => false,
         }
     }

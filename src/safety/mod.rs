@@ -8,17 +8,31 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{EvictParams, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 use tokio::sync::Mutex;
 
+use crate::cluster::policy::{self, PolicyKind, PolicyRef};
 use crate::cluster::{Cluster, first_line, is_not_found};
 use crate::timeline::{Event, Timeline};
 use journal::{EntryState, Journal, Mutation};
 
-/// Annotation that marks every object a run changed, so the cluster itself records what a run touched.
+/// Annotation that marks every object a run changed, so the cluster itself records what a run touched. Objects a
+/// run creates or labels also carry it as a label (value: [`run_label`]), so recovery can list them.
 pub const RUN_ANNOTATION: &str = "hybrid-drill.io/run-id";
+
+/// A run's id as a label value: label values stop at 63 characters, so a long drill name is shortened and the
+/// timestamp kept.
+pub fn run_label(run_id: &str) -> String {
+    if run_id.len() <= 63 {
+        return run_id.to_string();
+    }
+    let (name, stamp) = run_id.rsplit_once('-').unwrap_or((run_id, ""));
+    let keep = 63usize.saturating_sub(stamp.len() + 1);
+    let name = name[..keep.min(name.len())].trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
+    format!("{name}-{stamp}")
+}
 const FIELD_MANAGER: &str = "hybrid-drill";
 
 #[derive(Debug, thiserror::Error)]
@@ -258,31 +272,137 @@ impl Mutator {
         timeout: Duration,
     ) -> Result<i32, MutationError> {
         let m = Mutation::Exec { step: step.into(), command: command.to_vec(), undo };
-        let seq = self.intend(&m).await?;
+        self.run_hook(&m, step, command, timeout).await
+    }
+
+    /// Journals `m`, runs `command` with a deadline, records it in the timeline and journals how it ended.
+    async fn run_hook(
+        &self,
+        m: &Mutation,
+        step: &str,
+        command: &[String],
+        timeout: Duration,
+    ) -> Result<i32, MutationError> {
+        let seq = self.intend(m).await?;
         let outcome = run_command(command, timeout).await;
-        let code = match &outcome {
-            Ok(code) => Some(*code),
-            Err(_) => None,
-        };
+        let code = outcome.as_ref().ok().copied();
         self.timeline.record(Event::HookRan { step: step.into(), command: command.join(" "), exit_code: code });
         let state = if code == Some(0) { EntryState::Done } else { EntryState::Failed };
-        self.settle(seq, state, &m, outcome.as_ref().err().map(|e| e.to_string())).await?;
+        self.settle(seq, state, m, outcome.as_ref().err().map(|e| e.to_string())).await?;
         outcome
+    }
+
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    pub fn run_label(&self) -> String {
+        run_label(&self.run_id)
+    }
+
+    /// Creates one of a link cut's deny policies; its undo deletes it.
+    pub async fn create_policy(&self, policy: &PolicyRef, object: serde_json::Value) -> Result<(), MutationError> {
+        let target = policy.to_string();
+        let kind = PolicyKind::of(&policy.api_version, &policy.kind).ok_or_else(|| MutationError::Api {
+            action: "create".into(),
+            target: target.clone(),
+            message: "a policy kind this tool does not know".into(),
+        })?;
+        let object: DynamicObject = serde_json::from_value(object).map_err(|e| MutationError::Api {
+            action: "create".into(),
+            target: target.clone(),
+            message: e.to_string(),
+        })?;
+        let m = Mutation::CreatePolicy { policy: policy.clone() };
+        let seq = self.intend(&m).await?;
+        let api = kind.api(&self.cluster.client, policy.namespace.as_deref());
+        let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+        match api.create(&params, &object).await {
+            Ok(_) => {
+                self.settle(seq, EntryState::Done, &m, None).await?;
+                self.timeline.record(Event::PolicyApplied { policy: target });
+                Ok(())
+            }
+            Err(e) => {
+                self.settle(seq, EntryState::Failed, &m, Some(e.to_string())).await?;
+                Err(api_error("create", &target, &e))
+            }
+        }
+    }
+
+    /// Labels a pod with the run's id; `false` when the pod is already gone. Its undo removes the label.
+    pub async fn label_pod(&self, namespace: &str, pod: &str) -> Result<bool, MutationError> {
+        let m = Mutation::LabelPod { namespace: namespace.into(), pod: pod.into(), label: RUN_ANNOTATION.into() };
+        let seq = self.intend(&m).await?;
+        let pods: Api<Pod> = Api::namespaced(self.cluster.client.clone(), namespace);
+        let patch = json!({"metadata": {"labels": {RUN_ANNOTATION: self.run_label()}}});
+        match pods.patch(pod, &patch_params(), &Patch::Merge(&patch)).await {
+            Ok(_) => {
+                self.settle(seq, EntryState::Done, &m, None).await?;
+                Ok(true)
+            }
+            Err(e) if is_not_found(&e) => {
+                self.settle(seq, EntryState::Done, &m, Some("already gone".into())).await?;
+                Ok(false)
+            }
+            Err(e) => {
+                self.settle(seq, EntryState::Failed, &m, Some(e.to_string())).await?;
+                Err(api_error("label", &format!("pod/{namespace}/{pod}"), &e))
+            }
+        }
+    }
+
+    /// Runs a drill's failure hook (for one node, or for all when `node` is none); its recovery hook is the undo,
+    /// journalled first so an abort or `hybrid-drill recover` brings the node back even if the hook half-ran.
+    pub async fn fail_node(
+        &self,
+        step: &str,
+        node: Option<&str>,
+        command: &[String],
+        recover: &[String],
+        timeout: Duration,
+    ) -> Result<i32, MutationError> {
+        let m = Mutation::FailNode {
+            step: step.into(),
+            node: node.map(str::to_string),
+            command: command.to_vec(),
+            recover: recover.to_vec(),
+            timeout_seconds: timeout.as_secs().max(1),
+        };
+        self.run_hook(&m, step, command, timeout).await
+    }
+
+    /// Undoes, as a step of the drill, the outstanding mutations `which` selects (the `restore` of a cut or a node
+    /// failure), newest first; they are journalled as reverted so the rollback does not undo them again.
+    pub async fn revert(&self, which: impl Fn(&Mutation) -> bool) -> RollbackOutcome {
+        self.undo_outstanding(which, true).await
     }
 
     /// Undoes every outstanding mutation, newest first, each retried with backoff and journalled.
     pub async fn rollback(&self) -> RollbackOutcome {
+        self.undo_outstanding(|_| true, false).await
+    }
+
+    /// `by_drill`: a step undoes them as part of the drill (journalled `reverted`), not the rollback of a stop.
+    async fn undo_outstanding(&self, which: impl Fn(&Mutation) -> bool, by_drill: bool) -> RollbackOutcome {
         let path = self.journal_path_async().await;
         let entries = match journal::read(Path::new(&path)) {
             Ok(e) => e,
-            Err(e) => {
-                return RollbackOutcome { undone: Vec::new(), failed: vec![(path, e.to_string())] };
-            }
+            Err(e) => return RollbackOutcome { undone: Vec::new(), failed: vec![(path, e.to_string())] },
         };
         let mut outcome = RollbackOutcome::default();
-        for (seq, m) in journal::outstanding(&entries) {
+        for (seq, m) in journal::outstanding(&entries).into_iter().filter(|(_, m)| which(m)) {
             let (action, target) = m.describe();
-            match undo_with_retries(&self.cluster, &m).await {
+            let result = undo_with_retries(&self.cluster, &m).await;
+            if let Mutation::FailNode { step, recover, .. } = &m {
+                let exit_code = result.is_ok().then_some(0);
+                self.timeline.record(Event::HookRan { step: step.clone(), command: recover.join(" "), exit_code });
+            }
+            match result {
+                Ok(()) if by_drill => {
+                    let _ = self.settle(seq, EntryState::Reverted, &m, Some("restored by the drill".into())).await;
+                    outcome.undone.push(format!("{action} {target}"));
+                }
                 Ok(()) => {
                     let _ = self.settle(seq, EntryState::Undone, &m, None).await;
                     self.timeline.record(Event::UndoDone { action: action.clone(), target: target.clone() });
@@ -344,12 +464,41 @@ async fn uncordon_node(cluster: &Cluster, node: &str) -> Result<(), String> {
 async fn undo(cluster: &Cluster, m: &Mutation) -> Result<(), String> {
     match m {
         Mutation::Cordon { node, was_unschedulable: false } => uncordon_node(cluster, node).await,
-        Mutation::Exec { undo: Some(command), .. } => match run_command(command, Duration::from_secs(300)).await {
-            Ok(0) => Ok(()),
-            Ok(code) => Err(format!("undo command exited {code}")),
-            Err(e) => Err(e.to_string()),
-        },
+        Mutation::Exec { undo: Some(command), .. } => run_undo_command(command, Duration::from_secs(300)).await,
+        Mutation::FailNode { recover, timeout_seconds, .. } => {
+            run_undo_command(recover, Duration::from_secs(*timeout_seconds)).await
+        }
+        Mutation::CreatePolicy { policy } => delete_policy(cluster, policy).await,
+        Mutation::LabelPod { namespace, pod, label } => {
+            let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), namespace);
+            let patch = json!({"metadata": {"labels": {label.as_str(): null}}});
+            match pods.patch(pod, &patch_params(), &Patch::Merge(&patch)).await {
+                Ok(_) => Ok(()),
+                // A pod that is gone carries no label any more.
+                Err(e) if is_not_found(&e) => Ok(()),
+                Err(e) => Err(first_line(&e.to_string())),
+            }
+        }
         _ => Ok(()),
+    }
+}
+
+async fn run_undo_command(command: &[String], timeout: Duration) -> Result<(), String> {
+    match run_command(command, timeout).await {
+        Ok(0) => Ok(()),
+        Ok(code) => Err(format!("undo command `{}` exited {code}", command.join(" "))),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+async fn delete_policy(cluster: &Cluster, policy: &PolicyRef) -> Result<(), String> {
+    let kind = PolicyKind::of(&policy.api_version, &policy.kind)
+        .ok_or_else(|| format!("{policy}: a policy kind this tool does not know"))?;
+    match kind.api(&cluster.client, policy.namespace.as_deref()).delete(&policy.name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        // Gone already, or its CRD with it: nothing is left to cut.
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(first_line(&e.to_string())),
     }
 }
 
@@ -417,8 +566,56 @@ pub async fn recover(cluster: &Cluster, journal_path: &Path) -> Result<RollbackO
 }
 
 /// Restores what the cluster itself says a run changed, for when its journal is gone: every node still carrying
-/// the run annotation (of `run_id`, or of any run) is uncordoned and unmarked.
+/// the run annotation (of `run_id`, or of any run) is uncordoned and unmarked; every cut policy labelled with the
+/// run is deleted and every pod labelled with it unlabelled.
 pub async fn recover_marks(cluster: &Cluster, run_id: Option<&str>) -> Result<RollbackOutcome, MutationError> {
+    let mut outcome = recover_node_marks(cluster, run_id).await?;
+    let selector = match run_id {
+        Some(id) => format!("{RUN_ANNOTATION}={}", run_label(id)),
+        None => RUN_ANNOTATION.to_string(),
+    };
+    let mut marked = Vec::new();
+    for kind in policy::ALL {
+        let list = match kind.api(&cluster.client, None).list(&ListParams::default().labels(&selector)).await {
+            Ok(l) => l,
+            // Not installed here, so no run created one.
+            Err(e) if is_not_found(&e) => continue,
+            Err(e) => return Err(api_error("list", kind.plural, &e)),
+        };
+        marked.extend(list.items.into_iter().map(|o| {
+            let m = Mutation::CreatePolicy {
+                policy: PolicyRef {
+                    api_version: kind.api_version(),
+                    kind: kind.kind.into(),
+                    name: o.name_any(),
+                    namespace: o.namespace(),
+                },
+            };
+            (m, o.labels().get(RUN_ANNOTATION).cloned().unwrap_or_default())
+        }));
+    }
+    let pods: Api<Pod> = Api::all(cluster.client.clone());
+    let list = pods.list(&ListParams::default().labels(&selector)).await.map_err(|e| api_error("list", "pods", &e))?;
+    marked.extend(list.items.into_iter().map(|p| {
+        let m = Mutation::LabelPod {
+            namespace: p.namespace().unwrap_or_default(),
+            pod: p.name_any(),
+            label: RUN_ANNOTATION.into(),
+        };
+        (m, p.labels().get(RUN_ANNOTATION).cloned().unwrap_or_default())
+    }));
+    for (m, mark) in marked {
+        let (action, target) = m.describe();
+        let what = format!("{action} {target} (labelled by run {mark})");
+        match undo_with_retries(cluster, &m).await {
+            Ok(()) => outcome.undone.push(what),
+            Err(e) => outcome.failed.push((what, e)),
+        }
+    }
+    Ok(outcome)
+}
+
+async fn recover_node_marks(cluster: &Cluster, run_id: Option<&str>) -> Result<RollbackOutcome, MutationError> {
     let nodes: Api<Node> = Api::all(cluster.client.clone());
     let list = nodes.list(&ListParams::default()).await.map_err(|e| api_error("list", "nodes", &e))?;
     let mut outcome = RollbackOutcome::default();
@@ -440,6 +637,15 @@ pub async fn recover_marks(cluster: &Cluster, run_id: Option<&str>) -> Result<Ro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn run_labels_fit_a_label_value() {
+        assert_eq!(run_label("dx-cut-20261202t101500z"), "dx-cut-20261202t101500z");
+        let long = format!("{}-20261202t101500z", "a-very-long-drill-name-".repeat(2) + "that-ends");
+        let label = run_label(&long);
+        assert!(label.len() <= 63 && label.ends_with("-20261202t101500z"), "{label}");
+        assert!(label.starts_with("a-very-long-drill-name-a-very-long-drill-n"), "{label}");
+    }
 
     #[test]
     fn pdb_name_is_read_from_the_eviction_cause() {

@@ -1,8 +1,11 @@
 //! The steps a drill runs, one file per kind, sharing one context.
 
 pub mod check;
+pub mod cut;
 pub mod drain;
+pub mod node_failure;
 pub mod nodes;
+pub mod restore;
 pub mod ret;
 pub mod wait;
 
@@ -58,6 +61,12 @@ pub fn action_name(action: &Action) -> String {
     match action {
         Action::Check(..) => "check steady-state".into(),
         Action::Drain(_) => "drain onPrem".into(),
+        Action::Cut(c) => match c.cni {
+            Some(cni) => format!("cut {} ({cni})", c.fidelity),
+            None => format!("cut {}", c.fidelity),
+        },
+        Action::NodeFailure(f) => format!("nodeFailure {}", f.fail.join(" ")),
+        Action::Restore(t) => format!("restore {t}"),
         Action::Cordon(_) => "cordon onPrem".into(),
         Action::Uncordon(_) => "uncordon onPrem".into(),
         Action::WaitFor(c) => format!("waitFor {c}"),
@@ -76,6 +85,9 @@ pub async fn run_step(ctx: &mut StepContext<'_>, step: &Step) -> Result<StepSucc
     match action {
         Action::Check(_, on_deviation) => check::steady_state(ctx, on_deviation),
         Action::Drain(_) => drain::drain(ctx, &step.id, deadline, timeout).await,
+        Action::Cut(c) => cut::cut(ctx, &step.id, &c).await,
+        Action::NodeFailure(f) => node_failure::node_failure(ctx, &step.id, &f).await,
+        Action::Restore(t) => restore::restore(ctx, &step.id, t, deadline, timeout).await,
         Action::Cordon(_) => nodes::cordon(ctx).await,
         Action::Uncordon(_) => nodes::uncordon(ctx).await,
         Action::WaitFor(condition) => wait::wait_for(ctx, condition, deadline, timeout).await,

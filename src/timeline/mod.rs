@@ -38,6 +38,13 @@ pub enum Event {
         fallback_nodes: usize,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         fallback_gpu_limit: Option<i64>,
+        /// The workload's pods on the on-prem nodes when the drill started: the copies a cut may leave running.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        on_prem_pods: Vec<String>,
+    },
+    /// How long the workload's pods tolerate a lost node's NoExecute taints, read before the fault.
+    TolerationsRead {
+        tolerations: Vec<crate::cluster::tolerations::TaintTolerance>,
     },
     StepStarted {
         step: String,
@@ -75,6 +82,24 @@ pub enum Event {
     },
     ReturnStarted {
         step: String,
+    },
+    /// A link cut's deny policy exists from here on.
+    PolicyApplied {
+        policy: String,
+    },
+    /// A `restore` step began ending the fault (`what`: cut, node-failure).
+    RestoreStarted {
+        step: String,
+        what: String,
+    },
+    /// The fault is gone: the cut's policies removed, or the nodes' recovery hooks run.
+    FaultRemoved {
+        step: String,
+        what: String,
+    },
+    /// Every on-prem node Ready again after a restore.
+    OnPremReady {
+        nodes: usize,
     },
     RestartTriggered {
         target: String,
@@ -358,6 +383,14 @@ impl Event {
             }
             Event::Evicted { pod, node } => format!("evicted {pod} from {node}"),
             Event::ReturnStarted { .. } => "return to on-prem started".into(),
+            Event::TolerationsRead { tolerations } => format!(
+                "workload tolerations read: {}",
+                tolerations.iter().map(|t| t.describe()).collect::<Vec<_>>().join("; ")
+            ),
+            Event::PolicyApplied { policy } => format!("cut policy {policy} applied"),
+            Event::RestoreStarted { what, .. } => format!("restore of the {what} started"),
+            Event::FaultRemoved { what, .. } => what.clone(),
+            Event::OnPremReady { nodes } => format!("on-prem nodes Ready ({nodes})"),
             Event::RestartTriggered { target } => format!("restarted {target}"),
             Event::HookRan { command, exit_code, .. } => {
                 format!("ran `{command}` (exit {})", exit_code.map_or("none".into(), |c| c.to_string()))

@@ -1,0 +1,146 @@
+//! What a drill simulated and what it does not reproduce, stated in every report, with what the timeline shows the
+//! fault actually did to the nodes and the fallback.
+
+use std::collections::BTreeMap;
+
+use crate::drill::{Action, CutFidelity, Drill};
+use crate::timeline::{Event, NodeRole, Observation};
+
+const HOST: &str = "link cut, host fidelity: a host firewall policy ({cni}) on the on-prem nodes denied their traffic \
+to and from everything but themselves and the drill's allowCidrs, so their kubelets lost the API server as on a DX/VPN \
+cut. Reproduced: the control plane's side of the cut (the nodes go Unknown, the unreachable NoExecute taint, eviction \
+once the pods' tolerationSeconds run out, the fallback), and the window in which the old pods may still run on-prem \
+next to their replacements (the overlap). Not reproduced: what the cut-off side itself does (its clients, storage and \
+own view of the cut), traffic the CNI never blocks (Calico's failsafe ports), and a cut the CNI does not enforce \
+(Cilium needs its host firewall enabled).";
+
+const POD_NETWORK: &str = "link cut, pod-network fidelity: a Kubernetes NetworkPolicy isolated the workload's pods on \
+the on-prem nodes (labelled for the run) from everything but each other and the drill's allowCidrs: a data-plane \
+partition, where the CNI enforces NetworkPolicy. Reproduced: those pods losing the cloud side (clients, DNS, \
+dependencies). Not reproduced: the control plane losing the nodes. NetworkPolicy selects pods, not nodes: the kubelets \
+keep reporting, the nodes stay Ready, nothing is evicted and the cut does not trigger the fallback by itself; pods \
+created after the cut are not isolated.";
+
+const NODE_FAILURE: &str = "node failure: the drill's own hooks (`{fail}`) failed the on-prem nodes and its recovery \
+hooks (`{recover}`) brought them back. Reproduced: what the hook does; for a power-off, the nodes go Unknown, the \
+unreachable NoExecute taint, eviction once the pods' tolerationSeconds run out, the fallback. A powered-off node's pods \
+really stop, so the overlap is an upper bound; a hook that only stops the kubelet leaves them running, as a cut would. \
+Not reproduced: a DX/VPN cut, where the nodes keep running (see the cut drills).";
+
+/// The fidelity statement of a run: the drill's fault, then what was observed after it.
+pub fn statement(drill: &Drill, observations: &[Observation]) -> String {
+    let fault = drill
+        .spec
+        .steps
+        .iter()
+        .filter_map(|s| s.action())
+        .find(|a| matches!(a, Action::Drain(_) | Action::Cut(_) | Action::NodeFailure(_)));
+    let text = match fault {
+        Some(Action::Drain(_)) => return super::DRAIN_FIDELITY.into(),
+        Some(Action::Cut(cut)) if cut.fidelity == CutFidelity::PodNetwork => POD_NETWORK.to_string(),
+        Some(Action::Cut(cut)) => HOST.replace("{cni}", &cut.cni.map(|c| c.to_string()).unwrap_or_default()),
+        Some(Action::NodeFailure(f)) => {
+            NODE_FAILURE.replace("{fail}", &f.fail.join(" ")).replace("{recover}", &f.recover.join(" "))
+        }
+        _ => return "no fault step: the drill observed the cluster without injecting a failure".into(),
+    };
+    match observed(observations) {
+        Some(seen) => format!("{text} Observed: {seen}."),
+        None => text,
+    }
+}
+
+/// What the fault did, from the fault to the return: the on-prem nodes' readiness, evictions, the fallback.
+fn observed(observations: &[Observation]) -> Option<String> {
+    let t0 = observations.iter().position(|o| matches!(o.event, Event::FaultInjected { .. }))?;
+    let window = observations[t0..].iter().take_while(|o| !matches!(o.event, Event::ReturnStarted { .. }));
+    let mut lost: BTreeMap<&str, &str> = BTreeMap::new();
+    let (mut evicted, mut claims) = (0, 0);
+    for o in window {
+        match &o.event {
+            Event::NodeReady { node, role: NodeRole::OnPrem, status, .. } if status != "True" => {
+                lost.entry(node).or_insert(status);
+            }
+            Event::PodTerminating { role: NodeRole::OnPrem, .. } => evicted += 1,
+            Event::NodeClaimCreated { .. } => claims += 1,
+            _ => {}
+        }
+    }
+    let nodes = if lost.is_empty() {
+        "the on-prem nodes stayed Ready throughout".to_string()
+    } else {
+        let each: Vec<String> =
+            lost.iter().map(|(n, s)| format!("{n} went {}", if *s == "False" { "NotReady" } else { s })).collect();
+        each.join(", ")
+    };
+    let pods = match evicted {
+        0 => "no workload pod was evicted from them".to_string(),
+        n => format!("{n} workload pods were evicted from them"),
+    };
+    let fallback = match claims {
+        0 => "no fallback was triggered (no NodeClaim created)".to_string(),
+        n => format!("the fallback was triggered ({n} NodeClaims created)"),
+    };
+    Some(format!("{nodes}; {pods}; {fallback}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timeline::Event as E;
+
+    fn drill(step: &str) -> Drill {
+        let src = format!(
+            r#"
+apiVersion: hybrid-drill.io/v1alpha1
+kind: Drill
+metadata: {{name: t}}
+spec:
+  cluster: {{context: c}}
+  targets:
+    onPrem: {{nodes: "a=b"}}
+    workload: {{namespace: n, selector: "app=x", restoredWhen: {{readyPods: 2}}}}
+    fallback: {{nodePool: p}}
+  steps: [{step}, {{id: r, restore: cut}}]
+"#
+        );
+        crate::drill::from_source(std::path::Path::new("t.yaml"), src).unwrap().drill
+    }
+
+    fn observations(events: Vec<E>) -> Vec<Observation> {
+        let base = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z").unwrap().with_timezone(&chrono::Utc);
+        crate::timeline::observations_from(
+            base,
+            events.into_iter().enumerate().map(|(i, e)| (i as f64, None, e)).collect(),
+        )
+    }
+
+    #[test]
+    fn a_pod_network_cut_says_the_nodes_stayed_ready_and_nothing_fell_back() {
+        let d = drill("{id: c, cut: {fidelity: pod-network}}");
+        let text =
+            statement(&d, &observations(vec![E::FaultInjected { step: "c".into(), kind: "cut (pod-network)".into() }]));
+        assert!(text.starts_with("link cut, pod-network fidelity"), "{text}");
+        assert!(
+            text.ends_with("Observed: the on-prem nodes stayed Ready throughout; no workload pod was evicted from them; no fallback was triggered (no NodeClaim created)."),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_host_cut_says_what_the_nodes_did() {
+        let d = drill("{id: c, cut: {fidelity: host, cni: cilium}}");
+        let on = NodeRole::OnPrem;
+        let text = statement(
+            &d,
+            &observations(vec![
+                E::FaultInjected { step: "c".into(), kind: "cut (host)".into() },
+                E::NodeReady { node: "h1".into(), role: on, status: "Unknown".into(), gpus: 8 },
+                E::PodTerminating { pod: "p".into(), node: "h1".into(), role: on },
+                E::NodeClaimCreated { nodeclaim: "c1".into() },
+            ]),
+        );
+        assert!(text.contains("(cilium)"), "{text}");
+        assert!(text.ends_with("Observed: h1 went Unknown; 1 workload pods were evicted from them; the fallback was triggered (1 NodeClaims created)."), "{text}");
+    }
+}

@@ -1,0 +1,60 @@
+//! The end of a fault: the cut's policies and pod labels removed, or the nodes' recovery hooks run; then a
+//! watch-driven wait, bounded by the step's deadline, until every on-prem node is Ready.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{StepContext, StepError, StepSuccess};
+use crate::drill::RestoreTarget;
+use crate::safety::journal::Mutation;
+use crate::timeline::Event;
+
+fn ends(target: RestoreTarget, m: &Mutation) -> bool {
+    match target {
+        RestoreTarget::Cut => matches!(m, Mutation::CreatePolicy { .. } | Mutation::LabelPod { .. }),
+        RestoreTarget::NodeFailure => matches!(m, Mutation::FailNode { .. }),
+    }
+}
+
+pub async fn restore(
+    ctx: &StepContext<'_>,
+    step: &str,
+    target: RestoreTarget,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<StepSuccess, StepError> {
+    let mut changes = ctx.view.changes();
+    ctx.timeline.record(Event::RestoreStarted { step: step.into(), what: target.to_string() });
+    let outcome = ctx.mutator.revert(|m| ends(target, m)).await;
+    if !outcome.restored() {
+        let failed: Vec<String> = outcome.failed.iter().map(|(what, why)| format!("{what}: {why}")).collect();
+        return Err(StepError::Failed(format!("could not restore: {}", failed.join("; "))));
+    }
+    let what = match target {
+        RestoreTarget::Cut => format!("link restored: {}", outcome.undone.join(", ")),
+        RestoreTarget::NodeFailure => format!("recovery hooks ran: {}", outcome.undone.join(", ")),
+    };
+    ctx.timeline.record(Event::FaultRemoved { step: step.into(), what: what.clone() });
+    loop {
+        let unready: Vec<String> = ctx.view.read(|v| {
+            ctx.on_prem_nodes.iter().filter(|n| !v.nodes.get(*n).is_some_and(|s| s.is_ready())).cloned().collect()
+        });
+        if unready.is_empty() {
+            break;
+        }
+        ctx.progress.waiting(&format!("waiting for the on-prem nodes to be Ready: {} not yet", unready.join(", ")));
+        match tokio::time::timeout_at(deadline, changes.changed()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return Err(StepError::Failed("the drill's watches stopped".into())),
+            Err(_) => {
+                return Err(StepError::Timeout {
+                    after: timeout,
+                    detail: format!("{what}, but on-prem nodes not Ready: {}", unready.join(", ")),
+                });
+            }
+        }
+    }
+    ctx.timeline.record(Event::OnPremReady { nodes: ctx.on_prem_nodes.len() });
+    Ok(StepSuccess::ok(format!("{what}; on-prem nodes Ready: {}", ctx.on_prem_nodes.join(", "))))
+}
