@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::cluster::{Cluster, Target};
 use crate::drill;
+use crate::preflight;
 use crate::report::history::{self, History};
 use crate::report::{Format, Outcome, terminal};
 use crate::run::{self, RunOptions};
@@ -23,12 +24,15 @@ pub fn exit_code(outcome: Outcome) -> i32 {
         Outcome::ObjectiveMissed => EXIT_OBJECTIVE_MISSED,
         Outcome::Aborted => EXIT_ABORTED,
         Outcome::RestoreFailed => EXIT_RESTORE_FAILED,
+        // A refused drill touched nothing: like any other set-up problem.
+        Outcome::Refused => EXIT_INVALID,
     })
 }
 
 const AFTER_HELP: &str = "\
 Examples:
   hybrid-drill validate drills/drain.yaml        check a drill file; touches no cluster
+  hybrid-drill preflight drills/drain.yaml       check the fallback design against the recommendations
   hybrid-drill plan drills/drain.yaml            show exactly what a run would touch; changes nothing
   hybrid-drill run drills/drain.yaml             run it (asks you to confirm the blast radius)
   hybrid-drill run drills/drain.yaml --yes --output json > result.json
@@ -132,8 +136,37 @@ Touches no cluster.")]
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
-    /// Resolve a drill read-only against the cluster and print exactly what a run would touch, in order.
+    /// Resolve a drill read-only against the cluster and print exactly what a run would touch, in order, and the
+    /// preflight verdict.
     Plan { file: PathBuf },
+    /// Check the fallback design read-only against the recommendations: GPU taint, device plugin scope, fallback
+    /// NodePool, workloads, Karpenter's CRDs, and the RTO floor a node failure sets.
+    #[command(after_help = "Targets come from a drill file, or from all four of --nodes, --namespace, --selector and \
+--node-pool (a flag given with a file replaces the file's value). Exit codes: 0 no check failed (warnings allowed \
+unless --strict), 1 a check failed (or, with --strict, warned), 2 invalid input, wrong context or unreachable \
+cluster. Touches nothing.")]
+    Preflight {
+        /// A drill file: its targets, context and RTO objective.
+        file: Option<PathBuf>,
+        /// Label selector of the hybrid GPU nodes, e.g. eks.amazonaws.com/compute-type=hybrid.
+        #[arg(long, value_name = "SELECTOR")]
+        nodes: Option<String>,
+        /// Namespace of the GPU workload.
+        #[arg(long, value_name = "NS")]
+        namespace: Option<String>,
+        /// Label selector of the workload's pods, e.g. app=llm-inference.
+        #[arg(long, value_name = "SELECTOR")]
+        selector: Option<String>,
+        /// The fallback Karpenter NodePool.
+        #[arg(long, value_name = "NAME")]
+        node_pool: Option<String>,
+        /// `text` prints a table; `json` the findings for scripts.
+        #[arg(long, short = 'o', value_enum, default_value = "text")]
+        output: OutputFormat,
+        /// Exit 1 on a warning too.
+        #[arg(long)]
+        strict: bool,
+    },
     /// Restore a cluster from the journal of an interrupted run (after kill -9 or a lost machine).
     Recover {
         /// A run directory; without one, every run under --reports-dir with something left to undo.
@@ -163,6 +196,10 @@ pub fn main() -> ExitCode {
         Command::Report { run_dir, format, pushgateway } => report_command(&run_dir, format, pushgateway.as_deref()),
         Command::History { reports_dir, format } => history_command(&reports_dir, format),
         Command::Plan { file } => block_on(plan_command(&file, &target)),
+        Command::Preflight { file, nodes, namespace, selector, node_pool, output, strict } => {
+            let flags = preflight::TargetFlags { nodes, namespace, selector, node_pool };
+            block_on(preflight_command(file.as_deref(), flags, &target, output, strict))
+        }
         Command::Recover { run_dir, reports_dir } => block_on(recover_command(run_dir, &reports_dir, &target)),
     };
     ExitCode::from(code)
@@ -230,6 +267,55 @@ async fn plan_command(file: &Path, target: &Target) -> u8 {
             EXIT_INVALID
         }
     }
+}
+
+async fn preflight_command(
+    file: Option<&Path>,
+    flags: preflight::TargetFlags,
+    target: &Target,
+    output: OutputFormat,
+    strict: bool,
+) -> u8 {
+    let loaded = match file.map(load).transpose() {
+        Ok(l) => l,
+        Err(c) => return c,
+    };
+    let drill = loaded.as_ref().map(|l| &l.drill);
+    let targets = match preflight::Targets::resolve(drill, flags) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_INVALID;
+        }
+    };
+    // A drill names its cluster; without one, the kubeconfig's context (or --context) is the one checked.
+    let connected = match drill {
+        Some(d) => run::connect(target, &d.spec.cluster.context).await.map(|(c, _)| c),
+        None => match Cluster::connect(target).await {
+            Ok(c) => c.ping().await.map(|_| c),
+            Err(e) => Err(e),
+        },
+    };
+    let cluster = match connected {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_INVALID;
+        }
+    };
+    let rto = drill.and_then(|d| d.spec.objectives.rto).map(|d| d.0);
+    let report = match preflight::run(&cluster, &targets, rto).await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_INVALID;
+        }
+    };
+    match output {
+        OutputFormat::Json => println!("{}", preflight::render::json(&report)),
+        OutputFormat::Text => print!("{}", preflight::render::table(&report)),
+    }
+    if report.passed(strict) { EXIT_PASSED } else { EXIT_OBJECTIVE_MISSED }
 }
 
 async fn run_command(file: &Path, opts: RunOptions) -> u8 {

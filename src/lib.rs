@@ -6,6 +6,7 @@ pub mod drill;
 pub mod monitor;
 pub mod phases;
 pub mod plan;
+pub mod preflight;
 pub mod progress;
 pub mod report;
 pub mod run;

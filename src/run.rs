@@ -13,11 +13,12 @@ use crate::drill::LoadedDrill;
 use crate::monitor::Monitor;
 use crate::phases;
 use crate::plan::{self, Plan, PlanError};
+use crate::preflight;
 use crate::progress::Progress;
 use crate::report::{self, ClusterIdentity, DrillIdentity, Outcome, Report, Rollback, StepRecord};
 use crate::safety::Mutator;
 use crate::safety::journal::Journal;
-use crate::steps::{self, StepContext};
+use crate::steps::{self, StepContext, StepError};
 use crate::timeline::view::SharedView;
 use crate::timeline::watch::Watches;
 use crate::timeline::{Event, NodeRole, Timeline};
@@ -69,11 +70,17 @@ pub async fn connect(target: &Target, expected_context: &str) -> Result<(Cluster
 pub async fn plan_only(loaded: &LoadedDrill, target: &Target) -> Result<String, SetupError> {
     let (cluster, version) = connect(target, &loaded.drill.spec.cluster.context).await?;
     let plan = plan::resolve(&cluster, &loaded.drill).await?;
+    let drill = &loaded.drill;
+    let verdict =
+        match preflight::run(&cluster, &preflight::Targets::of(drill), drill.spec.objectives.rto.map(|d| d.0)).await {
+            Ok(report) => format!("{}{}\n", preflight::render::table(&report), preflight::plan_note(drill, &report)),
+            Err(e) => format!("preflight could not run: {e}\n"),
+        };
     Ok(format!(
-        "context {} ({}, Kubernetes {version})\n{}nothing was changed\n",
+        "context {} ({}, Kubernetes {version})\n{}\n{verdict}nothing was changed\n",
         cluster.context,
         cluster.server,
-        plan.describe(&loaded.drill)
+        plan.describe(drill)
     ))
 }
 
@@ -124,6 +131,8 @@ enum Stop {
     Completed,
     StepFailed(String),
     Aborted(String),
+    /// A step refused the drill before anything was changed (a failed preflight).
+    Refused(String),
 }
 
 pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, SetupError> {
@@ -241,6 +250,9 @@ pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, S
                             outcome: "failed".into(),
                             message: message.clone(),
                         });
+                        if matches!(e, StepError::Refused(_)) {
+                            return Stop::Refused(format!("step {} refused the drill: {message}", step.id));
+                        }
                         return Stop::StepFailed(format!("step {} failed: {message}", step.id));
                     }
                 }
@@ -274,6 +286,12 @@ pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, S
         });
         abort_reason = Some(reason.clone());
     }
+    if let Stop::Refused(reason) = &stop {
+        // Validation puts the refusing step before any change, so there is nothing to restore.
+        timeline.record(Event::Aborted { reason: reason.clone() });
+        progress.line(&format!("refusing the drill: {reason}; nothing was changed"));
+        abort_reason = Some(reason.clone());
+    }
 
     drop(monitor);
     drop(watches);
@@ -283,6 +301,7 @@ pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, S
         (_, true) => Outcome::RestoreFailed,
         (Stop::Completed, _) if analysis.objectives_missed.is_empty() => Outcome::Passed,
         (Stop::Completed, _) => Outcome::ObjectiveMissed,
+        (Stop::Refused(_), _) => Outcome::Refused,
         _ => Outcome::Aborted,
     };
     timeline.record(Event::DrillFinished { outcome: outcome.as_str().into() });

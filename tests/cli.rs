@@ -45,7 +45,7 @@ fn shipped_drills_validate() {
     let out = bin().arg("validate").arg(repo().join("drills/drain.yaml")).output().unwrap();
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(stdout.contains("is a valid drill (onprem-gpu-drain, 7 steps)"), "{stdout}");
+    assert!(stdout.contains("is a valid drill (onprem-gpu-drain, 8 steps)"), "{stdout}");
 }
 
 #[test]
@@ -57,7 +57,7 @@ fn a_misspelt_step_key_points_at_line_and_column_and_suggests() {
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(2));
     assert!(stdout.is_empty(), "{stdout}");
-    assert!(stderr.contains("error: unknown key `drian` in `spec.steps[1]`"), "{stderr}");
+    assert!(stderr.contains("error: unknown key `drian` in `spec.steps[2]`"), "{stderr}");
     assert!(stderr.contains(&format!("--> {}:{line}:7", file.display())), "{stderr}");
     assert!(stderr.contains(&format!("{line} |       drian: onPrem")), "{stderr}");
     assert!(stderr.contains("|       ^^^^^ did you mean `drain`?"), "{stderr}");

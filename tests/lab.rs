@@ -377,7 +377,14 @@ fn a_budget_that_allows_no_disruption_times_out_the_drain_and_names_it() {
         kubectl_json(&["get", "pdb", "llm-inference", "-n", "inference"])["status"]["disruptionsAllowed"] == 0
     });
     let dir = tempfile::tempdir().unwrap();
-    let file = drill_variant(dir.path(), &[("drain: onPrem\n      timeout: 10m", "drain: onPrem\n      timeout: 15s")]);
+    // Preflight would refuse this drill (the budget allows no disruption); here the drain itself is under test.
+    let file = drill_variant(
+        dir.path(),
+        &[
+            ("check: preflight", "check: preflight\n      onDeviation: warn"),
+            ("drain: onPrem\n      timeout: 10m", "drain: onPrem\n      timeout: 15s"),
+        ],
+    );
     let drill = Drill::new();
     let (out, report) = drill.run(&file);
     let stderr = String::from_utf8_lossy(&out.stderr);

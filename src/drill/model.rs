@@ -228,10 +228,11 @@ pub struct Step {
     /// Bound on the step; it fails (and the drill is restored) when crossed. Default 10m.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<HumanDuration>,
-    /// Check the cluster against the drill's expected state.
+    /// Check the cluster against the drill's expected state (`steady-state`) or design (`preflight`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<Check>,
-    /// What `check: steady-state` does when the cluster deviates: `fail` (default) or `warn`.
+    /// What a `check` does when the cluster deviates: `fail` (default) or `warn`. For `preflight`, `warn` turns its
+    /// failed checks into warnings and lets the drill go on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_deviation: Option<OnDeviation>,
     /// Cordon, then evict through the Eviction API honouring PodDisruptionBudgets. This is the fault (t0).
@@ -352,6 +353,18 @@ pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(600);
 pub enum Check {
     /// Workload available on-prem and the fallback at 0 nodes.
     SteadyState,
+    /// The fallback design against the seed's recommendations (`hybrid-drill preflight`): a failed check refuses
+    /// the drill before anything is touched. Must come before any step that changes the cluster.
+    Preflight,
+}
+
+impl fmt::Display for Check {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Check::SteadyState => "steady-state",
+            Check::Preflight => "preflight",
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 
 use super::diagnostics::Diagnostic;
-use super::model::{API_VERSION, CutFidelity, Drill, KIND, RestoreTarget, STEP_ACTIONS, Step};
+use super::model::{API_VERSION, Check, CutFidelity, Drill, KIND, RestoreTarget, STEP_ACTIONS, Step};
 use super::parse::{SpanMap, index, join, suggest};
 
 pub fn validate(drill: &Drill, spans: &SpanMap) -> Vec<Diagnostic> {
@@ -83,6 +83,7 @@ pub fn validate(drill: &Drill, spans: &SpanMap) -> Vec<Diagnostic> {
         problem("spec.steps", "a drill needs at least one step".into());
     }
     let mut seen = HashSet::new();
+    let mut first_change: Option<&str> = None;
     for (i, step) in spec.steps.iter().enumerate() {
         let path = index("spec.steps", i);
         if step.id.is_empty() || !step.id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
@@ -108,6 +109,20 @@ pub fn validate(drill: &Drill, spans: &SpanMap) -> Vec<Diagnostic> {
         }
         if step.on_deviation.is_some() && step.check.is_none() {
             problem(&join(&path, "onDeviation"), "onDeviation only applies to a `check` step".into());
+        }
+        // A refused drill must have touched nothing, so preflight runs before any step that may change the cluster.
+        if step.check == Some(Check::Preflight)
+            && let Some(changer) = first_change
+        {
+            problem(
+                &join(&path, "check"),
+                format!(
+                    "`check: preflight` must come before any step that changes the cluster; move it before step `{changer}`"
+                ),
+            );
+        }
+        if first_change.is_none() && step.action_keys().iter().any(|k| !READ_ONLY_ACTIONS.contains(k)) {
+            first_change = Some(step.id.as_str());
         }
         if step.timeout.is_some_and(|t| t.0.is_zero()) {
             problem(&join(&path, "timeout"), "timeout must be longer than zero".into());
@@ -206,6 +221,9 @@ fn is_cidr(text: &str) -> bool {
     bits.parse::<u8>().is_ok_and(|b| b <= max)
 }
 
+/// The step actions that only observe; every other one may change the cluster.
+const READ_ONLY_ACTIONS: &[&str] = &["check", "waitFor", "pause"];
+
 /// The kinds a `return.restart` may name, as `kind/name`.
 pub const RESTARTABLE_KINDS: &[&str] = &["deployment", "statefulset"];
 
@@ -249,5 +267,30 @@ mod tests {
         assert_eq!(parse_workload_ref("deployment/llm").unwrap(), ("deployment".into(), "llm".into()));
         assert!(parse_workload_ref("deploymnet/llm").unwrap_err().contains("did you mean `deployment`"));
         assert!(parse_workload_ref("llm").is_err());
+    }
+
+    fn problems(steps: &str) -> Vec<String> {
+        let source = format!(
+            "apiVersion: hybrid-drill.io/v1alpha1\nkind: Drill\nmetadata: {{name: x}}\nspec:\n  cluster: {{context: c}}\n  targets:\n    onPrem: {{nodes: a=b}}\n    workload: {{namespace: n, selector: a=b, restoredWhen: {{readyPods: 1}}}}\n    fallback: {{nodePool: p}}\n  steps:\n{steps}"
+        );
+        match crate::drill::from_source(std::path::Path::new("d.yaml"), source) {
+            Ok(_) => Vec::new(),
+            Err(crate::drill::DrillError::Invalid { diagnostics, .. }) => {
+                diagnostics.into_iter().map(|d| d.message).collect()
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn preflight_must_come_before_any_change() {
+        assert!(problems("    - {id: pre, check: preflight}\n    - {id: steady, check: steady-state}\n    - {id: p, pause: 1s}\n    - {id: d, drain: onPrem}\n").is_empty());
+        assert!(
+            problems("    - {id: w, pause: 1s}\n    - {id: pre, check: preflight, onDeviation: warn}\n").is_empty()
+        );
+        assert_eq!(
+            problems("    - {id: d, drain: onPrem}\n    - {id: pre, check: preflight}\n"),
+            ["`check: preflight` must come before any step that changes the cluster; move it before step `d`"]
+        );
     }
 }

@@ -46,6 +46,7 @@ fn outcome_class(report: &Report) -> &'static str {
         super::Outcome::ObjectiveMissed => "objective-missed",
         super::Outcome::Aborted => "aborted",
         super::Outcome::RestoreFailed => "restore-failed",
+        super::Outcome::Refused => "refused",
     }
 }
 

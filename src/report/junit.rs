@@ -29,15 +29,19 @@ pub fn render(report: &Report) -> Result<String, quick_junit::SerializeError> {
             s
         }
         // The drill did not run to its end: an error, not a measured miss.
-        Outcome::Aborted | Outcome::RestoreFailed => {
+        Outcome::Aborted | Outcome::RestoreFailed | Outcome::Refused => {
             let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
-            s.set_type(if report.outcome == Outcome::Aborted { "aborted" } else { "restore-failed" });
+            s.set_type(match report.outcome {
+                Outcome::Aborted => "aborted",
+                Outcome::Refused => "refused",
+                _ => "restore-failed",
+            });
             s.set_message(report.abort_reason.clone().unwrap_or_else(|| report.outcome.as_str().into()));
             s
         }
     };
     // What each step did explains an abort; a completed drill's steps all passed, and its misses have their own cases.
-    if matches!(report.outcome, Outcome::Aborted | Outcome::RestoreFailed) {
+    if matches!(report.outcome, Outcome::Aborted | Outcome::RestoreFailed | Outcome::Refused) {
         let steps: Vec<String> = report
             .steps
             .iter()

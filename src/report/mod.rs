@@ -34,6 +34,8 @@ pub enum Outcome {
     Aborted,
     /// The drill stopped and restoring the cluster failed: a human must finish it.
     RestoreFailed,
+    /// A preflight check failed before anything was touched: the drill did not start.
+    Refused,
 }
 
 impl Outcome {
@@ -43,6 +45,7 @@ impl Outcome {
             Outcome::ObjectiveMissed => "objective missed",
             Outcome::Aborted => "aborted, cluster restored",
             Outcome::RestoreFailed => "aborted, RESTORE FAILED",
+            Outcome::Refused => "refused, nothing touched",
         }
     }
 }

@@ -39,7 +39,7 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-sp
 .badge { display: inline-block; padding: 1px 8px; border-radius: 10px; font-weight: 600; font-size: 12px;
          border: 1px solid currentColor; white-space: nowrap; }
 .met, .passed { color: var(--met); }
-.missed, .failed, .aborted, .restore-failed, .objective-missed, .regression { color: var(--missed); }
+.missed, .failed, .aborted, .restore-failed, .refused, .objective-missed, .regression { color: var(--missed); }
 .none, .warned { color: var(--none); }
 .incomplete, .skipped { color: var(--incomplete); }
 .verdict { font-size: 18px; padding: 3px 12px; }

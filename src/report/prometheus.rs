@@ -83,12 +83,13 @@ pub fn render(report: &Report) -> String {
         (Outcome::ObjectiveMissed, "objective-missed"),
         (Outcome::Aborted, "aborted"),
         (Outcome::RestoreFailed, "restore-failed"),
+        (Outcome::Refused, "refused"),
     ] {
         m.sample("outcome", &[("outcome", name)], f64::from(u8::from(report.outcome == outcome)));
     }
     m.gauge(
         "exit_code",
-        "The exit code of the drill's last run (0 passed, 1 objective missed, 3 aborted, 4 restore failed).",
+        "The exit code of the drill's last run (0 passed, 1 objective missed, 2 refused, 3 aborted, 4 restore failed).",
         f64::from(report.exit_code),
     );
     m.gauge(

@@ -5,6 +5,7 @@ pub mod cut;
 pub mod drain;
 pub mod node_failure;
 pub mod nodes;
+pub mod preflight;
 pub mod restore;
 pub mod ret;
 pub mod wait;
@@ -14,7 +15,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::cluster::Cluster;
-use crate::drill::{Action, Drill, Step};
+use crate::drill::{Action, Check, Drill, Step};
 use crate::monitor::Derived;
 use crate::progress::Progress;
 use crate::safety::{MutationError, Mutator};
@@ -40,6 +41,9 @@ pub enum StepError {
     Timeout { after: Duration, detail: String },
     #[error("{0}")]
     Failed(String),
+    /// The drill must not start; only steps that run before any change may refuse (validation sees to it).
+    #[error("{0}")]
+    Refused(String),
     #[error(transparent)]
     Mutation(#[from] MutationError),
 }
@@ -59,7 +63,7 @@ impl StepSuccess {
 
 pub fn action_name(action: &Action) -> String {
     match action {
-        Action::Check(..) => "check steady-state".into(),
+        Action::Check(check, _) => format!("check {check}"),
         Action::Drain(_) => "drain onPrem".into(),
         Action::Cut(c) => match c.cni {
             Some(cni) => format!("cut {} ({cni})", c.fidelity),
@@ -83,7 +87,8 @@ pub async fn run_step(ctx: &mut StepContext<'_>, step: &Step) -> Result<StepSucc
         return Err(StepError::Failed(format!("step {} has no action", step.id)));
     };
     match action {
-        Action::Check(_, on_deviation) => check::steady_state(ctx, on_deviation),
+        Action::Check(Check::SteadyState, on_deviation) => check::steady_state(ctx, on_deviation),
+        Action::Check(Check::Preflight, on_deviation) => preflight::preflight(ctx, on_deviation).await,
         Action::Drain(_) => drain::drain(ctx, &step.id, deadline, timeout).await,
         Action::Cut(c) => cut::cut(ctx, &step.id, &c).await,
         Action::NodeFailure(f) => node_failure::node_failure(ctx, &step.id, &f).await,

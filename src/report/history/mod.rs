@@ -252,6 +252,7 @@ pub fn outcome_word(o: Outcome) -> &'static str {
         Outcome::ObjectiveMissed => "objective missed",
         Outcome::Aborted => "aborted",
         Outcome::RestoreFailed => "RESTORE FAILED",
+        Outcome::Refused => "refused",
     }
 }
 

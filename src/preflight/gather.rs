@@ -1,0 +1,405 @@
+//! The read-only look-ups preflight needs, taken once into a [`Snapshot`] that the checks read without a cluster.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Node, Pod, PodTemplateSpec};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{ApiResource, DynamicObject, ListParams};
+use kube::{Api, Client, ResourceExt};
+
+use super::Targets;
+use crate::cluster::first_line;
+use crate::cluster::karpenter::{NODEPOOL_LABEL, NodeClaim, NodePool};
+
+pub const KARPENTER_GROUP: &str = "karpenter.sh";
+
+#[derive(Debug, thiserror::Error)]
+pub enum PreflightError {
+    #[error("cannot read {what}: {message}")]
+    Api { what: String, message: String },
+}
+
+fn api_error(what: &str, e: &kube::Error) -> PreflightError {
+    PreflightError::Api { what: what.into(), message: first_line(&e.to_string()) }
+}
+
+fn status_code(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+/// The fallback NodePool as found.
+#[derive(Debug, Clone, Default)]
+pub enum PoolLookup {
+    Found(Box<NodePool>),
+    Missing {
+        existing: Vec<String>,
+    },
+    /// `karpenter.sh/v1` NodePools are not served: the CRD check says why.
+    #[default]
+    NotServed,
+}
+
+/// The NodeClass a NodePool's nodeClassRef names, as found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum NodeClassLookup {
+    /// No NodePool, or it names no NodeClass.
+    #[default]
+    NotLooked,
+    /// No served resource of that group has that kind: its CRD is missing.
+    NotServed,
+    Missing,
+    /// The role may not read it (hybrid-drill's role grants get on the NodeClasses it knows).
+    Unreadable(String),
+    Found(serde_json::Value),
+}
+
+/// A controller of the workload's pods, with the template its pods are made from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    /// `Deployment`, `StatefulSet`, `ReplicaSet`, or `Pod` for a pod without a controller.
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub replicas: i32,
+    pub template: PodTemplateSpec,
+    /// One of its pods as the API server admitted it, with whatever tolerations admission added.
+    pub sample_pod: Option<Pod>,
+}
+
+impl Workload {
+    pub fn object(&self) -> String {
+        format!("{} {}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// Everything the checks read, taken read-only in one pass.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// The API server's minor version (node-monitor-grace-period's default changed in 1.32).
+    pub server_minor: Option<u32>,
+    /// Versions of `karpenter.sh` the API server serves (empty: Karpenter's CRDs are not installed).
+    pub karpenter_versions: Vec<String>,
+    /// Resources served at `karpenter.sh/v1`.
+    pub karpenter_v1_resources: Vec<String>,
+    pub nodes: Vec<Node>,
+    /// Names of the nodes the on-prem selector matches.
+    pub on_prem: BTreeSet<String>,
+    /// Pods bound to the on-prem nodes.
+    pub pods_on_prem: Vec<Pod>,
+    pub daemonsets: Vec<DaemonSet>,
+    pub pool: PoolLookup,
+    pub node_class: NodeClassLookup,
+    /// The fallback NodePool's NodeClaims.
+    pub claims: Vec<NodeClaim>,
+    /// Pods bound to the fallback NodePool's nodes.
+    pub pods_on_fallback: Vec<Pod>,
+    pub workload_pods: usize,
+    pub workloads: Vec<Workload>,
+    /// The PodDisruptionBudgets of the workload's namespace.
+    pub budgets: Vec<PodDisruptionBudget>,
+}
+
+async fn pods_on(client: &Client, node: &str) -> Result<Vec<Pod>, PreflightError> {
+    let pods: Api<Pod> = Api::all(client.clone());
+    let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
+    Ok(pods.list(&params).await.map_err(|e| api_error(&format!("pods on {node}"), &e))?.items)
+}
+
+pub async fn gather(client: &Client, targets: &Targets) -> Result<Snapshot, PreflightError> {
+    let mut s = Snapshot {
+        server_minor: client.apiserver_version().await.ok().and_then(|v| v.minor.trim_end_matches('+').parse().ok()),
+        ..Snapshot::default()
+    };
+    let groups = client.list_api_groups().await.map_err(|e| api_error("the API groups", &e))?;
+    if let Some(group) = groups.groups.iter().find(|g| g.name == KARPENTER_GROUP) {
+        s.karpenter_versions = group.versions.iter().map(|v| v.version.clone()).collect();
+    }
+    if s.karpenter_versions.iter().any(|v| v == "v1") {
+        let resources = client
+            .list_api_group_resources(&format!("{KARPENTER_GROUP}/v1"))
+            .await
+            .map_err(|e| api_error("karpenter.sh/v1", &e))?;
+        s.karpenter_v1_resources = resources.resources.into_iter().map(|r| r.name).collect();
+    }
+
+    let nodes: Api<Node> = Api::all(client.clone());
+    s.nodes = nodes.list(&ListParams::default()).await.map_err(|e| api_error("nodes", &e))?.items;
+    s.on_prem = nodes
+        .list(&ListParams::default().labels(&targets.nodes))
+        .await
+        .map_err(|e| api_error("the on-prem nodes", &e))?
+        .items
+        .iter()
+        .map(|n| n.name_any())
+        .collect();
+    for node in &s.on_prem {
+        s.pods_on_prem.extend(pods_on(client, node).await?);
+    }
+    let daemonsets: Api<DaemonSet> = Api::all(client.clone());
+    s.daemonsets = daemonsets.list(&ListParams::default()).await.map_err(|e| api_error("DaemonSets", &e))?.items;
+
+    if s.karpenter_v1_resources.iter().any(|r| r == "nodepools") {
+        let pools: Api<NodePool> = Api::all(client.clone());
+        let list = pools.list(&ListParams::default()).await.map_err(|e| api_error("NodePools", &e))?.items;
+        s.pool = match list.iter().find(|p| p.name_any() == targets.node_pool) {
+            Some(pool) => PoolLookup::Found(Box::new(pool.clone())),
+            None => PoolLookup::Missing { existing: list.iter().map(|p| p.name_any()).collect() },
+        };
+    }
+    if let PoolLookup::Found(pool) = &s.pool {
+        let by_pool = ListParams::default().labels(&format!("{NODEPOOL_LABEL}={}", targets.node_pool));
+        if s.karpenter_v1_resources.iter().any(|r| r == "nodeclaims") {
+            let claims: Api<NodeClaim> = Api::all(client.clone());
+            s.claims = claims.list(&by_pool).await.map_err(|e| api_error("NodeClaims", &e))?.items;
+        }
+        let fallback_nodes: Vec<String> = s
+            .nodes
+            .iter()
+            .filter(|n| n.labels().get(NODEPOOL_LABEL) == Some(&targets.node_pool))
+            .map(|n| n.name_any())
+            .collect();
+        for node in &fallback_nodes {
+            s.pods_on_fallback.extend(pods_on(client, node).await?);
+        }
+        if let Some(reference) = super::checks::node_class_ref(pool) {
+            s.node_class = node_class(client, &groups, &reference).await?;
+        }
+    }
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &targets.namespace);
+    let workload_pods = pods
+        .list(&ListParams::default().labels(&targets.selector))
+        .await
+        .map_err(|e| api_error("the workload's pods", &e))?
+        .items;
+    s.workload_pods = workload_pods.len();
+    s.workloads = workloads(client, workload_pods).await?;
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &targets.namespace);
+    s.budgets = budgets.list(&ListParams::default()).await.map_err(|e| api_error("PodDisruptionBudgets", &e))?.items;
+    Ok(s)
+}
+
+/// A NodePool's `nodeClassRef`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeClassRef {
+    pub group: String,
+    pub kind: String,
+    pub name: String,
+}
+
+impl NodeClassRef {
+    pub fn object(&self) -> String {
+        format!("{}.{} {}", self.kind, self.group, self.name)
+    }
+}
+
+async fn node_class(
+    client: &Client,
+    groups: &k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroupList,
+    reference: &NodeClassRef,
+) -> Result<NodeClassLookup, PreflightError> {
+    let Some(group) = groups.groups.iter().find(|g| g.name == reference.group) else {
+        return Ok(NodeClassLookup::NotServed);
+    };
+    let Some(version) = group.preferred_version.as_ref().or_else(|| group.versions.first()) else {
+        return Ok(NodeClassLookup::NotServed);
+    };
+    let resources = client
+        .list_api_group_resources(&version.group_version)
+        .await
+        .map_err(|e| api_error(&version.group_version, &e))?;
+    let Some(resource) = resources.resources.iter().find(|r| r.kind == reference.kind && !r.name.contains('/')) else {
+        return Ok(NodeClassLookup::NotServed);
+    };
+    let ar = ApiResource {
+        group: reference.group.clone(),
+        version: version.version.clone(),
+        api_version: version.group_version.clone(),
+        kind: reference.kind.clone(),
+        plural: resource.name.clone(),
+    };
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    match api.get(&reference.name).await {
+        Ok(object) => Ok(NodeClassLookup::Found(serde_json::to_value(object).unwrap_or_default())),
+        Err(e) if status_code(&e) == Some(404) => Ok(NodeClassLookup::Missing),
+        Err(e) if status_code(&e) == Some(403) => Ok(NodeClassLookup::Unreadable(first_line(&e.to_string()))),
+        Err(e) => Err(api_error(&reference.object(), &e)),
+    }
+}
+
+fn controller(meta: &ObjectMeta) -> Option<&OwnerReference> {
+    meta.owner_references.iter().flatten().find(|o| o.controller == Some(true))
+}
+
+fn bare(pod: &Pod) -> Workload {
+    Workload {
+        kind: "Pod".into(),
+        namespace: pod.namespace().unwrap_or_default(),
+        name: pod.name_any(),
+        replicas: 1,
+        template: PodTemplateSpec {
+            metadata: Some(ObjectMeta { labels: pod.metadata.labels.clone(), ..Default::default() }),
+            spec: pod.spec.clone(),
+        },
+        sample_pod: Some(pod.clone()),
+    }
+}
+
+/// The controllers of the workload's pods: Deployment (through its ReplicaSet) or StatefulSet; the template is
+/// theirs, so a toleration only admission added to the pods does not count as explicit.
+async fn workloads(client: &Client, pods: Vec<Pod>) -> Result<Vec<Workload>, PreflightError> {
+    let mut found: Vec<Workload> = Vec::new();
+    for pod in pods {
+        let ns = pod.namespace().unwrap_or_default();
+        let owner = controller(&pod.metadata).map(|o| (o.kind.clone(), o.name.clone()));
+        let known = |kind: &str, name: &str| found.iter().any(|w| w.kind == kind && w.name == name);
+        let workload = match owner {
+            Some((kind, name)) if kind == "ReplicaSet" => {
+                let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), &ns);
+                let Some(set) = sets.get_opt(&name).await.map_err(|e| api_error(&format!("ReplicaSet {name}"), &e))?
+                else {
+                    found.push(bare(&pod));
+                    continue;
+                };
+                match controller(&set.metadata).filter(|o| o.kind == "Deployment") {
+                    Some(o) if known("Deployment", &o.name) => continue,
+                    Some(o) => {
+                        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+                        let d = deployments
+                            .get_opt(&o.name)
+                            .await
+                            .map_err(|e| api_error(&format!("Deployment {}", o.name), &e))?;
+                        match d.and_then(|d| d.spec) {
+                            Some(spec) => Workload {
+                                kind: "Deployment".into(),
+                                namespace: ns.clone(),
+                                name: o.name.clone(),
+                                replicas: spec.replicas.unwrap_or(1),
+                                template: spec.template,
+                                sample_pod: Some(pod.clone()),
+                            },
+                            None => bare(&pod),
+                        }
+                    }
+                    None if known("ReplicaSet", &name) => continue,
+                    None => match set.spec {
+                        Some(spec) => Workload {
+                            kind: "ReplicaSet".into(),
+                            namespace: ns.clone(),
+                            name,
+                            replicas: spec.replicas.unwrap_or(1),
+                            template: spec.template.unwrap_or_default(),
+                            sample_pod: Some(pod.clone()),
+                        },
+                        None => bare(&pod),
+                    },
+                }
+            }
+            Some((kind, name)) if kind == "StatefulSet" => {
+                if known("StatefulSet", &name) {
+                    continue;
+                }
+                let sets: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
+                let set = sets.get_opt(&name).await.map_err(|e| api_error(&format!("StatefulSet {name}"), &e))?;
+                match set.and_then(|s| s.spec) {
+                    Some(spec) => Workload {
+                        kind: "StatefulSet".into(),
+                        namespace: ns.clone(),
+                        name,
+                        replicas: spec.replicas.unwrap_or(1),
+                        template: spec.template,
+                        sample_pod: Some(pod.clone()),
+                    },
+                    None => bare(&pod),
+                }
+            }
+            _ => bare(&pod),
+        };
+        found.push(workload);
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use http::{Method, Request, Response};
+    use kube::client::Body;
+
+    use super::*;
+
+    /// An API server without Karpenter (or with only `karpenter_versions` of it) and no objects, recording requests.
+    type Requests = Arc<Mutex<Vec<(Method, String)>>>;
+
+    fn api_server(karpenter_versions: &[&str]) -> (Client, Requests) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let versions: Vec<serde_json::Value> = karpenter_versions
+            .iter()
+            .map(|v| serde_json::json!({"groupVersion": format!("karpenter.sh/{v}"), "version": v}))
+            .collect();
+        let mut groups = vec![serde_json::json!({
+            "name": "apps", "versions": [{"groupVersion": "apps/v1", "version": "v1"}],
+            "preferredVersion": {"groupVersion": "apps/v1", "version": "v1"}
+        })];
+        if !versions.is_empty() {
+            groups.push(
+                serde_json::json!({"name": "karpenter.sh", "versions": versions, "preferredVersion": versions[0]}),
+            );
+        }
+        let apis = serde_json::json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups});
+        let service = tower::service_fn(move |req: Request<Body>| {
+            log.lock().unwrap().push((req.method().clone(), req.uri().to_string()));
+            let path = req.uri().path().to_string();
+            let (status, body) = if path == "/apis" {
+                (200, apis.clone())
+            } else if path.starts_with("/apis/karpenter.sh") || path == "/version" {
+                (
+                    404,
+                    serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404, "reason": "NotFound", "message": "not found"}),
+                )
+            } else {
+                (200, serde_json::json!({"kind": "List", "apiVersion": "v1", "metadata": {}, "items": []}))
+            };
+            let response = Response::builder().status(status).body(Body::from(serde_json::to_vec(&body).unwrap()));
+            async move { Ok::<_, std::convert::Infallible>(response.unwrap()) }
+        });
+        (Client::new(service, "default"), seen)
+    }
+
+    fn targets() -> Targets {
+        Targets {
+            nodes: "a=b".into(),
+            namespace: "inference".into(),
+            selector: "app=x".into(),
+            node_pool: "gpu-fallback".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn without_karpenter_nodepools_are_not_listed_and_nothing_is_written() {
+        let (client, seen) = api_server(&[]);
+        let s = gather(&client, &targets()).await.unwrap();
+        assert!(s.karpenter_versions.is_empty());
+        assert!(matches!(s.pool, PoolLookup::NotServed));
+        let requests = seen.lock().unwrap().clone();
+        assert!(requests.iter().all(|(m, _)| m == Method::GET), "preflight only reads: {requests:?}");
+        assert!(!requests.iter().any(|(_, u)| u.contains("karpenter.sh")), "{requests:?}");
+        assert!(requests.iter().any(|(_, u)| u.starts_with("/apis/apps/v1/daemonsets")), "{requests:?}");
+    }
+
+    #[tokio::test]
+    async fn karpenter_served_only_at_an_older_version_is_seen_as_such() {
+        let (client, seen) = api_server(&["v1beta1"]);
+        let s = gather(&client, &targets()).await.unwrap();
+        assert_eq!(s.karpenter_versions, ["v1beta1"]);
+        assert!(matches!(s.pool, PoolLookup::NotServed));
+        assert!(!seen.lock().unwrap().iter().any(|(_, u)| u.contains("karpenter.sh/v1")));
+    }
+}
