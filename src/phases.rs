@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::cluster::tolerations;
 use crate::drill::Drill;
 use crate::timeline::{Event, NodeRole, Observation};
 
@@ -66,6 +67,11 @@ pub struct FallbackUsage {
     pub gpu_limit: Option<i64>,
     /// The NodePool's limit was exceeded (Karpenter's limits are eventually consistent).
     pub overrun: bool,
+    /// The drill's own ceiling (`guards.maxFallbackGpus`), and whether the fallback went above it (which aborts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ceiling: Option<i64>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub over_ceiling: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimated_cost: Option<f64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -239,9 +245,24 @@ pub fn analyse(drill: &Drill, obs: &[Observation]) -> Analysis {
     let t0_seq = t0.map_or(end, |o| o.seq);
     let ret = tl.first(t0_seq, |e| matches!(e, Event::ReturnStarted { .. }));
     let ret_seq = ret.map_or(end, |o| o.seq);
+    // A cut or a node failure: the on-prem nodes may become unreachable, and a `restore` step ends the fault.
+    let unreachable_fault =
+        t0.is_some_and(|o| matches!(&o.event, Event::FaultInjected { kind, .. } if kind != "drain"));
+    let restore = tl.first(t0_seq, |e| matches!(e, Event::RestoreStarted { .. })).filter(|o| o.seq < ret_seq);
+    let fault_end = restore.map_or(ret_seq, |o| o.seq);
     // The fault has fully taken effect once the last workload pod left on-prem: a budget-paced drain restores the
-    // service part-way (old and new pods together) before it takes the rest away again.
-    let evicted = tl.last_between(t0_seq, ret_seq, |e| matches!(e, Event::PodDeleted { role: NodeRole::OnPrem, .. }));
+    // service part-way (old and new pods together) before it takes the rest away again. A pod on an unreachable node
+    // has left once the API server deleted it: it stays Terminating until the node is back, nobody confirming it.
+    let evicted = if unreachable_fault {
+        tl.last_between(t0_seq, fault_end, |e| {
+            matches!(
+                e,
+                Event::PodTerminating { role: NodeRole::OnPrem, .. } | Event::PodDeleted { role: NodeRole::OnPrem, .. }
+            )
+        })
+    } else {
+        tl.last_between(t0_seq, ret_seq, |e| matches!(e, Event::PodDeleted { role: NodeRole::OnPrem, .. }))
+    };
     let settled = evicted.or(t0);
     let settled_seq = settled.map_or(end, |o| o.seq);
     let restored = tl
@@ -251,17 +272,6 @@ pub fn analyse(drill: &Drill, obs: &[Observation]) -> Analysis {
     let restored_seq = restored.map_or(ret_seq, |o| o.seq);
 
     let t0_b = b("fault injected (t0)", t0);
-    let detected =
-        tl.first(t0_seq, |e| matches!(e, Event::NodeReady { role: NodeRole::OnPrem, status, .. } if status != "True"));
-    if detected.is_some() {
-        phases.push(phase(
-            "detection",
-            None,
-            t0_b.clone(),
-            b("on-prem node not Ready", detected),
-            objective("detection"),
-        ));
-    }
     phases.push(phase(
         "eviction",
         None,
@@ -269,6 +279,41 @@ pub fn analyse(drill: &Drill, obs: &[Observation]) -> Analysis {
         b("workload evicted from on-prem", evicted),
         objective("eviction"),
     ));
+    // The path of a lost node: not Ready (Unknown when unreachable), the NoExecute taint, the pods' toleration.
+    let detected = tl
+        .first(t0_seq, |e| matches!(e, Event::NodeReady { role: NodeRole::OnPrem, status, .. } if status != "True"))
+        .filter(|o| o.seq < fault_end);
+    let detected_b = detected.map(|o| match &o.event {
+        Event::NodeReady { status, .. } if status == "False" => Boundary::of("on-prem node NotReady", o),
+        Event::NodeReady { status, .. } => Boundary::of(&format!("on-prem node {status}"), o),
+        _ => Boundary::of("on-prem node not Ready", o),
+    });
+    let tainted = tl.first(t0_seq, lost_node_taint).filter(|o| o.seq < fault_end);
+    let tainted_b = tainted.map(|o| match &o.event {
+        Event::NodeTaint { key, .. } => Boundary::of(&format!("{key}:NoExecute taint"), o),
+        _ => Boundary::of("NoExecute taint", o),
+    });
+    let first_evicted = tl
+        .first(t0_seq, |e| matches!(e, Event::PodTerminating { role: NodeRole::OnPrem, .. }))
+        .filter(|o| o.seq < fault_end);
+    if unreachable_fault || detected.is_some() {
+        phases.push(phase("detection", Some("eviction"), t0_b.clone(), detected_b.clone(), objective("detection")));
+        phases.push(phase("taint", Some("eviction"), detected_b.clone(), tainted_b.clone(), None));
+        let mut toleration = phase(
+            "toleration",
+            Some("eviction"),
+            tainted_b.clone(),
+            b("first workload pod evicted from on-prem", first_evicted),
+            None,
+        );
+        if let Some(expected) = expected_toleration(obs, tainted) {
+            toleration.note = Some(match toleration.note {
+                Some(n) => format!("{n}; {expected}"),
+                None => expected,
+            });
+        }
+        phases.push(toleration);
+    }
 
     let pending = tl.first(t0_seq, |e| matches!(e, Event::PodCreated { .. })).filter(|o| o.seq < ret_seq);
     let claim = tl.first(t0_seq, |e| matches!(e, Event::NodeClaimCreated { .. })).filter(|o| o.seq < ret_seq);
@@ -355,6 +400,32 @@ pub fn analyse(drill: &Drill, obs: &[Observation]) -> Analysis {
     }
     phases.push(rto);
 
+    let restore_b = b("restore started", restore);
+    let removed = restore.and_then(|r| tl.first(r.seq, |e| matches!(e, Event::FaultRemoved { .. })));
+    let removed_label = match restore.map(|o| &o.event) {
+        Some(Event::RestoreStarted { what, .. }) if what == "cut" => "link restored",
+        _ => "recovery hooks ran",
+    };
+    let nodes_back = restore.and_then(|r| tl.first(r.seq, |e| matches!(e, Event::OnPremReady { .. })));
+    let restores = drill.spec.steps.iter().any(|s| s.restore.is_some());
+    if restores {
+        phases.push(phase(
+            "restore",
+            None,
+            restore_b.clone(),
+            b("on-prem nodes Ready", nodes_back),
+            objective("restore"),
+        ));
+        phases.push(phase("revert", Some("restore"), restore_b.clone(), b(removed_label, removed), None));
+        phases.push(phase(
+            "rejoin",
+            Some("restore"),
+            b(removed_label, removed),
+            b("on-prem nodes Ready", nodes_back),
+            None,
+        ));
+    }
+
     let ret_b = b("return started", ret);
     let back = ret.and_then(|_| tl.first(ret_seq, |e| matches!(e, Event::BackOnPrem { .. })));
     phases.push(phase("return", None, ret_b.clone(), b("workload back on-prem", back), objective("return")));
@@ -365,6 +436,8 @@ pub fn analyse(drill: &Drill, obs: &[Observation]) -> Analysis {
     let first_condition = |c: &str| tl.first_claim_condition(t0_seq, ret_seq, c);
     for boundary in [
         t0_b,
+        detected_b,
+        tainted_b,
         b(
             "first workload pod evicted from on-prem",
             tl.first(t0_seq, |e| matches!(e, Event::PodTerminating { role: NodeRole::OnPrem, .. }))
@@ -379,6 +452,9 @@ pub fn analyse(drill: &Drill, obs: &[Observation]) -> Analysis {
         b("workload evicted from on-prem", evicted),
         b("NodeClaims Initialized", initialized),
         b("service restored", restored),
+        restore_b,
+        b(removed_label, removed),
+        b("on-prem nodes Ready", nodes_back),
         ret_b,
         b("workload back on-prem", back),
         b("fallback reclaimed to 0", reclaimed),
@@ -396,6 +472,27 @@ pub fn analyse(drill: &Drill, obs: &[Observation]) -> Analysis {
         .map(|p| p.name.clone())
         .collect();
     Analysis { phases, milestones, fallback: fallback_usage(drill, obs, t0_seq), objectives_missed }
+}
+
+/// The NoExecute taint the node lifecycle controller puts on an on-prem node it lost.
+fn lost_node_taint(e: &Event) -> bool {
+    matches!(e, Event::NodeTaint { role: NodeRole::OnPrem, key, effect, added: true, .. }
+        if effect == "NoExecute" && (key == tolerations::UNREACHABLE || key == tolerations::NOT_READY))
+}
+
+/// What the workload's tolerations, read before the fault, said the wait after `taint` would be.
+fn expected_toleration(obs: &[Observation], taint: Option<&Observation>) -> Option<String> {
+    let key = match taint.map(|o| &o.event) {
+        Some(Event::NodeTaint { key, .. }) => key.as_str(),
+        _ => tolerations::UNREACHABLE,
+    };
+    obs.iter().find_map(|o| match &o.event {
+        Event::TolerationsRead { tolerations } => tolerations
+            .iter()
+            .find(|t| t.taint == key)
+            .map(|t| format!("expected from the pods' tolerations: {}", t.describe())),
+        _ => None,
+    })
 }
 
 fn fallback_usage(drill: &Drill, obs: &[Observation], t0_seq: u64) -> FallbackUsage {
@@ -434,6 +531,8 @@ fn fallback_usage(drill: &Drill, obs: &[Observation], t0_seq: u64) -> FallbackUs
         _ => None,
     });
     apply_limit(&mut usage, limit);
+    usage.ceiling = drill.spec.guards.max_fallback_gpus.map(|c| c as i64);
+    usage.over_ceiling = usage.ceiling.is_some_and(|c| usage.max_gpus > c);
     let mut cost = 0.0;
     for (hours, instance_type, gpus) in &spans {
         usage.nodes += 1;
@@ -553,6 +652,77 @@ spec:
         // one node of 4 GPUs for an hour, at 4.6 $/h
         assert!((a.fallback.gpu_hours - 4.0).abs() < 0.01, "{:?}", a.fallback);
         assert_eq!(a.fallback.estimated_cost, Some(4.6));
+    }
+
+    #[test]
+    fn a_host_cut_yields_detection_taint_toleration_and_restore() {
+        let mut d = drill();
+        d.spec.steps.push(serde_json::from_value(serde_json::json!({"id": "r", "restore": "cut"})).unwrap());
+        let (on, fb) = (NodeRole::OnPrem, NodeRole::Fallback);
+        let tolerance = crate::cluster::tolerations::TaintTolerance {
+            taint: tolerations::UNREACHABLE.into(),
+            pods: 2,
+            min_seconds: Some(30),
+            max_seconds: Some(30),
+            forever: 0,
+        };
+        let events = vec![
+            (0.0, None, E::TolerationsRead { tolerations: vec![tolerance] }),
+            (1.0, None, E::FaultInjected { step: "cut".into(), kind: "cut (host)".into() }),
+            (21.0, Some(21), E::NodeReady { node: "h1".into(), role: on, status: "Unknown".into(), gpus: 8 }),
+            (21.5, None, E::ServiceLost { ready_pods: 0 }),
+            (
+                22.0,
+                Some(21),
+                E::NodeTaint {
+                    node: "h1".into(),
+                    role: on,
+                    key: tolerations::UNREACHABLE.into(),
+                    effect: "NoExecute".into(),
+                    added: true,
+                },
+            ),
+            (52.0, Some(52), E::PodTerminating { pod: "old-1".into(), node: "h1".into(), role: on }),
+            (52.1, Some(52), E::PodTerminating { pod: "old-2".into(), node: "h1".into(), role: on }),
+            (52.2, Some(52), E::PodCreated { pod: "new-1".into() }),
+            (53.0, Some(53), E::NodeClaimCreated { nodeclaim: "c1".into() }),
+            (55.0, Some(55), E::PodReady { pod: "new-1".into(), node: "f1".into(), role: fb }),
+            (55.1, None, E::ServiceRestored { ready_pods: 2 }),
+            (60.0, None, E::RestoreStarted { step: "r".into(), what: "cut".into() }),
+            (60.2, None, E::FaultRemoved { step: "r".into(), what: "link restored".into() }),
+            (61.0, Some(61), E::NodeReady { node: "h1".into(), role: on, status: "True".into(), gpus: 8 }),
+            (61.1, Some(61), E::PodDeleted { pod: "old-1".into(), node: "h1".into(), role: on }),
+            (61.2, None, E::OnPremReady { nodes: 1 }),
+            (70.0, None, E::ReturnStarted { step: "return".into() }),
+        ];
+        let a = analyse(&d, &timeline(events));
+        let secs = |n: &str| a.phase(n).unwrap().seconds.unwrap();
+        assert_eq!(secs("detection"), 20.0);
+        assert_eq!(secs("taint"), 1.0);
+        assert_eq!(secs("toleration"), 30.0);
+        // evicted once the API server deleted the pods, not when the node came back and they were gone
+        assert_eq!(secs("eviction"), 51.1);
+        assert_eq!(secs("rto"), 54.1);
+        assert_eq!(secs("restore"), 1.2);
+        assert_eq!(secs("revert"), 0.2);
+        assert_eq!(a.phase("taint").unwrap().parent.as_deref(), Some("eviction"));
+        let note = a.phase("toleration").unwrap().note.clone().unwrap();
+        assert!(note.contains("evicted after 30s"), "{note}");
+        let labels: Vec<&str> = a.milestones.iter().map(|m| m.label.as_str()).collect();
+        let chain = [
+            "fault injected (t0)",
+            "on-prem node Unknown",
+            "node.kubernetes.io/unreachable:NoExecute taint",
+            "first workload pod evicted from on-prem",
+            "first NodeClaim created",
+            "service restored",
+            "restore started",
+            "link restored",
+            "on-prem nodes Ready",
+            "return started",
+        ];
+        let seen: Vec<&str> = labels.iter().filter(|l| chain.contains(l)).copied().collect();
+        assert_eq!(seen, chain, "{labels:?}");
     }
 
     #[test]

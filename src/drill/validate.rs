@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 
 use super::diagnostics::Diagnostic;
-use super::model::{API_VERSION, Check, CutFidelity, Drill, KIND, RestoreTarget, STEP_ACTIONS, Step};
+use super::model::{API_VERSION, Check, CutFidelity, Drill, KIND, NODE_PLACEHOLDER, RestoreTarget, STEP_ACTIONS, Step};
 use super::parse::{SpanMap, index, join, suggest};
 
 pub fn validate(drill: &Drill, spans: &SpanMap) -> Vec<Diagnostic> {
@@ -185,6 +185,15 @@ fn check_fault_step(steps: &[Step], i: usize, path: &str, problem: &mut impl FnM
                 problem(&join(&at, key), format!("`{key}` needs a command: a list, program first"));
             }
         }
+        let per_node = |hook: &[String]| hook.iter().any(|a| a.contains(NODE_PLACEHOLDER));
+        if per_node(&failure.fail) != per_node(&failure.recover) {
+            problem(
+                &at,
+                format!(
+                    "`{NODE_PLACEHOLDER}` must appear in both `fail` and `recover` or in neither: each node failed is recovered"
+                ),
+            );
+        }
         if failure.hook_timeout.0.is_zero() {
             problem(&join(&at, "hookTimeout"), "hookTimeout must be longer than zero".into());
         }
@@ -260,6 +269,26 @@ mod tests {
         assert!(check_label_selector("app=,").is_err());
         assert!(check_label_selector("app=a b").is_err());
         assert!(check_label_selector("app in (a").is_err());
+    }
+
+    #[test]
+    fn faults_say_how_they_are_enforced_and_are_restored() {
+        assert!(
+            problems("    - {id: c, cut: {fidelity: host, cni: calico}}\n    - {id: r, restore: cut}\n").is_empty()
+        );
+        let p = problems("    - {id: c, cut: {fidelity: host, allowCidrs: [10.0.0.0/33]}}\n");
+        assert!(p[0].starts_with("a host-level cut needs `cni: cilium` or `cni: calico`"), "{p:?}");
+        assert!(p[1].contains("not a CIDR"), "{p:?}");
+        assert!(p[2].contains("no later step restores it"), "{p:?}");
+        let p = problems("    - {id: c, cut: {fidelity: pod-network, cni: cilium}}\n    - {id: r, restore: cut}\n");
+        assert_eq!(p, ["`cni` applies only to `fidelity: host`; a pod-network cut is a Kubernetes NetworkPolicy"]);
+        let p = problems("    - {id: r, restore: node-failure}\n");
+        assert_eq!(p, ["`restore: node-failure` needs an earlier `nodeFailure` step to end"]);
+        let p = problems(
+            "    - {id: f, nodeFailure: {fail: [off, \"{node}\"], recover: [on]}}\n    - {id: r, restore: node-failure}\n",
+        );
+        assert!(p[0].contains("must appear in both `fail` and `recover`"), "{p:?}");
+        assert!(problems("    - {id: f, nodeFailure: {fail: [off, \"{node}\"], recover: [on, \"{node}\"]}}\n    - {id: r, restore: node-failure}\n").is_empty());
     }
 
     #[test]

@@ -563,6 +563,17 @@ fn fallback(b: &mut String, report: &Report) {
             let _ = write!(b, "<p>NodePool GPU limit: {limit} (not exceeded).</p>");
         }
     }
+    if let Some(ceiling) = f.ceiling {
+        if f.over_ceiling {
+            let _ = write!(
+                b,
+                "<div class=\"callout\" id=\"over-ceiling\"><strong>Above the drill's ceiling:</strong> the fallback peaked at {} GPUs, above <code>guards.maxFallbackGpus</code> {ceiling}; the guard stopped the drill and restored the cluster.</div>",
+                f.max_gpus
+            );
+        } else {
+            let _ = write!(b, "<p>Drill ceiling (guards.maxFallbackGpus): {ceiling} (not exceeded).</p>");
+        }
+    }
     let _ = writeln!(b, "</section>");
 }
 
@@ -570,30 +581,13 @@ fn overlap(b: &mut String, report: &Report) {
     let Some(o) = &report.overlap else {
         return;
     };
-    let _ = write!(b, "<section id=\"overlap\"><h2>Overlap window (split brain)</h2><div class=\"callout note\">");
-    match (&o.to, o.seconds) {
-        (Some(to), Some(s)) => {
-            let _ = write!(
-                b,
-                "For <strong>{}</strong>, from +{} ({}) to +{} ({}), the workload's old pods on-prem were not known to be gone while replacements were Ready in the cloud: both copies may have run at once.",
-                human_seconds(s),
-                human_seconds(o.from.t_ms as f64 / 1000.0),
-                esc(&o.from.label),
-                human_seconds(to.t_ms as f64 / 1000.0),
-                esc(&to.label)
-            );
-        }
-        _ => {
-            let _ = write!(
-                b,
-                "From +{} ({}), replacements were Ready in the cloud while these on-prem pods were never confirmed gone: {}.",
-                human_seconds(o.from.t_ms as f64 / 1000.0),
-                esc(&o.from.label),
-                esc(&o.unconfirmed_pods.join(", "))
-            );
-        }
-    }
-    let _ = writeln!(b, " Stateful or single-writer workloads need fencing for this window.</div></section>");
+    let sentence = super::overlap_sentence(o);
+    let _ = writeln!(
+        b,
+        "<section id=\"overlap\"><h2>Overlap window (split brain)</h2><div class=\"callout note\">{}{}</div></section>",
+        sentence[..1].to_uppercase(),
+        esc(&sentence[1..])
+    );
 }
 
 fn restore_and_warnings(b: &mut String, report: &Report) {

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::{Report, human_seconds, phase_label, seconds_cell, verdict_word};
+use super::{Report, human_seconds, overlap_sentence, phase_label, seconds_cell, verdict_word};
 use crate::timeline::rfc3339;
 
 pub fn render(report: &Report) -> String {
@@ -67,6 +67,14 @@ pub fn render(report: &Report) -> String {
         let over = if f.overrun { " — **OVERRUN**: Karpenter's limits are eventually consistent" } else { "" };
         let _ = writeln!(md, "- NodePool GPU limit: {limit}{over}");
     }
+    if let Some(ceiling) = f.ceiling {
+        let over = if f.over_ceiling {
+            format!(" — **EXCEEDED**: the fallback peaked at {} GPUs, and the guard stopped the drill", f.max_gpus)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(md, "- Drill ceiling (guards.maxFallbackGpus): {ceiling}{over}");
+    }
     match f.estimated_cost {
         Some(c) => {
             let _ = writeln!(md, "- Estimated cost: ${c:.2}");
@@ -77,6 +85,10 @@ pub fn render(report: &Report) -> String {
     }
     if !f.unpriced_instance_types.is_empty() {
         let _ = writeln!(md, "- No price given for: {}", f.unpriced_instance_types.join(", "));
+    }
+
+    if let Some(o) = &report.overlap {
+        let _ = writeln!(md, "\n## Overlap window (split brain)\n\n{}", overlap_sentence(o));
     }
 
     let _ = writeln!(md, "\n## Steps\n\n| Step | Action | Outcome | Duration | Detail |\n|---|---|---|---|---|");

@@ -189,16 +189,20 @@ the node-failure detection delay or the not-ready/unreachable toleration wait of
 fn marker(event: &Event) -> Option<Marker> {
     let drilled = |role: &NodeRole| *role != NodeRole::Other;
     Some(match event {
-        Event::FaultInjected { .. } | Event::GuardTripped { .. } | Event::Aborted { .. } | Event::HookRan { .. } => {
-            Marker::Fault
-        }
+        Event::FaultInjected { .. }
+        | Event::GuardTripped { .. }
+        | Event::Aborted { .. }
+        | Event::HookRan { .. }
+        | Event::PolicyApplied { .. } => Marker::Fault,
         Event::EvictionBlocked { .. } | Event::Evicted { .. } => Marker::Eviction,
         Event::NodeClaimCreated { .. } | Event::NodeClaimCondition { .. } | Event::NodeClaimDeleted { .. } => {
             Marker::NodeClaim
         }
-        Event::NodeAdded { .. } | Event::NodeDeleted { .. } | Event::Cordoned { .. } | Event::Uncordoned { .. } => {
-            Marker::Node
-        }
+        Event::NodeAdded { .. }
+        | Event::NodeDeleted { .. }
+        | Event::Cordoned { .. }
+        | Event::Uncordoned { .. }
+        | Event::OnPremReady { .. } => Marker::Node,
         Event::NodeReady { role, .. } if drilled(role) => Marker::Node,
         Event::NodeTaint { role, .. } if drilled(role) => Marker::Taint,
         Event::ServiceLost { .. }
@@ -207,6 +211,8 @@ fn marker(event: &Event) -> Option<Marker> {
         | Event::BackOnPrem { .. }
         | Event::FallbackEmpty => Marker::Service,
         Event::ReturnStarted { .. }
+        | Event::RestoreStarted { .. }
+        | Event::FaultRemoved { .. }
         | Event::RestartTriggered { .. }
         | Event::UndoDone { .. }
         | Event::UndoFailed { .. } => Marker::Restore,
@@ -233,14 +239,24 @@ pub fn notable(observations: &[Observation]) -> Vec<Notable> {
 }
 
 /// The split-brain window of a drill: from the first replacement Ready on a fallback node until every workload pod
-/// that was on-prem at the fault is confirmed gone. `None` when the old pods were gone before any replacement was
-/// Ready (a drain), or when no replacement became Ready.
+/// that was on-prem at the fault is confirmed gone (deleted: the node back and the pod terminated, or removed by
+/// hand). Only when the API server lost sight of an on-prem node: an evicted pod on a node it still sees is confirmed
+/// gone by its kubelet. `None` when no on-prem node was lost, when the old pods were gone before any replacement
+/// was Ready, or when no replacement became Ready.
 pub fn overlap(observations: &[Observation]) -> Option<OverlapWindow> {
     let t0 = observations.iter().find(|o| matches!(o.event, Event::FaultInjected { .. }))?;
     let before_return = |o: &&Observation| !matches!(o.event, Event::ReturnStarted { .. });
     let mut on_prem: Vec<&str> = Vec::new();
     for o in observations.iter().take_while(|o| o.seq < t0.seq) {
         match &o.event {
+            // The pods already there when the drill started have no PodScheduled of their own.
+            Event::Baseline { on_prem_pods, .. } => {
+                for pod in on_prem_pods {
+                    if !on_prem.contains(&pod.as_str()) {
+                        on_prem.push(pod);
+                    }
+                }
+            }
             Event::PodScheduled { pod, role: NodeRole::OnPrem, .. } if !on_prem.contains(&pod.as_str()) => {
                 on_prem.push(pod)
             }
@@ -249,6 +265,12 @@ pub fn overlap(observations: &[Observation]) -> Option<OverlapWindow> {
         }
     }
     let after: Vec<&Observation> = observations.iter().filter(|o| o.seq > t0.seq).take_while(before_return).collect();
+    let lost = after
+        .iter()
+        .any(|o| matches!(&o.event, Event::NodeReady { role: NodeRole::OnPrem, status, .. } if status != "True"));
+    if !lost {
+        return None;
+    }
     let first_ready = after.iter().find(|o| matches!(o.event, Event::PodReady { role: NodeRole::Fallback, .. }))?;
     let mut gone = None;
     let mut unconfirmed = on_prem.clone();
@@ -286,6 +308,26 @@ pub fn overlap(observations: &[Observation]) -> Option<OverlapWindow> {
         seconds: None,
         unconfirmed_pods: unconfirmed.into_iter().map(str::to_string).collect(),
     })
+}
+
+/// The overlap window in one sentence, for the text reports.
+pub fn overlap_sentence(o: &OverlapWindow) -> String {
+    let at = |b: &Boundary| format!("+{} ({})", human_seconds(b.t_ms as f64 / 1000.0), b.label);
+    match (&o.to, o.seconds) {
+        (Some(to), Some(s)) => format!(
+            "for {} from {} to {}, the old on-prem pods were not known to be gone while replacements were Ready in the \
+cloud: both copies may have run at once. Stateful or single-writer workloads need fencing for this window.",
+            human_seconds(s),
+            at(&o.from),
+            at(to)
+        ),
+        _ => format!(
+            "from {}, replacements were Ready in the cloud while these on-prem pods were never confirmed gone: {}. \
+Stateful or single-writer workloads need fencing for this window.",
+            at(&o.from),
+            o.unconfirmed_pods.join(", ")
+        ),
+    }
 }
 
 /// A run directory could not be read back.
@@ -421,9 +463,21 @@ mod tests {
     fn cut(old_pods_gone_at: Option<f64>) -> Vec<Observation> {
         let (on, fb) = (NodeRole::OnPrem, NodeRole::Fallback);
         let mut events = vec![
-            (0.0, E::PodScheduled { pod: "old-1".into(), node: "h1".into(), role: on }),
+            (
+                0.0,
+                E::Baseline {
+                    on_prem_nodes: 1,
+                    workload_pods: 1,
+                    ready_pods: 1,
+                    fallback_nodeclaims: 0,
+                    fallback_nodes: 0,
+                    fallback_gpu_limit: None,
+                    on_prem_pods: vec!["old-1".into()],
+                },
+            ),
             (0.1, E::PodScheduled { pod: "old-2".into(), node: "h1".into(), role: on }),
-            (1.0, E::FaultInjected { step: "cut".into(), kind: "cut".into() }),
+            (1.0, E::FaultInjected { step: "cut".into(), kind: "cut (host)".into() }),
+            (21.0, E::NodeReady { node: "h1".into(), role: on, status: "Unknown".into(), gpus: 8 }),
             (300.0, E::PodCreated { pod: "new-1".into() }),
             (360.0, E::PodReady { pod: "new-1".into(), node: "f1".into(), role: fb }),
             (361.0, E::PodDeleted { pod: "old-1".into(), node: "h1".into(), role: on }),
@@ -447,6 +501,10 @@ mod tests {
         assert_eq!((open.seconds, open.unconfirmed_pods), (None, vec!["old-2".to_string()]));
         // a drain evicts the old pods before any replacement is Ready: no overlap
         assert_eq!(overlap(&sample::timeline()), None);
+        // nor is there one while the API server sees the on-prem nodes: their kubelets confirm what stops
+        let seen: Vec<Observation> =
+            cut(None).into_iter().filter(|o| !matches!(o.event, E::NodeReady { .. })).collect();
+        assert_eq!(overlap(&seen), None);
     }
 
     #[test]

@@ -103,6 +103,13 @@ pub fn render(report: &Report) -> String {
     m.gauge("fallback_nodes", "Cloud fallback nodes the run brought up.", f.nodes as f64);
     m.gauge("fallback_max_gpus", "Peak GPUs held by the fallback NodePool during the run.", f.max_gpus as f64);
     m.gauge("fallback_overrun", "1 if the fallback exceeded its NodePool's GPU limit.", f64::from(u8::from(f.overrun)));
+    if f.ceiling.is_some() {
+        m.gauge(
+            "fallback_over_ceiling",
+            "1 if the fallback exceeded the drill's guards.maxFallbackGpus (which aborts the drill).",
+            f64::from(u8::from(f.over_ceiling)),
+        );
+    }
     if let Some(cost) = f.estimated_cost {
         m.gauge(
             "fallback_estimated_cost_dollars",

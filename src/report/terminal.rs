@@ -47,6 +47,16 @@ pub fn render(report: &Report, run_dir: &str) -> String {
             f.gpu_limit.unwrap_or_default()
         ));
     }
+    if f.over_ceiling {
+        out.push_str(&format!(
+            "warning: the fallback peaked at {} GPUs, above the drill's ceiling of {} (guards.maxFallbackGpus)\n",
+            f.max_gpus,
+            f.ceiling.unwrap_or_default()
+        ));
+    }
+    if let Some(o) = &report.overlap {
+        out.push_str(&format!("overlap (split brain): {}\n", super::overlap_sentence(o)));
+    }
     if let Some(rb) = &report.rollback {
         for u in &rb.undone {
             out.push_str(&format!("restored: {u}\n"));
