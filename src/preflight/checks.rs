@@ -975,8 +975,8 @@ fn workload_toleration(w: &Workload, spec: &PodSpec, taints: &[Taint], object: &
             "its pod template does not tolerate {}{}: its pods cannot land on the tainted hybrid or fallback nodes",
             names(missing.iter().map(|t| taint_text(t))),
             if injected {
-                " (its running pods do, added by the ExtendedResourceToleration admission plugin, which EKS does not \
-                 guarantee)"
+                " (its running pods do, from an older revision or the ExtendedResourceToleration admission plugin, \
+                 which EKS does not guarantee)"
             } else {
                 ""
             }

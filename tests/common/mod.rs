@@ -1,9 +1,11 @@
 //! Real consumers of the report files, shared by the report and lab tests: headless Chromium for the HTML pages,
 //! xmllint with a JUnit schema for junit.xml, and the Python Prometheus client's parser for metrics.prom.
-//! `./test` (and CI) installs them: tests/install-tools.
+//! `./test` (and CI) installs them: tests/install-tools. `lab` holds what the end-to-end tests share of the lab.
 
 // Each test crate uses its own subset of these helpers.
 #![allow(dead_code)]
+
+pub mod lab;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

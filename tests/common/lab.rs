@@ -1,0 +1,146 @@
+//! The lab as the end-to-end tests share it: its lock, kubectl against it, and the reset to its steady state.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::repo;
+
+/// Holds the lab for one test: tests, in this process or another, take it in turn.
+pub struct LabLock {
+    _held: std::fs::File,
+}
+
+pub fn lock_lab() -> LabLock {
+    let path = kubeconfig().with_file_name("e2e.lock");
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).unwrap();
+    file.lock().unwrap();
+    LabLock { _held: file }
+}
+
+pub fn kubeconfig() -> PathBuf {
+    let path = std::env::var_os("HYBRID_LAB_KUBECONFIG")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("lab/.run/kubeconfig"));
+    assert!(
+        path.exists(),
+        "the lab is not up ({} missing): run lab/up first, or ./test which starts it",
+        path.display()
+    );
+    path
+}
+
+pub fn kubectl(args: &[&str]) -> String {
+    let out = Command::new("kubectl").env("KUBECONFIG", kubeconfig()).args(args).output().expect("kubectl runs");
+    assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// kubectl for repairs, which run in Drop and must not panic: whether it succeeded.
+pub fn kubectl_quiet(args: &[&str]) -> bool {
+    Command::new("kubectl")
+        .env("KUBECONFIG", kubeconfig())
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+pub fn kubectl_json(args: &[&str]) -> Value {
+    let mut full = args.to_vec();
+    full.extend(["-o", "json"]);
+    serde_json::from_str(&kubectl(&full)).unwrap()
+}
+
+pub fn kubectl_apply(yaml: &str) {
+    let mut child = Command::new("kubectl")
+        .env("KUBECONFIG", kubeconfig())
+        .args(["apply", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(yaml.as_bytes()).unwrap();
+    assert!(child.wait().unwrap().success(), "kubectl apply failed for:\n{yaml}");
+}
+
+pub fn eventually(what: &str, within: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !check() {
+        assert!(Instant::now() < deadline, "lab did not reach: {what} within {within:?}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Nodes cordoned by anyone, or marked by a drill.
+pub fn cordoned_or_marked() -> Vec<String> {
+    kubectl_json(&["get", "nodes"])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| {
+            n["spec"]["unschedulable"] == Value::Bool(true)
+                || !n["metadata"]["annotations"]["hybrid-drill.io/run-id"].is_null()
+        })
+        .map(|n| n["metadata"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+pub fn workload_on_prem_and_fallback_empty() -> bool {
+    let hybrid: Vec<String> = kubectl_json(&["get", "nodes", "-l", "eks.amazonaws.com/compute-type=hybrid"])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    let pods = kubectl_json(&["get", "pods", "-n", "inference", "-l", "app=llm-inference"]);
+    let pods = pods["items"].as_array().unwrap();
+    let ready_on_prem = pods
+        .iter()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .filter(|p| hybrid.iter().any(|h| p["spec"]["nodeName"].as_str() == Some(h)))
+        .filter(|p| {
+            p["status"]["conditions"]
+                .as_array()
+                .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+        })
+        .count();
+    let claims = kubectl_json(&["get", "nodeclaims"])["items"].as_array().unwrap().len();
+    ready_on_prem == 4 && pods.len() == 4 && claims == 0
+}
+
+/// Brings the lab back to its steady state whatever a test left: schedulable nodes, workload on-prem, fallback at 0.
+pub fn reset_lab() {
+    for node in cordoned_or_marked() {
+        kubectl(&["uncordon", &node]);
+        kubectl(&["annotate", "node", &node, "hybrid-drill.io/run-id-"]);
+    }
+    kubectl(&[
+        "patch",
+        "pdb",
+        "llm-inference",
+        "-n",
+        "inference",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"maxUnavailable":2}}"#,
+    ]);
+    if !workload_on_prem_and_fallback_empty() {
+        kubectl(&["rollout", "restart", "deployment/llm-inference", "-n", "inference"]);
+        eventually("workload on-prem and fallback at 0", Duration::from_secs(300), workload_on_prem_and_fallback_empty);
+    }
+}
+
+/// Runs its repair when dropped, so a failing test still leaves the lab as it found it.
+pub struct Repair<F: FnMut()>(pub F);
+
+impl<F: FnMut()> Drop for Repair<F> {
+    fn drop(&mut self) {
+        (self.0)();
+    }
+}
