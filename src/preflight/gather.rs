@@ -10,7 +10,7 @@ use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::{Api, Client, ResourceExt};
 
 use super::Targets;
-use crate::cluster::first_line;
+use crate::cluster::{first_line, is_not_found};
 use crate::cluster::karpenter::{NODEPOOL_LABEL, NodeClaim, NodePool};
 
 pub const KARPENTER_GROUP: &str = "karpenter.sh";
@@ -23,13 +23,6 @@ pub enum PreflightError {
 
 fn api_error(what: &str, e: &kube::Error) -> PreflightError {
     PreflightError::Api { what: what.into(), message: first_line(&e.to_string()) }
-}
-
-fn status_code(e: &kube::Error) -> Option<u16> {
-    match e {
-        kube::Error::Api(s) => Some(s.code),
-        _ => None,
-    }
 }
 
 /// The fallback NodePool as found.
@@ -226,8 +219,8 @@ async fn node_class(
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
     match api.get(&reference.name).await {
         Ok(object) => Ok(NodeClassLookup::Found(serde_json::to_value(object).unwrap_or_default())),
-        Err(e) if status_code(&e) == Some(404) => Ok(NodeClassLookup::Missing),
-        Err(e) if status_code(&e) == Some(403) => Ok(NodeClassLookup::Unreadable(first_line(&e.to_string()))),
+        Err(e) if is_not_found(&e) => Ok(NodeClassLookup::Missing),
+        Err(kube::Error::Api(s)) if s.code == 403 => Ok(NodeClassLookup::Unreadable(first_line(&s.message))),
         Err(e) => Err(api_error(&reference.object(), &e)),
     }
 }
