@@ -303,8 +303,8 @@ async fn preflight_command(
             return EXIT_INVALID;
         }
     };
-    let rto = drill.and_then(|d| d.spec.objectives.rto).map(|d| d.0);
-    let report = match preflight::run(&cluster, &targets, rto).await {
+    let expect = drill.map(preflight::Expectations::of).unwrap_or_default();
+    let report = match preflight::run(&cluster, &targets, &expect).await {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");

@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use super::gather::{NodeClassLookup, NodeClassRef, PoolLookup, Snapshot, Workload};
 use super::matching::{LabelValue, NodeShape, daemonset_may_run_on, selector_matches, tolerates};
-use super::{CheckId, Finding, Status, Targets};
+use super::{CheckId, Expectations, Finding, Status, Targets};
 use crate::cluster::karpenter::{GPU_RESOURCE, NODEPOOL_LABEL, NodePool};
 use crate::cluster::quantity::as_integer;
 use crate::cluster::tolerations::{NOT_READY, UNREACHABLE, eviction_wait};
@@ -76,7 +76,7 @@ const WORKLOAD_CHECKS: &[CheckId] = &[
 ];
 
 /// Every check against one snapshot.
-pub fn evaluate(s: &Snapshot, targets: &Targets, rto_objective: Option<Duration>) -> Vec<Finding> {
+pub fn evaluate(s: &Snapshot, targets: &Targets, expect: &Expectations) -> Vec<Finding> {
     let mut out = Findings::default();
     karpenter_crds(s, &mut out);
     let on_prem: Vec<&Node> = s.nodes.iter().filter(|n| s.on_prem.contains(&n.name_any())).collect();
@@ -85,7 +85,7 @@ pub fn evaluate(s: &Snapshot, targets: &Targets, rto_objective: Option<Duration>
     let fallback = Fallback::of(s, &targets.node_pool);
     device_plugin_scope(s, &on_prem, fallback.as_ref(), targets, &mut out);
     node_pool(s, targets, &mut out);
-    workloads(s, targets, &on_prem, fallback.as_ref(), rto_objective, &mut out);
+    workloads(s, targets, &on_prem, fallback.as_ref(), expect, &mut out);
     out.0
 }
 
@@ -847,7 +847,7 @@ fn workloads(
     targets: &Targets,
     on_prem: &[&Node],
     fallback: Option<&Fallback>,
-    rto_objective: Option<Duration>,
+    expect: &Expectations,
     out: &mut Findings,
 ) {
     let selection = format!("Pods -n {} -l {}", targets.namespace, targets.selector);
@@ -912,7 +912,7 @@ fn workloads(
         }
         workload_toleration(w, spec, &must_tolerate, &object, out);
         workload_affinity(spec, &hybrid, fallback, &object, out);
-        workload_budget(s, w, &object, out);
+        workload_budget(s, w, &object, expect.drains, out);
     }
 
     let id = CheckId::WorkloadFitsLimit;
@@ -949,7 +949,7 @@ fn workloads(
     }
 
     let w = &s.workloads[0];
-    rto_floor(s, w, rto_objective, out);
+    rto_floor(s, w, expect.rto_objective, out);
 }
 
 fn workload_toleration(w: &Workload, spec: &PodSpec, taints: &[Taint], object: &str, out: &mut Findings) {
@@ -1060,8 +1060,14 @@ fn workload_affinity(
     }
 }
 
-fn workload_budget(s: &Snapshot, w: &Workload, object: &str, out: &mut Findings) {
+fn workload_budget(s: &Snapshot, w: &Workload, object: &str, drains: bool, out: &mut Findings) {
     let id = CheckId::WorkloadPdb;
+    // A budget in the way blocks a drain; a lost node's pods are evicted by its taint, which ignores budgets.
+    let (blocking, but) = if drains {
+        (Status::Fail, "")
+    } else {
+        (Status::Warn, " (this drill does not drain: a lost node's taint evicts regardless of budgets)")
+    };
     let labels = w.template.metadata.as_ref().and_then(|m| m.labels.clone()).unwrap_or_default();
     let covering: Vec<_> = s
         .budgets
@@ -1085,10 +1091,10 @@ fn workload_budget(s: &Snapshot, w: &Workload, object: &str, out: &mut Findings)
             } else {
                 out.fix(
                     id,
-                    Status::Fail,
+                    blocking,
                     name,
                     format!(
-                        "allows no disruption now ({} healthy, {} required): a drain of {object} would block",
+                        "allows no disruption now ({} healthy, {} required): a drain of {object} would block{but}",
                         status.map(|s| s.current_healthy).unwrap_or(0),
                         status.map(|s| s.desired_healthy).unwrap_or(0)
                     ),
@@ -1307,7 +1313,11 @@ spec:
     }
 
     fn run(s: &Snapshot) -> Vec<Finding> {
-        evaluate(s, &targets(), None)
+        evaluate(s, &targets(), &Expectations::default())
+    }
+
+    fn with_rto(seconds: u64) -> Expectations {
+        Expectations { rto_objective: Some(Duration::from_secs(seconds)), drains: true }
     }
 
     /// The (check, object) of every finding with this status.
@@ -1599,6 +1609,10 @@ spec:
         s.budgets[0].status.as_mut().unwrap().disruptions_allowed = 0;
         let f = only_failure(&s);
         assert_eq!((f.check, f.object.as_str()), (CheckId::WorkloadPdb, "PodDisruptionBudget inference/llm-inference"));
+        // Without a drain the budget is in nobody's way: a lost node's taint evicts regardless.
+        let findings = evaluate(&s, &targets(), &Expectations { rto_objective: None, drains: false });
+        assert!(with(&findings, Status::Fail).is_empty(), "{findings:#?}");
+        assert_eq!(with(&findings, Status::Warn).len(), 1);
 
         let mut s = lab();
         let mut second = s.budgets[0].clone();
@@ -1650,9 +1664,9 @@ spec:
     #[test]
     fn the_rto_floor_follows_the_tolerations_and_warns_below_the_objective() {
         let s = lab();
-        let warned = evaluate(&s, &targets(), Some(Duration::from_secs(60)));
+        let warned = evaluate(&s, &targets(), &with_rto(60));
         assert_eq!(with(&warned, Status::Warn), [(CheckId::RtoFloor, "Deployment inference/llm-inference".into())]);
-        assert!(with(&evaluate(&s, &targets(), Some(Duration::from_secs(900))), Status::Warn).is_empty());
+        assert!(with(&evaluate(&s, &targets(), &with_rto(900)), Status::Warn).is_empty());
 
         let mut s = lab();
         s.server_minor = Some(30);

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::Cluster;
-use crate::drill::{Check, Drill, OnDeviation};
+use crate::drill::{Action, Check, Drill, OnDeviation};
 
 pub use gather::{PreflightError, Snapshot, gather};
 
@@ -255,13 +255,37 @@ impl PreflightReport {
     }
 }
 
+/// What the drill being checked expects of the design; without a drill, a drain and no RTO objective.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expectations {
+    /// The drill's RTO objective, to compare with the eviction delay of a node failure.
+    pub rto_objective: Option<Duration>,
+    /// Whether the drill drains: only the Eviction API honours PodDisruptionBudgets, a lost node's taint does not.
+    pub drains: bool,
+}
+
+impl Default for Expectations {
+    fn default() -> Self {
+        Expectations { rto_objective: None, drains: true }
+    }
+}
+
+impl Expectations {
+    pub fn of(drill: &Drill) -> Expectations {
+        Expectations {
+            rto_objective: drill.spec.objectives.rto.map(|d| d.0),
+            drains: drill.spec.steps.iter().any(|s| matches!(s.action(), Some(Action::Drain(_)))),
+        }
+    }
+}
+
 /// Reads the cluster (never changes it) and checks the design against the targets.
 pub async fn run(
     cluster: &Cluster,
     targets: &Targets,
-    rto_objective: Option<Duration>,
+    expect: &Expectations,
 ) -> Result<PreflightReport, PreflightError> {
     let snapshot = gather(&cluster.client, targets).await?;
-    let findings = checks::evaluate(&snapshot, targets, rto_objective);
+    let findings = checks::evaluate(&snapshot, targets, expect);
     Ok(PreflightReport::new(&cluster.context, &cluster.server, targets.clone(), findings))
 }

@@ -3,11 +3,11 @@
 
 use super::{StepContext, StepError, StepSuccess};
 use crate::drill::OnDeviation;
-use crate::preflight::{self, Status, Targets};
+use crate::preflight::{self, Expectations, Status, Targets};
 
 pub async fn preflight(ctx: &StepContext<'_>, on_deviation: OnDeviation) -> Result<StepSuccess, StepError> {
     ctx.progress.waiting("checking the fallback design (preflight)");
-    let report = preflight::run(ctx.cluster, &Targets::of(ctx.drill), ctx.drill.spec.objectives.rto.map(|d| d.0))
+    let report = preflight::run(ctx.cluster, &Targets::of(ctx.drill), &Expectations::of(ctx.drill))
         .await
         .map_err(|e| StepError::Failed(e.to_string()))?;
     let failed = report.summary(Status::Fail);
