@@ -123,7 +123,7 @@ impl Mutator {
     /// Cordons a node, unless someone already had: a node cordoned before the drill stays as it was.
     pub async fn cordon(&self, node: &str) -> Result<(), MutationError> {
         let nodes: Api<Node> = Api::all(self.cluster.client.clone());
-        let current = nodes.get(node).await.map_err(|e| api_error("cordon", node, &e))?;
+        let current = transient_retry(|| nodes.get(node)).await.map_err(|e| api_error("cordon", node, &e))?;
         let was_unschedulable = current.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
         let m = Mutation::Cordon { node: node.into(), was_unschedulable };
         if was_unschedulable {
@@ -134,7 +134,8 @@ impl Mutator {
         let seq = self.intend(&m).await?;
         let patch =
             json!({"spec": {"unschedulable": true}, "metadata": {"annotations": {RUN_ANNOTATION: self.run_id}}});
-        match nodes.patch(node, &patch_params(), &Patch::Merge(&patch)).await {
+        let (params, merge) = (patch_params(), Patch::Merge(&patch));
+        match transient_retry(|| nodes.patch(node, &params, &merge)).await {
             Ok(_) => {
                 self.settle(seq, EntryState::Done, &m, None).await?;
                 self.timeline.record(Event::Cordoned { node: node.into() });
@@ -181,7 +182,8 @@ impl Mutator {
         let seq = self.intend(&m).await?;
         let pods: Api<Pod> = Api::namespaced(self.cluster.client.clone(), namespace);
         self.timeline.record(Event::EvictionRequested { pod: format!("{namespace}/{pod}"), node: node.into() });
-        match pods.evict(pod, &EvictParams::default()).await {
+        let evict_params = EvictParams::default();
+        match transient_retry(|| pods.evict(pod, &evict_params)).await {
             Ok(_) => {
                 self.settle(seq, EntryState::Done, &m, None).await?;
                 self.timeline.record(Event::Evicted { pod: format!("{namespace}/{pod}"), node: node.into() });
@@ -240,15 +242,17 @@ impl Mutator {
             "kubectl.kubernetes.io/restartedAt": now,
         }}}}});
         let params = patch_params();
+        let client = self.cluster.client.clone();
+        let merge = Patch::Merge(&patch);
         let result = match kind {
-            "statefulset" => Api::<StatefulSet>::namespaced(self.cluster.client.clone(), namespace)
-                .patch(name, &params, &Patch::Merge(&patch))
-                .await
-                .map(|_| ()),
-            _ => Api::<Deployment>::namespaced(self.cluster.client.clone(), namespace)
-                .patch(name, &params, &Patch::Merge(&patch))
-                .await
-                .map(|_| ()),
+            "statefulset" => {
+                let api = Api::<StatefulSet>::namespaced(client, namespace);
+                transient_retry(|| api.patch(name, &params, &merge)).await.map(|_| ())
+            }
+            _ => {
+                let api = Api::<Deployment>::namespaced(client, namespace);
+                transient_retry(|| api.patch(name, &params, &merge)).await.map(|_| ())
+            }
         };
         match result {
             Ok(()) => {
@@ -441,6 +445,27 @@ fn pdb_name_from_message(message: &str) -> Option<String> {
     rest.split_whitespace().next().map(str::to_string)
 }
 
+/// Retries a request while the API server cannot be reached (a restart, a dropped connection), for up to a minute.
+/// Answers from the server, errors included, are returned at once: only the transport is retried.
+async fn transient_retry<T, F, Fut>(mut request: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut delay = Duration::from_millis(500);
+    loop {
+        match request().await {
+            Err(e) if !matches!(e, kube::Error::Api(_)) && tokio::time::Instant::now() + delay < give_up => {
+                tracing::warn!("API server unreachable, retrying in {delay:?}: {e}");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+            result => return result,
+        }
+    }
+}
+
 /// Patches are attributed to the tool in each object's managedFields, for whoever audits the cluster later.
 fn patch_params() -> PatchParams {
     PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }
@@ -453,7 +478,8 @@ fn api_error(action: &str, target: &str, e: &kube::Error) -> MutationError {
 async fn uncordon_node(cluster: &Cluster, node: &str) -> Result<(), String> {
     let nodes: Api<Node> = Api::all(cluster.client.clone());
     let patch = json!({"spec": {"unschedulable": null}, "metadata": {"annotations": {RUN_ANNOTATION: null}}});
-    match nodes.patch(node, &patch_params(), &Patch::Merge(&patch)).await {
+    let (params, merge) = (patch_params(), Patch::Merge(&patch));
+    match transient_retry(|| nodes.patch(node, &params, &merge)).await {
         Ok(_) => Ok(()),
         // A node that is gone has nothing left to restore.
         Err(e) if is_not_found(&e) => Ok(()),

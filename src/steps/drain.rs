@@ -71,7 +71,19 @@ pub async fn drain(
         let api: Api<Pod> = Api::namespaced(ctx.cluster.client.clone(), &pod.namespace().unwrap_or_default());
         let (name, uid) = (pod.name_any(), pod.uid().unwrap_or_default());
         async move {
-            tokio::time::timeout_at(deadline, await_condition(api, &name, conditions::is_deleted(&uid))).await.is_ok()
+            // A watch broken by an API server restart is re-established until the deadline.
+            loop {
+                match tokio::time::timeout_at(
+                    deadline,
+                    await_condition(api.clone(), &name, conditions::is_deleted(&uid)),
+                )
+                .await
+                {
+                    Ok(Ok(_)) => return true,
+                    Ok(Err(_)) => tokio::time::sleep(Duration::from_secs(1)).await,
+                    Err(_) => return false,
+                }
+            }
         }
     }))
     .await;
