@@ -623,3 +623,32 @@ fn sigterm_during_the_reclaim_wait_stops_cleanly_with_a_report() {
     assert!(cordoned_or_marked().is_empty());
     reset_lab();
 }
+
+#[test]
+fn the_drain_drill_survives_an_api_server_restart_with_its_phases_intact() {
+    let _lab = lock_lab();
+    reset_lab();
+    let drill = Drill::new();
+    let child = drill.spawn(&repo().join("drills/drain.yaml"));
+    eventually("the drill waiting for the fallback", Duration::from_secs(120), || {
+        drill.timeline_contains(r#""step":"fallback","action""#)
+    });
+    let restart = Command::new(repo().join("lab/restart")).args(["kube-apiserver", "5"]).output().unwrap();
+    assert!(restart.status.success(), "lab/restart: {}", String::from_utf8_lossy(&restart.stderr));
+    let (out, report) = finish(child);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(report["watch_gaps"].as_u64().unwrap() > 0, "the restart left no gap in the timeline");
+    let timeline = std::fs::read_to_string(drill.run_dir().unwrap().join("timeline.jsonl")).unwrap();
+    assert!(timeline.contains(r#""type":"watch-resumed""#));
+    for phase in report["phases"].as_array().unwrap() {
+        if phase["parent"].is_null() {
+            assert_ne!(
+                phase["verdict"], "incomplete",
+                "phase {} incomplete after the restart: {phase:#}",
+                phase["name"]
+            );
+        }
+    }
+    assert!(cordoned_or_marked().is_empty());
+    eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
+}
