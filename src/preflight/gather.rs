@@ -10,8 +10,8 @@ use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::{Api, Client, ResourceExt};
 
 use super::Targets;
-use crate::cluster::{first_line, is_not_found};
 use crate::cluster::karpenter::{NODEPOOL_LABEL, NodeClaim, NodePool};
+use crate::cluster::{first_line, is_not_found};
 
 pub const KARPENTER_GROUP: &str = "karpenter.sh";
 
