@@ -191,3 +191,44 @@ fn help_teaches_with_examples_and_exit_codes() {
     assert!(stdout.contains("hybrid-drill run drills/drain.yaml"), "{stdout}");
     assert!(stdout.contains("4  restore failed"), "{stdout}");
 }
+
+#[test]
+fn preflight_without_a_drill_needs_every_target_and_valid_selectors() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dead_kubeconfig(dir.path());
+    let out = bin().args(["preflight", "--namespace", "inference", "--kubeconfig"]).arg(&kubeconfig).output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert_eq!(
+        stderr.trim(),
+        "error: without a drill file, preflight needs --nodes, --namespace, --selector and --node-pool (missing: \
+         --nodes, --selector, --node-pool)"
+    );
+    let out = bin()
+        .args(["preflight", "--nodes", "a b", "--namespace", "n", "--selector", "app=x", "--node-pool", "p"])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .output()
+        .unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr.contains("invalid label selector `a b` given to --nodes"), "{stderr}");
+    assert!(!stderr.contains("reach"), "a bad flag must not contact the cluster: {stderr}");
+}
+
+#[test]
+fn preflight_of_a_drill_refuses_another_context_and_an_unreachable_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dead_kubeconfig(dir.path());
+    let drill = repo().join("drills/drain.yaml");
+    let out =
+        bin().args(["preflight", "--context", "other", "--kubeconfig"]).arg(&kubeconfig).arg(&drill).output().unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr.contains("this drill is for context `hybrid-lab` but the kubeconfig selects `other`"), "{stderr}");
+    let out = bin().args(["preflight", "--kubeconfig"]).arg(&kubeconfig).arg(&drill).output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stdout.is_empty() && stderr.starts_with("error: cannot reach the API server"), "{stderr}");
+}
