@@ -7,116 +7,14 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::lab::{
+    cordoned_or_marked, eventually, kubeconfig, kubectl, kubectl_apply, kubectl_json, lock_lab, reset_lab,
+    workload_on_prem_and_fallback_empty,
+};
+use common::repo;
 use serde_json::Value;
-
-/// Holds the lab for one test: tests, in this process or another, take it in turn.
-struct LabLock {
-    _held: std::fs::File,
-}
-
-fn lock_lab() -> LabLock {
-    let path = kubeconfig().with_file_name("e2e.lock");
-    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).unwrap();
-    file.lock().unwrap();
-    LabLock { _held: file }
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn kubeconfig() -> PathBuf {
-    let path = std::env::var_os("HYBRID_LAB_KUBECONFIG")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("lab/.run/kubeconfig"));
-    assert!(
-        path.exists(),
-        "the lab is not up ({} missing): run lab/up first, or ./test which starts it",
-        path.display()
-    );
-    path
-}
-
-fn kubectl(args: &[&str]) -> String {
-    let out = Command::new("kubectl").env("KUBECONFIG", kubeconfig()).args(args).output().expect("kubectl runs");
-    assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn kubectl_json(args: &[&str]) -> Value {
-    let mut full = args.to_vec();
-    full.extend(["-o", "json"]);
-    serde_json::from_str(&kubectl(&full)).unwrap()
-}
-
-fn eventually(what: &str, within: Duration, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !check() {
-        assert!(Instant::now() < deadline, "lab did not reach: {what} within {within:?}");
-        std::thread::sleep(Duration::from_secs(1));
-    }
-}
-
-fn hybrid_nodes() -> Vec<Value> {
-    kubectl_json(&["get", "nodes", "-l", "eks.amazonaws.com/compute-type=hybrid"])["items"].as_array().unwrap().clone()
-}
-
-fn cordoned_or_marked() -> Vec<String> {
-    kubectl_json(&["get", "nodes"])["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|n| {
-            n["spec"]["unschedulable"] == Value::Bool(true)
-                || !n["metadata"]["annotations"]["hybrid-drill.io/run-id"].is_null()
-        })
-        .map(|n| n["metadata"]["name"].as_str().unwrap().to_string())
-        .collect()
-}
-
-fn workload_on_prem_and_fallback_empty() -> bool {
-    let hybrid: Vec<String> =
-        hybrid_nodes().iter().map(|n| n["metadata"]["name"].as_str().unwrap().to_string()).collect();
-    let pods = kubectl_json(&["get", "pods", "-n", "inference", "-l", "app=llm-inference"]);
-    let pods = pods["items"].as_array().unwrap();
-    let ready_on_prem = pods
-        .iter()
-        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
-        .filter(|p| hybrid.iter().any(|h| p["spec"]["nodeName"].as_str() == Some(h)))
-        .filter(|p| {
-            p["status"]["conditions"]
-                .as_array()
-                .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
-        })
-        .count();
-    let claims = kubectl_json(&["get", "nodeclaims"])["items"].as_array().unwrap().len();
-    ready_on_prem == 4 && pods.len() == 4 && claims == 0
-}
-
-/// Brings the lab back to its steady state whatever a test left: schedulable nodes, workload on-prem, fallback at 0.
-fn reset_lab() {
-    for node in cordoned_or_marked() {
-        kubectl(&["uncordon", &node]);
-        kubectl(&["annotate", "node", &node, "hybrid-drill.io/run-id-"]);
-    }
-    kubectl(&[
-        "patch",
-        "pdb",
-        "llm-inference",
-        "-n",
-        "inference",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"maxUnavailable":2}}"#,
-    ]);
-    if !workload_on_prem_and_fallback_empty() {
-        kubectl(&["rollout", "restart", "deployment/llm-inference", "-n", "inference"]);
-        eventually("workload on-prem and fallback at 0", Duration::from_secs(300), workload_on_prem_and_fallback_empty);
-    }
-}
 
 struct Drill {
     reports: tempfile::TempDir,
@@ -470,18 +368,6 @@ fn an_http_probe_decides_when_the_service_is_restored() {
             && timeline.contains(r#""type":"probe-result","ok":true"#)
     );
     eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
-}
-
-fn kubectl_apply(yaml: &str) {
-    let mut child = Command::new("kubectl")
-        .env("KUBECONFIG", kubeconfig())
-        .args(["apply", "-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(yaml.as_bytes()).unwrap();
-    assert!(child.wait().unwrap().success(), "kubectl apply failed for:\n{yaml}");
 }
 
 /// A kubeconfig for the lab that authenticates as the hybrid-drill ServiceAccount, bound only to the committed role.
