@@ -28,17 +28,19 @@ SCHEDULER_PORT=20259
 KWOK_PORT=20247
 KARPENTER_METRICS_PORT=20080
 KARPENTER_HEALTH_PORT=20081
-# Start order; down stops them in reverse.
-COMPONENTS="etcd kube-apiserver kube-controller-manager kube-scheduler kwok karpenter"
+# Start order; down stops them in reverse. host-firewall is a lab stand-in (lab/host-firewall-stand-in), not a binary.
+COMPONENTS="etcd kube-apiserver kube-controller-manager kube-scheduler kwok karpenter host-firewall"
+STAND_IN_HOST_FIREWALL=$LAB_DIR/host-firewall-stand-in
 
 kc() { kubectl --kubeconfig "$KUBECONFIG" --context "$LAB_CONTEXT" "$@"; }
 
 pid_of() { cat "$PID_DIR/$1.pid" 2>/dev/null || true; }
 
-# alive COMPONENT: its recorded pid runs and is still our binary (guards against pid reuse).
+# alive COMPONENT: its recorded pid runs and is still our binary or stand-in script (guards against pid reuse).
 alive() {
   local pid; pid=$(pid_of "$1")
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "$CACHE_ROOT/"
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null &&
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -e "$CACHE_ROOT/" -e "$STAND_IN_HOST_FIREWALL"
 }
 
 # stop_components COMPONENT...: TERM them together, wait up to 10 s, KILL survivors; forgets their pids.
@@ -110,6 +112,10 @@ nodepool_ready() {
   [ "$s" = True ] || { echo "NodePool gpu-fallback Ready=${s:-<none>}"; return 1; }
 }
 fallback_nodeclaims() { names nodeclaims -l karpenter.sh/nodepool=gpu-fallback; }
+# The policies lab/host-firewall-stand-in enforces, as KIND/NAME.
+host_policies() {
+  kc get ciliumclusterwidenetworkpolicies.cilium.io,globalnetworkpolicies.crd.projectcalico.org -o name 2>/dev/null || true
+}
 fallback_nodes() { names nodes -l karpenter.sh/nodepool=gpu-fallback; }
 # Everything the drills assume before they start; prints one line per problem.
 steady_state_problems() {
@@ -128,6 +134,8 @@ steady_state_problems() {
   [ "$n" = 0 ] || out+="NodePool gpu-fallback has $n NodeClaims (steady state is 0)"$'\n'
   n=$(fallback_nodes | grep -c . || true)
   [ "$n" = 0 ] || out+="NodePool gpu-fallback has $n nodes (steady state is 0)"$'\n'
+  n=$(host_policies | tr '\n' ' ')
+  [ -z "${n// /}" ] || out+="host-level cut policies present (a drill's leftovers? they cut nodes off): $n"$'\n'
   out=$(printf '%s' "$out" | grep . || true)
   [ -z "$out" ] || { echo "$out"; return 1; }
 }

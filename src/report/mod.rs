@@ -274,12 +274,13 @@ pub fn overlap(observations: &[Observation]) -> Option<OverlapWindow> {
     let first_ready = after.iter().find(|o| matches!(o.event, Event::PodReady { role: NodeRole::Fallback, .. }))?;
     let mut gone = None;
     let mut unconfirmed = on_prem.clone();
-    for o in &after {
+    // Confirmations count until the end: a node back just before the return finishes its old pods just after it.
+    for o in observations.iter().filter(|o| o.seq > t0.seq) {
         if let Event::PodDeleted { pod, .. } = &o.event
             && on_prem.contains(&pod.as_str())
         {
             unconfirmed.retain(|p| p != pod);
-            gone = Some(*o);
+            gone = Some(o);
         }
     }
     let boundary = |label: &str, o: &Observation| Boundary {
@@ -460,7 +461,7 @@ mod tests {
         crate::timeline::observations_from(sample::base(), events.into_iter().map(|(t, e)| (t, None, e)).collect())
     }
 
-    fn cut(old_pods_gone_at: Option<f64>) -> Vec<Observation> {
+    fn cut(old_pods_gone_at: Option<f64>, after_return: bool) -> Vec<Observation> {
         let (on, fb) = (NodeRole::OnPrem, NodeRole::Fallback);
         let mut events = vec![
             (
@@ -486,24 +487,28 @@ mod tests {
             events.push((t, E::PodDeleted { pod: "old-2".into(), node: "h1".into(), role: on }));
         }
         events.push((600.0, E::ReturnStarted { step: "return".into() }));
-        events.push((601.0, E::PodDeleted { pod: "old-2".into(), node: "h1".into(), role: on }));
+        if after_return {
+            events.push((601.0, E::PodDeleted { pod: "old-2".into(), node: "h1".into(), role: on }));
+        }
         observations(events)
     }
 
     #[test]
     fn overlap_runs_from_the_first_cloud_replacement_ready_until_the_old_pods_are_gone() {
-        let o = overlap(&cut(Some(420.0))).unwrap();
+        let o = overlap(&cut(Some(420.0), false)).unwrap();
         assert_eq!(o.seconds, Some(60.0));
         assert_eq!(o.from.t_ms, 360_000);
         assert_eq!(o.to.unwrap().label, "last on-prem pod confirmed gone");
-        // still there at the return: the window is open-ended and names the pod
-        let open = overlap(&cut(None)).unwrap();
+        // confirmed gone only after the return started: the window still ends there
+        assert_eq!(overlap(&cut(None, true)).unwrap().seconds, Some(241.0));
+        // never confirmed by the end of the drill: the window is open-ended and names the pod
+        let open = overlap(&cut(None, false)).unwrap();
         assert_eq!((open.seconds, open.unconfirmed_pods), (None, vec!["old-2".to_string()]));
         // a drain evicts the old pods before any replacement is Ready: no overlap
         assert_eq!(overlap(&sample::timeline()), None);
         // nor is there one while the API server sees the on-prem nodes: their kubelets confirm what stops
         let seen: Vec<Observation> =
-            cut(None).into_iter().filter(|o| !matches!(o.event, E::NodeReady { .. })).collect();
+            cut(None, true).into_iter().filter(|o| !matches!(o.event, E::NodeReady { .. })).collect();
         assert_eq!(overlap(&seen), None);
     }
 

@@ -1,0 +1,427 @@
+//! End-to-end: the link-cut and node-failure drills against the lab (with its host firewall stand-in), their
+//! phases, the overlap window, the cost guard, and that nothing of a run is left in the cluster afterwards.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use common::lab::{
+    Repair, cordoned_or_marked, eventually, kubeconfig, kubectl_json, kubectl_quiet, lock_lab, reset_lab,
+    workload_on_prem_and_fallback_empty,
+};
+use common::repo;
+use serde_json::Value;
+
+const RUN_LABEL: &str = "hybrid-drill.io/run-id";
+const POLICY_KINDS: &str = "networkpolicies.networking.k8s.io,ciliumclusterwidenetworkpolicies.cilium.io,globalnetworkpolicies.crd.projectcalico.org";
+
+/// Everything a run labelled and left behind: policies and pods carrying the run label.
+fn leftovers() -> Vec<String> {
+    let mut left = Vec::new();
+    for kinds in [POLICY_KINDS, "pods"] {
+        let list = kubectl_json(&["get", kinds, "-A", "-l", RUN_LABEL]);
+        left.extend(
+            list["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| format!("{}/{}", o["kind"].as_str().unwrap(), o["metadata"]["name"].as_str().unwrap())),
+        );
+    }
+    left
+}
+
+/// Hybrid nodes not heartbeating: failed by a hook or cut off by the stand-in.
+fn failed_nodes() -> Vec<String> {
+    kubectl_json(&["get", "nodes", "-l", "eks.amazonaws.com/compute-type=hybrid"])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["metadata"]["labels"]["kwok.x-k8s.io/node"] != "fake")
+        .map(|n| n["metadata"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn hybrid_nodes_ready() -> bool {
+    kubectl_json(&["get", "nodes", "-l", "eks.amazonaws.com/compute-type=hybrid"])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|n| {
+            n["status"]["conditions"]
+                .as_array()
+                .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+        })
+}
+
+/// Removes whatever a cut or a node failure left (policies, pod labels, failed nodes) without panicking: it runs
+/// from a Drop guard when a test fails.
+fn repair_quietly() {
+    kubectl_quiet(&["delete", POLICY_KINDS, "-A", "-l", RUN_LABEL, "--wait=false"]);
+    kubectl_quiet(&["label", "pods", "-A", "-l", RUN_LABEL, &format!("{RUN_LABEL}-")]);
+    let nodes = ["hybrid-gpu-1", "hybrid-gpu-2"];
+    for node in nodes {
+        let _ = Command::new(repo().join("lab/node-recover")).arg(node).env("KUBECONFIG", kubeconfig()).output();
+    }
+}
+
+/// The lab in steady state with no cut left: run at the start of each test and, through [`Repair`], at its end.
+fn reset() {
+    repair_quietly();
+    eventually("the hybrid nodes Ready", Duration::from_secs(60), hybrid_nodes_ready);
+    reset_lab();
+}
+
+fn guard() -> Repair<impl FnMut()> {
+    Repair(repair_quietly)
+}
+
+fn run(file: &Path, reports: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"));
+    cmd.arg("run")
+        .arg(file)
+        .args(["--yes", "--output", "json", "--reports-dir"])
+        .arg(reports)
+        .arg("--kubeconfig")
+        .arg(kubeconfig())
+        .current_dir(repo());
+    cmd
+}
+
+fn report_of(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no report on stdout ({e}); stderr:\n{}", String::from_utf8_lossy(&out.stderr)))
+}
+
+fn finish(child: Child) -> (Output, Value) {
+    let out = child.wait_with_output().unwrap();
+    let report = report_of(&out);
+    (out, report)
+}
+
+/// The run directory once it exists (reports/<drill>/<stamp>/).
+fn run_dir(reports: &Path) -> Option<PathBuf> {
+    let drill = std::fs::read_dir(reports).ok()?.flatten().next()?.path();
+    Some(std::fs::read_dir(drill).ok()?.flatten().next()?.path())
+}
+
+fn timeline_contains(reports: &Path, needle: &str) -> bool {
+    run_dir(reports)
+        .and_then(|d| std::fs::read_to_string(d.join("timeline.jsonl")).ok())
+        .is_some_and(|t| t.contains(needle))
+}
+
+/// A drill file of drills/ with some text replaced, written to `dir`.
+fn variant(name: &str, dir: &Path, edits: &[(&str, &str)]) -> PathBuf {
+    let mut source = std::fs::read_to_string(repo().join("drills").join(name)).unwrap();
+    for (from, to) in edits {
+        assert!(source.contains(from), "drills/{name} lacks {from:?}");
+        source = source.replacen(from, to, 1);
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, source).unwrap();
+    path
+}
+
+fn labels(report: &Value) -> Vec<String> {
+    report["milestones"].as_array().unwrap().iter().map(|m| m["label"].as_str().unwrap().to_string()).collect()
+}
+
+fn assert_chain(report: &Value, chain: &[&str]) {
+    let labels = labels(report);
+    let seen: Vec<&str> = labels.iter().map(String::as_str).filter(|l| chain.contains(l)).collect();
+    assert_eq!(seen, chain, "milestones missing or out of order: {labels:?}");
+}
+
+fn phase<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["phases"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no phase {name}"))
+}
+
+fn seconds(report: &Value, name: &str) -> f64 {
+    phase(report, name)["seconds"].as_f64().unwrap_or_else(|| panic!("phase {name} not measured: {report:#}"))
+}
+
+/// The phase table as the closing note shows it: phase, seconds, and where it starts and ends.
+fn print_phases(report: &Value) {
+    for p in report["phases"].as_array().unwrap() {
+        let indent = if p["parent"].is_null() { "" } else { "  " };
+        println!(
+            "{indent}{:<14} {:>8} {} -> {}",
+            p["name"].as_str().unwrap(),
+            p["seconds"].as_f64().map_or("-".into(), |s| format!("{s:.1}s")),
+            p["from"]["label"].as_str().unwrap_or("-"),
+            p["to"]["label"].as_str().unwrap_or("-"),
+        );
+    }
+}
+
+/// The shape shared by the host cut and the node failure: a lost node's path, then the fallback, restore, return.
+fn assert_lost_node_path(report: &Value, restored_label: &str) {
+    assert_chain(
+        report,
+        &[
+            "fault injected (t0)",
+            "on-prem node Unknown",
+            "node.kubernetes.io/unreachable:NoExecute taint",
+            "first workload pod evicted from on-prem",
+            "first NodeClaim created",
+            "fallback node Ready with GPUs",
+            "service restored",
+            restored_label,
+            "on-prem nodes Ready",
+            "return started",
+            "workload back on-prem",
+            "fallback reclaimed to 0",
+        ],
+    );
+    // The lab's node-monitor grace period is 20 s and the pods tolerate unreachable for 30 s (lab/README.md).
+    let detection = seconds(report, "detection");
+    assert!((15.0..40.0).contains(&detection), "detection {detection}s");
+    let toleration = seconds(report, "toleration");
+    assert!((29.0..40.0).contains(&toleration), "toleration {toleration}s: the eviction must wait for it");
+    let note = phase(report, "toleration")["note"].as_str().unwrap_or_default();
+    assert!(note.contains("node.kubernetes.io/unreachable: evicted after 30s (4 pods)"), "{note}");
+    for p in report["phases"].as_array().unwrap() {
+        if p["parent"].is_null() {
+            assert_ne!(p["verdict"], "incomplete", "phase {} incomplete: {p:#}", p["name"]);
+        }
+    }
+    let overlap = &report["overlap"];
+    assert!(overlap["seconds"].as_f64().is_some_and(|s| s > 0.0), "no overlap window: {overlap:#}");
+    assert_eq!(overlap["from"]["label"], "first replacement Ready on a fallback node");
+    assert_eq!(overlap["to"]["label"], "last on-prem pod confirmed gone");
+}
+
+fn assert_nothing_left() {
+    assert!(leftovers().is_empty(), "the run left labelled objects: {:?}", leftovers());
+    assert!(failed_nodes().is_empty(), "nodes still failed: {:?}", failed_nodes());
+    assert!(cordoned_or_marked().is_empty(), "nodes left cordoned or marked: {:?}", cordoned_or_marked());
+}
+
+#[test]
+fn the_host_cut_drill_passes_with_the_lost_node_path_and_the_overlap_and_leaves_nothing() {
+    let _lab = lock_lab();
+    reset();
+    let _repair = guard();
+    let reports = tempfile::tempdir().unwrap();
+    let out = run(&repo().join("drills/dx-cut.yaml"), reports.path()).output().unwrap();
+    let report = report_of(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "report: {report:#}\nstderr:\n{stderr}");
+    print_phases(&report);
+    println!("overlap: {}", report["overlap"]);
+    assert_lost_node_path(&report, "link restored");
+    let fidelity = report["fidelity"].as_str().unwrap();
+    assert!(fidelity.starts_with("link cut, host fidelity: a host firewall policy (cilium)"), "{fidelity}");
+    assert!(fidelity.contains("Observed: hybrid-gpu-1 went Unknown, hybrid-gpu-2 went Unknown;"), "{fidelity}");
+    let dir = run_dir(reports.path()).unwrap();
+    let timeline = std::fs::read_to_string(dir.join("timeline.jsonl")).unwrap();
+    assert!(timeline.contains(r#""type":"tolerations-read""#));
+    assert!(
+        timeline
+            .contains(r#""type":"policy-applied","policy":"CiliumClusterwideNetworkPolicy/hybrid-drill-cut-dx-cut-"#)
+    );
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("## Overlap window (split brain)") && md.contains("| └ toleration |"), "{md}");
+    assert_nothing_left();
+    eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
+}
+
+#[test]
+fn the_plan_shows_the_expected_eviction_delay_and_refuses_a_missing_cni_before_touching_anything() {
+    let _lab = lock_lab();
+    let plan = |file: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
+            .arg("plan")
+            .arg(file)
+            .arg("--kubeconfig")
+            .arg(kubeconfig())
+            .current_dir(repo())
+            .output()
+            .unwrap()
+    };
+    let out = plan(&repo().join("drills/dx-cut.yaml"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("expected eviction delay once an on-prem node stops answering"), "{stdout}");
+    assert!(stdout.contains("node.kubernetes.io/unreachable: evicted after 30s (4 pods)"), "{stdout}");
+    // The lab serves Calico's backing CRD; a CRD that is not there is one line, and nothing is touched.
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(plan(&variant("dx-cut.yaml", dir.path(), &[("cni: cilium", "cni: calico")])).status.code(), Some(0));
+    kubectl_quiet(&["delete", "crd", "globalnetworkpolicies.crd.projectcalico.org"]);
+    let out = plan(&variant("dx-cut.yaml", dir.path(), &[("cni: cilium", "cni: calico")]));
+    let reinstall = Command::new("kubectl")
+        .env("KUBECONFIG", kubeconfig())
+        .args(["apply", "-f"])
+        .arg(repo().join("lab/manifests/15-host-firewall-crds.yaml"))
+        .output()
+        .unwrap();
+    assert!(reinstall.status.success(), "{}", String::from_utf8_lossy(&reinstall.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("error: a host-level cut with `cni: calico` needs Calico's GlobalNetworkPolicy"),
+        "{stderr}"
+    );
+    eventually("the Calico stand-in CRD served again", Duration::from_secs(30), || {
+        kubectl_quiet(&["get", "globalnetworkpolicies.crd.projectcalico.org"])
+    });
+}
+
+#[test]
+fn sigint_in_the_middle_of_a_host_cut_lifts_it_and_leaves_nothing() {
+    let _lab = lock_lab();
+    reset();
+    let _repair = guard();
+    let reports = tempfile::tempdir().unwrap();
+    let child = run(&repo().join("drills/dx-cut.yaml"), reports.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    eventually("the cut nodes Unknown while the drill waits for the fallback", Duration::from_secs(120), || {
+        timeline_contains(reports.path(), r#""step":"fallback","action""#)
+            && timeline_contains(reports.path(), r#""status":"Unknown""#)
+    });
+    assert!(!leftovers().is_empty(), "the cut's policy should be in place");
+    assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let (out, report) = finish(child);
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(report["abort_reason"], "interrupted by SIGINT");
+    let undone: Vec<&str> =
+        report["rollback"]["undone"].as_array().unwrap().iter().map(|u| u.as_str().unwrap()).collect();
+    assert!(
+        undone.len() == 1 && undone[0].starts_with("create CiliumClusterwideNetworkPolicy/hybrid-drill-cut-dx-cut-"),
+        "{undone:?}"
+    );
+    assert!(leftovers().is_empty(), "the abort left {:?}", leftovers());
+    // The stand-in reconnects the nodes once the policy is gone.
+    eventually("the hybrid nodes Ready after the abort", Duration::from_secs(60), hybrid_nodes_ready);
+    assert_nothing_left();
+    reset();
+}
+
+#[test]
+fn a_run_killed_after_its_cut_is_lifted_by_recover_even_without_its_journal() {
+    let _lab = lock_lab();
+    reset();
+    let _repair = guard();
+    let reports = tempfile::tempdir().unwrap();
+    let out = run(&repo().join("drills/dx-cut.yaml"), reports.path())
+        .env("HYBRID_DRILL_CRASH_AT", "0:after")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), None, "the run should have died: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(leftovers().len(), 1, "{:?}", leftovers());
+    // With the journal gone, the run id label in the cluster is all that is left to go by.
+    let dir = run_dir(reports.path()).unwrap();
+    std::fs::remove_file(dir.join("journal.jsonl")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
+        .arg("recover")
+        .arg(&dir)
+        .arg("--kubeconfig")
+        .arg(kubeconfig())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("restored: create CiliumClusterwideNetworkPolicy/hybrid-drill-cut-dx-cut-"), "{stdout}");
+    assert!(leftovers().is_empty(), "{:?}", leftovers());
+    eventually("the hybrid nodes Ready after recover", Duration::from_secs(60), hybrid_nodes_ready);
+    reset();
+}
+
+#[test]
+fn the_pod_network_drill_isolates_the_pods_and_says_the_nodes_stayed_ready_without_fallback() {
+    let _lab = lock_lab();
+    reset();
+    let _repair = guard();
+    let dir = tempfile::tempdir().unwrap();
+    let file = variant("dx-cut-pod-network.yaml", dir.path(), &[("pause: 1m", "pause: 15s")]);
+    let reports = tempfile::tempdir().unwrap();
+    let child = run(&file, reports.path()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    eventually("the partition in place", Duration::from_secs(60), || {
+        timeline_contains(reports.path(), r#""step":"observe","action""#)
+    });
+    let isolated =
+        kubectl_json(&["get", "pods", "-n", "inference", "-l", RUN_LABEL])["items"].as_array().unwrap().len();
+    let policies = kubectl_json(&["get", "networkpolicies", "-n", "inference", "-l", RUN_LABEL]);
+    let (out, report) = finish(child);
+    assert_eq!(out.status.code(), Some(0), "report: {report:#}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr));
+    print_phases(&report);
+    assert_eq!(isolated, 4, "the on-prem pods carry the run label during the cut");
+    let policy = &policies["items"][0];
+    assert_eq!(policy["spec"]["podSelector"]["matchLabels"][RUN_LABEL], policy["metadata"]["labels"][RUN_LABEL]);
+    let fidelity = report["fidelity"].as_str().unwrap();
+    assert!(fidelity.starts_with("link cut, pod-network fidelity"), "{fidelity}");
+    assert!(
+        fidelity.ends_with(
+            "Observed: the on-prem nodes stayed Ready throughout; no workload pod was evicted from them; no fallback was triggered (no NodeClaim created)."
+        ),
+        "{fidelity}"
+    );
+    assert_eq!(report["fallback"]["nodes"], 0);
+    assert!(report["overlap"].is_null());
+    assert_eq!(phase(&report, "detection")["verdict"], "incomplete");
+    assert_nothing_left();
+}
+
+#[test]
+fn the_node_failure_drill_passes_with_its_hooks() {
+    let _lab = lock_lab();
+    reset();
+    let _repair = guard();
+    let reports = tempfile::tempdir().unwrap();
+    let out = run(&repo().join("drills/node-failure.yaml"), reports.path()).output().unwrap();
+    let report = report_of(&out);
+    assert_eq!(out.status.code(), Some(0), "report: {report:#}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr));
+    print_phases(&report);
+    assert_lost_node_path(&report, "recovery hooks ran");
+    let timeline = std::fs::read_to_string(run_dir(reports.path()).unwrap().join("timeline.jsonl")).unwrap();
+    for hook in ["lab/node-fail hybrid-gpu-1", "lab/node-fail hybrid-gpu-2", "lab/node-recover hybrid-gpu-1"] {
+        assert!(timeline.contains(&format!(r#""command":"{hook}","exit_code":0"#)), "{hook} did not run");
+    }
+    assert!(
+        report["fidelity"]
+            .as_str()
+            .unwrap()
+            .starts_with("node failure: the drill's own hooks (`lab/node-fail {node}`)")
+    );
+    assert_nothing_left();
+    eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
+}
+
+#[test]
+fn a_ceiling_below_the_fallback_aborts_recovers_the_nodes_and_reports_the_overrun() {
+    let _lab = lock_lab();
+    reset();
+    let _repair = guard();
+    let dir = tempfile::tempdir().unwrap();
+    let file = variant("node-failure.yaml", dir.path(), &[("maxFallbackGpus: 24", "maxFallbackGpus: 4")]);
+    let reports = tempfile::tempdir().unwrap();
+    let out = run(&file, reports.path()).output().unwrap();
+    let report = report_of(&out);
+    assert_eq!(out.status.code(), Some(3), "report: {report:#}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr));
+    let reason = report["abort_reason"].as_str().unwrap();
+    assert!(reason.starts_with("guard maxFallbackGpus tripped: the fallback holds"), "{reason}");
+    assert!(reason.ends_with("GPUs, above the drill's ceiling of 4"), "{reason}");
+    let fallback = &report["fallback"];
+    assert_eq!(
+        (fallback["ceiling"].as_i64(), fallback["over_ceiling"].as_bool()),
+        (Some(4), Some(true)),
+        "{fallback:#}"
+    );
+    assert!(fallback["max_gpus"].as_i64().unwrap() > 4, "{fallback:#}");
+    let mut undone: Vec<&str> =
+        report["rollback"]["undone"].as_array().unwrap().iter().map(|u| u.as_str().unwrap()).collect();
+    undone.sort();
+    assert_eq!(undone, ["fail node/hybrid-gpu-1", "fail node/hybrid-gpu-2"]);
+    assert!(failed_nodes().is_empty(), "the abort left nodes failed: {:?}", failed_nodes());
+    let md = std::fs::read_to_string(run_dir(reports.path()).unwrap().join("report.md")).unwrap();
+    assert!(md.contains("- Drill ceiling (guards.maxFallbackGpus): 4 — **EXCEEDED**"), "{md}");
+    eventually("the hybrid nodes Ready after the abort", Duration::from_secs(60), hybrid_nodes_ready);
+    reset();
+}
