@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::lab::{
     cordoned_or_marked, eventually, kubeconfig, kubectl, kubectl_apply, kubectl_json, lock_lab, reset_lab,
-    workload_on_prem_and_fallback_empty,
+    set_max_unavailable, workload_on_prem_and_fallback_empty,
 };
 use common::repo;
 use serde_json::Value;
@@ -260,17 +260,7 @@ fn sigint_while_waiting_for_the_fallback_restores_and_reports_aborted() {
 fn a_budget_that_allows_no_disruption_times_out_the_drain_and_names_it() {
     let _lab = lock_lab();
     reset_lab();
-    kubectl(&[
-        "patch",
-        "pdb",
-        "llm-inference",
-        "-n",
-        "inference",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"maxUnavailable":0}}"#,
-    ]);
+    assert!(set_max_unavailable(0));
     eventually("the budget to allow no disruption", Duration::from_secs(30), || {
         kubectl_json(&["get", "pdb", "llm-inference", "-n", "inference"])["status"]["disruptionsAllowed"] == 0
     });

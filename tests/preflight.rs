@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::lab::{
     Repair, cordoned_or_marked, eventually, kubeconfig, kubectl, kubectl_apply, kubectl_json, kubectl_quiet, lock_lab,
-    reset_lab,
+    reset_lab, set_max_unavailable,
 };
 use common::repo;
 use serde_json::Value;
@@ -70,15 +70,11 @@ fn test_namespace() -> Repair<impl FnMut()> {
 }
 
 fn break_pdb() -> Repair<impl FnMut()> {
-    let set = |n: u32| {
-        let patch = format!(r#"{{"spec":{{"maxUnavailable":{n}}}}}"#);
-        kubectl_quiet(&["patch", "pdb", "llm-inference", "-n", "inference", "--type", "merge", "-p", &patch])
-    };
     let allowed =
         || kubectl_json(&["get", "pdb", "llm-inference", "-n", "inference"])["status"]["disruptionsAllowed"].clone();
-    assert!(set(0));
+    assert!(set_max_unavailable(0));
     let repair = Repair(move || {
-        set(2);
+        set_max_unavailable(2);
         let deadline = Instant::now() + Duration::from_secs(30);
         while allowed() != 2 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(500));

@@ -113,23 +113,19 @@ pub fn workload_on_prem_and_fallback_empty() -> bool {
     ready_on_prem == 4 && pods.len() == 4 && claims == 0
 }
 
+/// Sets the workload's PodDisruptionBudget (2 in steady state: one hybrid node's worth); quiet, for repairs too.
+pub fn set_max_unavailable(n: u32) -> bool {
+    let patch = format!(r#"{{"spec":{{"maxUnavailable":{n}}}}}"#);
+    kubectl_quiet(&["patch", "pdb", "llm-inference", "-n", "inference", "--type", "merge", "-p", &patch])
+}
+
 /// Brings the lab back to its steady state whatever a test left: schedulable nodes, workload on-prem, fallback at 0.
 pub fn reset_lab() {
     for node in cordoned_or_marked() {
         kubectl(&["uncordon", &node]);
         kubectl(&["annotate", "node", &node, "hybrid-drill.io/run-id-"]);
     }
-    kubectl(&[
-        "patch",
-        "pdb",
-        "llm-inference",
-        "-n",
-        "inference",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"maxUnavailable":2}}"#,
-    ]);
+    assert!(set_max_unavailable(2), "cannot restore the workload's PodDisruptionBudget");
     if !workload_on_prem_and_fallback_empty() {
         kubectl(&["rollout", "restart", "deployment/llm-inference", "-n", "inference"]);
         eventually("workload on-prem and fallback at 0", Duration::from_secs(300), workload_on_prem_and_fallback_empty);
