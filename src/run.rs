@@ -9,7 +9,7 @@ use chrono::Utc;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cluster::{Cluster, ClusterError, Target};
-use crate::drill::LoadedDrill;
+use crate::drill::{Action, Drill, LoadedDrill, ReturnAction};
 use crate::monitor::Monitor;
 use crate::phases;
 use crate::plan::{self, Plan, PlanError};
@@ -19,7 +19,7 @@ use crate::report::{self, ClusterIdentity, DrillIdentity, Outcome, Report, Rollb
 use crate::safety::Mutator;
 use crate::safety::journal::Journal;
 use crate::steps::{self, StepContext, StepError};
-use crate::timeline::view::SharedView;
+use crate::timeline::view::{ClusterView, SharedView};
 use crate::timeline::watch::Watches;
 use crate::timeline::{Event, NodeRole, Timeline};
 
@@ -285,6 +285,9 @@ pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, S
             failed: outcome.failed.into_iter().map(|(what, why)| format!("{what}: {why}")).collect(),
         });
         abort_reason = Some(reason.clone());
+        if let Some(warning) = view.read(|v| displaced_workload_warning(drill, v)) {
+            warnings.push(warning);
+        }
     }
     if let Stop::Refused(reason) = &stop {
         // Validation puts the refusing step before any change, so there is nothing to restore.
@@ -361,6 +364,35 @@ pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, S
 }
 
 /// Writes report.json, report.md, report.html, junit.xml and metrics.prom into the run directory.
+/// After an abort, the restore has undone the drill's changes but moved no pod: pods evicted to the fallback stay
+/// there, on cloud GPUs, until the workload is restarted. Says how many and the command that brings them back.
+fn displaced_workload_warning(drill: &Drill, view: &ClusterView) -> Option<String> {
+    let total = view.live_pods().count();
+    let displaced =
+        view.live_pods().filter(|p| p.node.as_deref().is_none_or(|n| view.role_of(n) != NodeRole::OnPrem)).count();
+    if displaced == 0 {
+        return None;
+    }
+    let workload = &drill.spec.targets.workload;
+    let restart = drill
+        .spec
+        .steps
+        .iter()
+        .find_map(|s| match s.action() {
+            Some(Action::Return(ReturnAction { restart: Some(target), .. })) => Some(target),
+            _ => None,
+        })
+        .map(|target| format!("`kubectl rollout restart {target} -n {}`", workload.namespace))
+        .unwrap_or_else(|| {
+            format!("a rollout restart of the workload `{}` in `{}`", workload.selector, workload.namespace)
+        });
+    Some(format!(
+        "{displaced} of {total} workload pods are not on the on-prem nodes: the restore undid the drill's changes but \
+         moves no pod; once the on-prem nodes are Ready, {restart} brings them back and consolidation then reclaims \
+         the fallback"
+    ))
+}
+
 pub fn write_reports(dir: &Path, report: &Report) -> std::io::Result<()> {
     report::write_all(dir, report).map(|_| ())
 }

@@ -497,6 +497,37 @@ fn sigterm_during_the_reclaim_wait_stops_cleanly_with_a_report() {
     assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(report["abort_reason"], "interrupted by SIGTERM");
     assert!(cordoned_or_marked().is_empty());
+    // The workload was back on-prem before the signal: nothing to bring back.
+    let warnings = report["warnings"].to_string();
+    assert!(!warnings.contains("workload pods are not on the on-prem nodes"), "{warnings}");
+    reset_lab();
+}
+
+#[test]
+fn an_abort_while_the_workload_runs_on_the_fallback_says_how_to_bring_it_back() {
+    let _lab = lock_lab();
+    reset_lab();
+    let dir = tempfile::tempdir().unwrap();
+    let held =
+        drill_variant(dir.path(), &[("    - id: return\n", "    - id: hold\n      pause: 10m\n    - id: return\n")]);
+    let drill = Drill::new();
+    let child = drill.spawn(&held);
+    eventually("the drill holding on the fallback", Duration::from_secs(240), || {
+        drill.timeline_contains(r#""step":"hold","action""#)
+    });
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    let (out, report) = finish(child);
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(cordoned_or_marked().is_empty(), "nodes left cordoned: {:?}", cordoned_or_marked());
+    // The restore uncordoned the nodes but moved no pod: the report says so and gives the drill's own return command.
+    let warnings = report["warnings"].to_string();
+    assert!(
+        warnings.contains("4 of 4 workload pods are not on the on-prem nodes")
+            && warnings.contains("`kubectl rollout restart deployment/llm-inference -n inference`"),
+        "{warnings}"
+    );
+    let md = std::fs::read_to_string(drill.run_dir().unwrap().join("report.md")).unwrap();
+    assert!(md.contains("kubectl rollout restart deployment/llm-inference -n inference"), "{md}");
     reset_lab();
 }
 
