@@ -363,7 +363,6 @@ pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, S
     Ok(RunResult { report, run_dir: dir })
 }
 
-/// Writes report.json, report.md, report.html, junit.xml and metrics.prom into the run directory.
 /// After an abort, the restore has undone the drill's changes but moved no pod: pods evicted to the fallback stay
 /// there, on cloud GPUs, until the workload is restarted. Says how many and the command that brings them back.
 fn displaced_workload_warning(drill: &Drill, view: &ClusterView) -> Option<String> {
@@ -393,6 +392,7 @@ fn displaced_workload_warning(drill: &Drill, view: &ClusterView) -> Option<Strin
     ))
 }
 
+/// Writes report.json, report.md, report.html, junit.xml and metrics.prom into the run directory.
 pub fn write_reports(dir: &Path, report: &Report) -> std::io::Result<()> {
     report::write_all(dir, report).map(|_| ())
 }
