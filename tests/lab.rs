@@ -483,17 +483,21 @@ fn a_run_killed_at_a_mutation_is_restored_by_recover() {
     reset_lab();
 }
 
+/// Runs the drill, sends it SIGTERM once `step` has started (within 4 minutes) and waits for its report.
+fn sigterm_once_step_starts(drill: &Drill, file: &Path, step: &str) -> (Output, Value) {
+    let child = drill.spawn(file);
+    let started = format!(r#""step":"{step}","action""#);
+    eventually(&format!("the drill in step {step}"), Duration::from_secs(240), || drill.timeline_contains(&started));
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    finish(child)
+}
+
 #[test]
 fn sigterm_during_the_reclaim_wait_stops_cleanly_with_a_report() {
     let _lab = lock_lab();
     reset_lab();
     let drill = Drill::new();
-    let child = drill.spawn(&repo().join("drills/drain.yaml"));
-    eventually("the drill waiting for the reclaim", Duration::from_secs(240), || {
-        drill.timeline_contains(r#""step":"reclaim","action""#)
-    });
-    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
-    let (out, report) = finish(child);
+    let (out, report) = sigterm_once_step_starts(&drill, &repo().join("drills/drain.yaml"), "reclaim");
     assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(report["abort_reason"], "interrupted by SIGTERM");
     assert!(cordoned_or_marked().is_empty());
@@ -511,12 +515,7 @@ fn an_abort_while_the_workload_runs_on_the_fallback_says_how_to_bring_it_back() 
     let held =
         drill_variant(dir.path(), &[("    - id: return\n", "    - id: hold\n      pause: 10m\n    - id: return\n")]);
     let drill = Drill::new();
-    let child = drill.spawn(&held);
-    eventually("the drill holding on the fallback", Duration::from_secs(240), || {
-        drill.timeline_contains(r#""step":"hold","action""#)
-    });
-    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
-    let (out, report) = finish(child);
+    let (out, report) = sigterm_once_step_starts(&drill, &held, "hold");
     assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(cordoned_or_marked().is_empty(), "nodes left cordoned: {:?}", cordoned_or_marked());
     // The restore uncordoned the nodes but moved no pod: the report says so and gives the drill's own return command.
