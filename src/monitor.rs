@@ -20,6 +20,7 @@ pub struct Derived {
     pub fallback_empty: bool,
     pub fallback_gpus: i64,
     pub nodeclaims: usize,
+    pub unscheduled_pods: usize,
     pub probe_ok: Option<bool>,
 }
 
@@ -46,11 +47,14 @@ fn derive(v: &ClusterView, drill: &Drill, probe_ok: Option<bool>) -> Derived {
     Derived {
         ready_pods,
         available: ready_pods >= needed && probe_ok.unwrap_or(true),
-        back_on_prem: v.ready_pods_on(NodeRole::OnPrem) >= needed && v.pods_off(NodeRole::OnPrem) == 0,
+        back_on_prem: v.ready_pods_on(NodeRole::OnPrem) >= needed
+            && v.pods_off(NodeRole::OnPrem) == 0
+            && v.workload_settled(),
         fallback_ready: v.fallback_ready(),
         fallback_empty: v.fallback_empty(),
         fallback_gpus: v.fallback_gpus(),
         nodeclaims: v.claims.len(),
+        unscheduled_pods: v.unscheduled_pods(),
         probe_ok,
     }
 }

@@ -10,8 +10,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use common::lab::{
-    cordoned_or_marked, eventually, kubeconfig, kubectl, kubectl_apply, kubectl_json, lock_lab, reset_lab,
-    set_max_unavailable, workload_on_prem_and_fallback_empty,
+    cordoned_or_marked, eventually, freeze_karpenter, kubeconfig, kubectl, kubectl_apply, kubectl_json, lock_lab,
+    reset_lab, set_max_unavailable, workload_on_prem_and_fallback_empty,
 };
 use common::repo;
 use serde_json::Value;
@@ -233,6 +233,13 @@ fn three_drills_leave_reports_a_browser_ci_and_prometheus_read_and_a_history() {
 fn sigint_while_waiting_for_the_fallback_restores_and_reports_aborted() {
     let _lab = lock_lab();
     reset_lab();
+    // With Karpenter frozen the wait for the fallback cannot end before the signal, however fast the machine; the
+    // budget lets the drain evict every pod at once, as it would otherwise wait for the fallback to take the first.
+    assert!(set_max_unavailable(4));
+    eventually("the budget to allow four disruptions", Duration::from_secs(30), || {
+        kubectl_json(&["get", "pdb", "llm-inference", "-n", "inference"])["status"]["disruptionsAllowed"] == 4
+    });
+    let karpenter = freeze_karpenter();
     let drill = Drill::new();
     let child = drill.spawn(&repo().join("drills/drain.yaml"));
     eventually("the drill waiting for the fallback", Duration::from_secs(120), || {
@@ -253,6 +260,7 @@ fn sigint_while_waiting_for_the_fallback_restores_and_reports_aborted() {
     let step = report["steps"].as_array().unwrap().iter().find(|s| s["id"] == "fallback").unwrap();
     assert_eq!(step["outcome"], "aborted");
     assert!(drill.run_dir().unwrap().join("report.md").exists());
+    drop(karpenter);
     reset_lab();
 }
 

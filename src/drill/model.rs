@@ -384,11 +384,13 @@ pub enum NodeTargetRef {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum WaitCondition {
-    /// Fallback NodeClaims Initialized and their nodes Ready with `nvidia.com/gpu` allocatable.
+    /// Fallback NodeClaims Initialized, their nodes Ready with `nvidia.com/gpu` allocatable, and no workload pod
+    /// still waiting for a node.
     FallbackReady,
     /// The workload's `restoredWhen` criterion holds.
     WorkloadRestored,
-    /// The workload is Ready on the on-prem nodes and has no pod left on other nodes.
+    /// The workload is Ready on the on-prem nodes, has no pod left on other nodes or waiting for one, and its
+    /// rollout has settled.
     WorkloadOnPrem,
     /// The fallback NodePool has no NodeClaim and no node left.
     FallbackEmpty,

@@ -20,15 +20,16 @@ fn holds(condition: WaitCondition, d: &Derived) -> bool {
 /// What the wait is waiting on, in the words an operator watching the terminal needs.
 fn status(condition: WaitCondition, d: &Derived, needed: u32) -> String {
     match condition {
-        WaitCondition::FallbackReady => {
-            format!("fallback: {} NodeClaims, {} GPUs, not all Initialized and Ready", d.nodeclaims, d.fallback_gpus)
-        }
+        WaitCondition::FallbackReady => format!(
+            "fallback: {} NodeClaims, {} GPUs; {} workload pods waiting for a node",
+            d.nodeclaims, d.fallback_gpus, d.unscheduled_pods
+        ),
         WaitCondition::WorkloadRestored => match d.probe_ok {
             Some(false) => format!("{}/{needed} pods Ready, HTTP probe not yet passing", d.ready_pods),
             _ => format!("{}/{needed} pods Ready", d.ready_pods),
         },
         WaitCondition::WorkloadOnPrem => {
-            format!("{}/{needed} pods Ready; waiting for all of them on-prem", d.ready_pods)
+            format!("{}/{needed} pods Ready; waiting for all of them on-prem and the rollout to settle", d.ready_pods)
         }
         WaitCondition::FallbackEmpty => {
             format!("fallback still holds {} NodeClaims ({} GPUs)", d.nodeclaims, d.fallback_gpus)

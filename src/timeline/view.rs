@@ -126,6 +126,8 @@ pub struct PodState {
     pub terminating: bool,
     pub deletion_requested: Option<DateTime<Utc>>,
     pub owner_kind: Option<String>,
+    /// The controller's template revision (`pod-template-hash`, `controller-revision-hash`): pods of one rollout share it.
+    pub revision: Option<String>,
 }
 
 impl PodState {
@@ -155,6 +157,10 @@ impl PodState {
                 .as_ref()
                 .map(|t| to_utc(&t.0) - chrono::Duration::seconds(grace)),
             owner_kind: meta.owner_references.as_ref().and_then(|o| o.first()).map(|o| o.kind.clone()),
+            revision: meta
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("pod-template-hash").or_else(|| l.get("controller-revision-hash")).cloned()),
         }
     }
 }
@@ -296,9 +302,24 @@ impl ClusterView {
         self.pool_gpus.unwrap_or(0).max(from_nodes).max(from_claims)
     }
 
-    /// Every fallback NodeClaim Initialized, with its node Ready and GPUs allocatable.
+    /// Workload pods that wait for a node: the capacity the fallback still has to bring.
+    pub fn unscheduled_pods(&self) -> usize {
+        self.live_pods().filter(|p| p.node.is_none()).count()
+    }
+
+    /// No rollout in flight: every workload pod has a node and all run one template revision. Between an old pod's
+    /// deletion and its successor's placement the pods can all look on-prem while the successor still lands elsewhere.
+    pub fn workload_settled(&self) -> bool {
+        let mut revisions = self.live_pods().filter_map(|p| p.revision.as_deref());
+        let first = revisions.next();
+        self.unscheduled_pods() == 0 && revisions.all(|r| Some(r) == first)
+    }
+
+    /// Every fallback NodeClaim Initialized, with its node Ready and GPUs allocatable, and no workload pod left
+    /// waiting for a node: during a drain the first claims are ready long before the last displaced pods get theirs.
     pub fn fallback_ready(&self) -> bool {
         !self.claims.is_empty()
+            && self.unscheduled_pods() == 0
             && self.claims.values().all(|c| {
                 c.is("Initialized")
                     && c.node.as_ref().and_then(|n| self.nodes.get(n)).is_some_and(|n| n.is_ready() && n.gpus > 0)
@@ -393,5 +414,48 @@ mod tests {
             })
             .collect();
         assert_eq!(order, ["Launched", "Registered", "Initialized", "Ready"]);
+    }
+
+    #[test]
+    fn the_fallback_is_not_ready_while_a_displaced_pod_still_waits_for_a_node() {
+        let gpu_node = node(
+            r#"{"metadata":{"name":"cloud-1"},"status":{"allocatable":{"nvidia.com/gpu":"4"},
+                "conditions":[{"type":"Ready","status":"True"}]}}"#,
+        );
+        let mut view = ClusterView::default();
+        view.nodes.insert("cloud-1".into(), NodeState::from_node(&gpu_node, NodeRole::Fallback));
+        let mut conditions = BTreeMap::new();
+        conditions.insert("Initialized".to_string(), ("True".to_string(), None));
+        let claim = ClaimState {
+            name: "c1".into(),
+            node: Some("cloud-1".into()),
+            created: None,
+            conditions,
+            deleting: false,
+            gpus: 4,
+        };
+        view.claims.insert("c1".into(), claim);
+        let pod = |name: &str, node: Option<&str>| PodState {
+            name: name.into(),
+            node: node.map(String::from),
+            phase: "Pending".into(),
+            ready: false,
+            ready_since: None,
+            scheduled_at: None,
+            created: None,
+            terminating: false,
+            deletion_requested: None,
+            owner_kind: Some("ReplicaSet".into()),
+            revision: Some("new".into()),
+        };
+        view.pods.insert("first".into(), pod("first", Some("cloud-1")));
+        view.pods.insert("second".into(), pod("second", None));
+        assert_eq!(view.unscheduled_pods(), 1);
+        assert!(!view.fallback_ready(), "the second pod has no node yet");
+        view.pods.insert("second".into(), pod("second", Some("cloud-1")));
+        assert!(view.fallback_ready());
+        assert!(view.workload_settled());
+        view.pods.insert("old".into(), PodState { revision: Some("old".into()), ..pod("old", Some("cloud-1")) });
+        assert!(!view.workload_settled(), "a pod of the previous revision remains");
     }
 }

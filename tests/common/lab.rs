@@ -140,3 +140,15 @@ impl<F: FnMut()> Drop for Repair<F> {
         (self.0)();
     }
 }
+
+/// Freezes the lab's Karpenter (SIGSTOP) so a drill waits for the fallback for as long as a test needs, however fast
+/// the machine; it resumes when the returned guard is dropped, a failing test included.
+pub fn freeze_karpenter() -> Repair<impl FnMut()> {
+    let pid_file = kubeconfig().with_file_name("pids").join("karpenter.pid");
+    let pid = std::fs::read_to_string(&pid_file).unwrap_or_else(|e| panic!("{}: {e}", pid_file.display()));
+    let pid = pid.trim().to_string();
+    assert!(Command::new("kill").args(["-STOP", &pid]).status().unwrap().success(), "cannot freeze Karpenter");
+    Repair(move || {
+        let _ = Command::new("kill").args(["-CONT", &pid]).status();
+    })
+}
