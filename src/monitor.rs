@@ -21,6 +21,7 @@ pub struct Derived {
     pub fallback_gpus: i64,
     pub nodeclaims: usize,
     pub unscheduled_pods: usize,
+    pub pods_on_lost_nodes: usize,
     pub probe_ok: Option<bool>,
 }
 
@@ -50,11 +51,13 @@ fn derive(v: &ClusterView, drill: &Drill, probe_ok: Option<bool>) -> Derived {
         back_on_prem: v.ready_pods_on(NodeRole::OnPrem) >= needed
             && v.pods_off(NodeRole::OnPrem) == 0
             && v.workload_settled(),
-        fallback_ready: v.fallback_ready(),
+        // Between an eviction and the replacement's creation the pods still counted can all sit on the fallback.
+        fallback_ready: v.fallback_ready() && v.live_pods().count() >= needed,
         fallback_empty: v.fallback_empty(),
         fallback_gpus: v.fallback_gpus(),
         nodeclaims: v.claims.len(),
         unscheduled_pods: v.unscheduled_pods(),
+        pods_on_lost_nodes: v.pods_on_lost_nodes(),
         probe_ok,
     }
 }

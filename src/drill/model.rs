@@ -385,7 +385,7 @@ pub enum NodeTargetRef {
 #[serde(rename_all = "kebab-case")]
 pub enum WaitCondition {
     /// Fallback NodeClaims Initialized, their nodes Ready with `nvidia.com/gpu` allocatable, and no workload pod
-    /// still waiting for a node.
+    /// still waiting for a node or left on a node that is not Ready.
     FallbackReady,
     /// The workload's `restoredWhen` criterion holds.
     WorkloadRestored,

@@ -21,8 +21,8 @@ fn holds(condition: WaitCondition, d: &Derived) -> bool {
 fn status(condition: WaitCondition, d: &Derived, needed: u32) -> String {
     match condition {
         WaitCondition::FallbackReady => format!(
-            "fallback: {} NodeClaims, {} GPUs; {} workload pods waiting for a node",
-            d.nodeclaims, d.fallback_gpus, d.unscheduled_pods
+            "fallback: {} NodeClaims, {} GPUs; workload pods waiting for a node: {}, still on lost nodes: {}",
+            d.nodeclaims, d.fallback_gpus, d.unscheduled_pods, d.pods_on_lost_nodes
         ),
         WaitCondition::WorkloadRestored => match d.probe_ok {
             Some(false) => format!("{}/{needed} pods Ready, HTTP probe not yet passing", d.ready_pods),

@@ -307,6 +307,13 @@ impl ClusterView {
         self.live_pods().filter(|p| p.node.is_none()).count()
     }
 
+    /// Workload pods still bound to a node that is not Ready: a lost node keeps its pods until their toleration ends.
+    pub fn pods_on_lost_nodes(&self) -> usize {
+        self.live_pods()
+            .filter(|p| p.node.as_ref().and_then(|n| self.nodes.get(n)).is_some_and(|n| !n.is_ready()))
+            .count()
+    }
+
     /// No rollout in flight: every workload pod has a node and all run one template revision. Between an old pod's
     /// deletion and its successor's placement the pods can all look on-prem while the successor still lands elsewhere.
     pub fn workload_settled(&self) -> bool {
@@ -316,10 +323,12 @@ impl ClusterView {
     }
 
     /// Every fallback NodeClaim Initialized, with its node Ready and GPUs allocatable, and no workload pod left
-    /// waiting for a node: during a drain the first claims are ready long before the last displaced pods get theirs.
+    /// waiting for a node or on a lost one: the first claims are ready long before the last displaced pods get theirs
+    /// (a drain evicts node by node; lost nodes reach the end of their toleration seconds apart).
     pub fn fallback_ready(&self) -> bool {
         !self.claims.is_empty()
             && self.unscheduled_pods() == 0
+            && self.pods_on_lost_nodes() == 0
             && self.claims.values().all(|c| {
                 c.is("Initialized")
                     && c.node.as_ref().and_then(|n| self.nodes.get(n)).is_some_and(|n| n.is_ready() && n.gpus > 0)
@@ -417,7 +426,7 @@ mod tests {
     }
 
     #[test]
-    fn the_fallback_is_not_ready_while_a_displaced_pod_still_waits_for_a_node() {
+    fn the_fallback_is_not_ready_while_a_displaced_pod_waits_for_a_node_or_sits_on_a_lost_one() {
         let gpu_node = node(
             r#"{"metadata":{"name":"cloud-1"},"status":{"allocatable":{"nvidia.com/gpu":"4"},
                 "conditions":[{"type":"Ready","status":"True"}]}}"#,
@@ -454,6 +463,13 @@ mod tests {
         assert!(!view.fallback_ready(), "the second pod has no node yet");
         view.pods.insert("second".into(), pod("second", Some("cloud-1")));
         assert!(view.fallback_ready());
+        let lost =
+            node(r#"{"metadata":{"name":"hybrid-1"},"status":{"conditions":[{"type":"Ready","status":"Unknown"}]}}"#);
+        view.nodes.insert("hybrid-1".into(), NodeState::from_node(&lost, NodeRole::OnPrem));
+        view.pods.insert("stranded".into(), pod("stranded", Some("hybrid-1")));
+        assert_eq!(view.pods_on_lost_nodes(), 1);
+        assert!(!view.fallback_ready(), "a pod on a lost node is still to be evicted and replaced");
+        view.pods.remove("stranded");
         assert!(view.workload_settled());
         view.pods.insert("old".into(), PodState { revision: Some("old".into()), ..pod("old", Some("cloud-1")) });
         assert!(!view.workload_settled(), "a pod of the previous revision remains");
