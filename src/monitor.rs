@@ -62,8 +62,9 @@ fn derive(v: &ClusterView, drill: &Drill, probe_ok: Option<bool>) -> Derived {
     }
 }
 
-/// Records what changed between two derived states.
-fn record_changes(before: &Derived, after: &Derived, timeline: &Timeline) {
+/// Records what changed between two derived states. `fallback_announced` keeps the fallback's readiness to one event
+/// per episode (until the fallback is empty again): a rollout onto a ready fallback flips it many times.
+fn record_changes(before: &Derived, after: &Derived, timeline: &Timeline, fallback_announced: &mut bool) {
     if after.available != before.available {
         let ready_pods = after.ready_pods;
         timeline.record(if after.available {
@@ -75,10 +76,12 @@ fn record_changes(before: &Derived, after: &Derived, timeline: &Timeline) {
     if after.back_on_prem && !before.back_on_prem {
         timeline.record(Event::BackOnPrem { ready_pods: after.ready_pods });
     }
-    if after.fallback_ready && !before.fallback_ready {
+    if after.fallback_ready && !before.fallback_ready && !*fallback_announced {
+        *fallback_announced = true;
         timeline.record(Event::FallbackReady { nodeclaims: after.nodeclaims });
     }
     if after.fallback_empty && !before.fallback_empty {
+        *fallback_announced = false;
         timeline.record(Event::FallbackEmpty);
     }
     if after.fallback_gpus != before.fallback_gpus {
@@ -111,11 +114,12 @@ impl Monitor {
             let mut probe_rx = probe_rx;
             let guards = &drill.spec.guards;
             let mut down_since = (!derived_tx.borrow().available).then(tokio::time::Instant::now);
+            let mut fallback_announced = derived_tx.borrow().fallback_ready;
             loop {
                 let after = view.read(|v| derive(v, &drill, *probe_rx.borrow()));
                 let before = derived_tx.borrow().clone();
                 if after != before {
-                    record_changes(&before, &after, &timeline);
+                    record_changes(&before, &after, &timeline, &mut fallback_announced);
                     if after.available != before.available {
                         down_since = (!after.available).then(tokio::time::Instant::now);
                     }
