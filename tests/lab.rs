@@ -229,16 +229,21 @@ fn three_drills_leave_reports_a_browser_ci_and_prometheus_read_and_a_history() {
     eventually("steady state after the drills", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
 }
 
+/// Sets the workload's budget to N disruptions and waits until the disruption controller reports it.
+fn budget_allows(n: u32) {
+    assert!(set_max_unavailable(n));
+    eventually(&format!("the budget to allow {n} disruptions"), Duration::from_secs(30), || {
+        kubectl_json(&["get", "pdb", "llm-inference", "-n", "inference"])["status"]["disruptionsAllowed"] == n
+    });
+}
+
 #[test]
 fn sigint_while_waiting_for_the_fallback_restores_and_reports_aborted() {
     let _lab = lock_lab();
     reset_lab();
     // With Karpenter frozen the wait for the fallback cannot end before the signal, however fast the machine; the
     // budget lets the drain evict every pod at once, as it would otherwise wait for the fallback to take the first.
-    assert!(set_max_unavailable(4));
-    eventually("the budget to allow four disruptions", Duration::from_secs(30), || {
-        kubectl_json(&["get", "pdb", "llm-inference", "-n", "inference"])["status"]["disruptionsAllowed"] == 4
-    });
+    budget_allows(4);
     let karpenter = freeze_karpenter();
     let drill = Drill::new();
     let child = drill.spawn(&repo().join("drills/drain.yaml"));
@@ -268,10 +273,7 @@ fn sigint_while_waiting_for_the_fallback_restores_and_reports_aborted() {
 fn a_budget_that_allows_no_disruption_times_out_the_drain_and_names_it() {
     let _lab = lock_lab();
     reset_lab();
-    assert!(set_max_unavailable(0));
-    eventually("the budget to allow no disruption", Duration::from_secs(30), || {
-        kubectl_json(&["get", "pdb", "llm-inference", "-n", "inference"])["status"]["disruptionsAllowed"] == 0
-    });
+    budget_allows(0);
     let dir = tempfile::tempdir().unwrap();
     // Preflight would refuse this drill (the budget allows no disruption); here the drain itself is under test.
     let file = drill_variant(
