@@ -84,4 +84,38 @@ pub struct KarpenterCondition {
 }
 
 /// The NodeClaim lifecycle conditions a drill times, in the order Karpenter sets them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum ClaimCondition {
+    Launched,
+    Registered,
+    Initialized,
+    Ready,
+}
+
+impl ClaimCondition {
+    pub const ALL: [ClaimCondition; 4] =
+        [ClaimCondition::Launched, ClaimCondition::Registered, ClaimCondition::Initialized, ClaimCondition::Ready];
+
+    /// The condition's `type` as Karpenter writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimCondition::Launched => "Launched",
+            ClaimCondition::Registered => "Registered",
+            ClaimCondition::Initialized => "Initialized",
+            ClaimCondition::Ready => "Ready",
+        }
+    }
+
+    pub fn parse(type_: &str) -> Option<ClaimCondition> {
+        ClaimCondition::ALL.into_iter().find(|c| c.as_str() == type_)
+    }
+}
+
+impl std::fmt::Display for ClaimCondition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The same conditions as text, for code that still matches on Karpenter's spelling.
 pub const NODECLAIM_CONDITIONS: &[&str] = &["Launched", "Registered", "Initialized", "Ready"];

@@ -48,6 +48,23 @@ impl Outcome {
             Outcome::Refused => "refused, nothing touched",
         }
     }
+
+    /// The serde name (`objective-missed`...), for CSS classes, metric labels and machine-readable fields.
+    pub fn slug(self) -> &'static str {
+        match self {
+            Outcome::Passed => "passed",
+            Outcome::ObjectiveMissed => "objective-missed",
+            Outcome::Aborted => "aborted",
+            Outcome::RestoreFailed => "restore-failed",
+            Outcome::Refused => "refused",
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -1,5 +1,6 @@
 //! The drill's timeline: observations with two clocks, appended to disk as they arrive.
 
+mod kinds;
 pub mod view;
 pub mod watch;
 
@@ -11,6 +12,8 @@ use std::time::Instant;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
+
+pub use kinds::{ConditionStatus, FaultKind, StepOutcome, UnknownFault};
 
 /// Where a node sits in the hybrid design.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -235,6 +238,20 @@ pub enum Event {
     DrillFinished {
         outcome: String,
     },
+    /// Something the report's reader must know that is not a failure: a step's deviation, a displaced workload.
+    Warning {
+        message: String,
+    },
+    /// What the rollback after a stop undid, and what it could not.
+    RollbackFinished {
+        undone: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        failed: Vec<String>,
+    },
+    /// Requests the tool sent to the API server during the run, recorded once at its end.
+    RequestsSent {
+        total: u64,
+    },
 }
 
 /// One line of the timeline.
@@ -450,6 +467,11 @@ impl Event {
             Event::UndoDone { action, target } => format!("undone: {action} {target}"),
             Event::UndoFailed { action, target, error } => format!("undo failed: {action} {target}: {error}"),
             Event::DrillFinished { outcome } => format!("drill finished: {outcome}"),
+            Event::Warning { message } => format!("warning: {message}"),
+            Event::RollbackFinished { undone, failed } => {
+                format!("rollback finished: {} undone, {} failed", undone.len(), failed.len())
+            }
+            Event::RequestsSent { total } => format!("{total} API requests sent"),
         }
     }
 }

@@ -1,6 +1,10 @@
 //! From a timeline to phases: boundaries on both clocks, durations, RTO, verdicts against objectives, fallback
 //! GPU-hours and cost. A pure function of the drill and its observations.
 
+mod id;
+
+pub use id::{PhaseId, UnknownPhase};
+
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
