@@ -15,13 +15,13 @@ use crate::phases;
 use crate::plan::{self, Plan, PlanError};
 use crate::preflight;
 use crate::progress::Progress;
-use crate::report::{self, ClusterIdentity, DrillIdentity, Outcome, Report, Rollback, StepRecord};
+use crate::report::{self, Outcome, Report, RunMeta};
 use crate::safety::Mutator;
 use crate::safety::journal::Journal;
 use crate::steps::{self, StepContext, StepError};
 use crate::timeline::view::{ClusterView, SharedView};
 use crate::timeline::watch::Watches;
-use crate::timeline::{Event, NodeRole, Timeline};
+use crate::timeline::{Event, NodeRole, StepOutcome, Timeline};
 
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -188,22 +188,11 @@ pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, S
     let monitor = Monitor::start(drill, &view, &timeline);
     let mutator = Mutator::new(cluster.clone(), journal, timeline.clone(), run_id.clone());
 
-    let mut records: Vec<StepRecord> = drill
-        .spec
-        .steps
-        .iter()
-        .map(|s| StepRecord {
-            id: s.id.clone(),
-            action: s.action().map(|a| steps::action_name(&a)).unwrap_or_default(),
-            outcome: "skipped".into(),
-            message: String::new(),
-            seconds: None,
-        })
-        .collect();
-    let mut warnings = Vec::new();
+    // Every fact the report shows is a timeline event: `report::build` reads them back.
+    let warn = |message: String| timeline.record(Event::Warning { message });
     if let Some(warning) = plan.split_brain_warning() {
         progress.line(&format!("WARNING: {warning}"));
-        warnings.push(warning);
+        warn(warning);
     }
     let mut ctx = StepContext {
         cluster: &cluster,
@@ -220,34 +209,27 @@ pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, S
     let stop = {
         let run_steps = async {
             for (i, step) in drill.spec.steps.iter().enumerate() {
-                let action = records[i].action.clone();
+                let action = step.action().map(|a| steps::action_name(&a)).unwrap_or_default();
                 progress.step(&format!("[{}/{}] {}", i + 1, drill.spec.steps.len(), step.id));
-                timeline.record(Event::StepStarted { step: step.id.clone(), action: action.clone() });
-                records[i].outcome = "running".into();
-                let started = timeline.elapsed();
-                let result = steps::run_step(&mut ctx, step).await;
-                records[i].seconds = Some((timeline.elapsed() - started).as_secs_f64());
-                match result {
+                timeline.record(Event::StepStarted { step: step.id.clone(), action });
+                match steps::run_step(&mut ctx, step).await {
                     Ok(success) => {
-                        let outcome = if success.warning { "warned" } else { "passed" };
-                        if success.warning {
-                            warnings.push(format!("step {}: {}", step.id, success.message));
-                        }
-                        records[i].outcome = outcome.into();
-                        records[i].message = success.message.clone();
+                        let outcome = if success.warning { StepOutcome::Warned } else { StepOutcome::Passed };
+                        let message = success.message;
                         timeline.record(Event::StepFinished {
                             step: step.id.clone(),
-                            outcome: outcome.into(),
-                            message: success.message,
+                            outcome,
+                            message: message.clone(),
                         });
+                        if success.warning {
+                            warn(format!("step {}: {message}", step.id));
+                        }
                     }
                     Err(e) => {
                         let message = e.to_string();
-                        records[i].outcome = "failed".into();
-                        records[i].message = message.clone();
                         timeline.record(Event::StepFinished {
                             step: step.id.clone(),
-                            outcome: "failed".into(),
+                            outcome: StepOutcome::Failed,
                             message: message.clone(),
                         });
                         if matches!(e, StepError::Refused(_)) {
@@ -266,12 +248,7 @@ pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, S
             message = guard_tripped(monitor.guard.clone()) => Stop::Aborted(message),
         }
     };
-    for r in records.iter_mut().filter(|r| r.outcome == "running") {
-        r.outcome = "aborted".into();
-    }
 
-    let mut abort_reason = None;
-    let mut rollback = None;
     let mut restore_failed = false;
     if let Stop::StepFailed(reason) | Stop::Aborted(reason) = &stop {
         timeline.record(Event::Aborted { reason: reason.clone() });
@@ -280,20 +257,18 @@ pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, S
         let outcome = mutator.rollback().await;
         notice.abort();
         restore_failed = !outcome.restored();
-        rollback = Some(Rollback {
+        timeline.record(Event::RollbackFinished {
             undone: outcome.undone,
             failed: outcome.failed.into_iter().map(|(what, why)| format!("{what}: {why}")).collect(),
         });
-        abort_reason = Some(reason.clone());
         if let Some(warning) = view.read(|v| displaced_workload_warning(drill, v)) {
-            warnings.push(warning);
+            warn(warning);
         }
     }
     if let Stop::Refused(reason) = &stop {
         // Validation puts the refusing step before any change, so there is nothing to restore.
         timeline.record(Event::Aborted { reason: reason.clone() });
         progress.line(&format!("refusing the drill: {reason}; nothing was changed"));
-        abort_reason = Some(reason.clone());
     }
 
     drop(monitor);
@@ -307,57 +282,38 @@ pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, S
         (Stop::Refused(_), _) => Outcome::Refused,
         _ => Outcome::Aborted,
     };
-    timeline.record(Event::DrillFinished { outcome: outcome.as_str().into() });
-    follow.abort();
-    progress.finish();
     if analysis.fallback.overrun {
-        warnings.push(format!(
+        warn(format!(
             "the fallback peaked at {} GPUs, above its NodePool limit of {} (Karpenter's limits are eventually consistent)",
             analysis.fallback.max_gpus,
             analysis.fallback.gpu_limit.unwrap_or_default()
         ));
     }
     if cluster.context == "hybrid-lab" {
-        warnings.push(
+        warn(
             "this ran against the lab: its timings are shortened (see lab/README.md) and are not a real cluster's"
                 .into(),
         );
     }
-    let watch_gaps = observations.iter().filter(|o| matches!(o.event, Event::WatchGap { .. })).count();
-    let mut report = Report {
-        schema: report::REPORT_SCHEMA.into(),
+    timeline.record(Event::RequestsSent { total: cluster.requests_sent() });
+    timeline.record(Event::DrillFinished { outcome: outcome.as_str().into() });
+    follow.abort();
+    progress.finish();
+    let meta = RunMeta {
         tool_version: env!("CARGO_PKG_VERSION").into(),
-        run_id,
-        drill: DrillIdentity {
-            name: drill.metadata.name.clone(),
-            description: drill.metadata.description.clone(),
-            file: loaded.path.display().to_string(),
-            source: loaded.source.clone(),
-        },
-        cluster: ClusterIdentity { context: cluster.context.clone(), server: cluster.server.clone(), version },
-        started: timeline.started_at(),
-        finished: Utc::now(),
-        outcome,
-        exit_code: crate::cli::exit_code(outcome),
-        abort_reason,
-        fidelity: report::fidelity::statement(drill, &observations),
-        steps: records,
-        phases: analysis.phases,
-        milestones: analysis.milestones,
-        objectives_missed: analysis.objectives_missed,
-        fallback: analysis.fallback,
-        rollback,
-        notable_events: report::notable(&observations),
-        overlap: report::overlap(&observations),
-        watch_gaps,
-        api_requests: cluster.requests_sent(),
-        warnings,
+        drill_file: loaded.path.display().to_string(),
+        drill_source: loaded.source.clone(),
+        cluster_server: cluster.server.clone(),
+        cluster_version: version,
     };
+    let mut report = report::build(drill, &timeline.observations(), &meta);
     if let Some(url) = &opts.pushgateway
         && let Err(e) = report::push::push(url, &report).await
     {
         // The drill's verdict stands; the report says the metrics did not leave.
-        report.warnings.push(format!("metrics not pushed: {e}"));
+        let message = format!("metrics not pushed: {e}");
+        timeline.record(Event::Warning { message: message.clone() });
+        report.warnings.push(message);
     }
     write_reports(&dir, &report).map_err(io)?;
     Ok(RunResult { report, run_dir: dir })

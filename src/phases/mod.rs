@@ -10,9 +10,10 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::cluster::karpenter::ClaimCondition;
 use crate::cluster::tolerations;
-use crate::drill::Drill;
-use crate::timeline::{Event, NodeRole, Observation};
+use crate::drill::{Drill, RestoreTarget};
+use crate::timeline::{ConditionStatus, Event, NodeRole, Observation};
 
 /// One end of a phase: when the tool saw it, and the object's own time where it has one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -41,11 +42,29 @@ pub enum Verdict {
     Incomplete,
 }
 
+impl Verdict {
+    /// The serde name, for machine-readable fields.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Met => "met",
+            Verdict::Missed => "missed",
+            Verdict::NoObjective => "no-objective",
+            Verdict::Incomplete => "incomplete",
+        }
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Phase {
-    pub name: String,
+    pub name: PhaseId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parent: Option<String>,
+    pub parent: Option<PhaseId>,
     pub from: Option<Boundary>,
     pub to: Option<Boundary>,
     /// On the tool's clock (sub-second), which bounds every headline figure.
@@ -89,20 +108,145 @@ pub struct Analysis {
     /// The key moments of the drill in the order they happened.
     pub milestones: Vec<Boundary>,
     pub fallback: FallbackUsage,
-    pub objectives_missed: Vec<String>,
+    pub objectives_missed: Vec<PhaseId>,
 }
 
 impl Analysis {
-    pub fn phase(&self, name: &str) -> Option<&Phase> {
-        self.phases.iter().find(|p| p.name == name)
+    pub fn phase(&self, id: PhaseId) -> Option<&Phase> {
+        self.phases.iter().find(|p| p.name == id)
     }
 }
 
-struct Timeline<'a> {
+/// A moment of the drill a phase can start or end at. Each is found once, by [`Moments::find`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bound {
+    /// The fault injected: t0.
+    FaultInjected,
+    /// The last workload pod gone from on-prem.
+    WorkloadEvicted,
+    /// An on-prem node NotReady or Unknown.
+    NodeLost,
+    /// The NoExecute taint on a lost on-prem node.
+    LostNodeTainted,
+    /// The first workload pod evicted from on-prem while the fault lasted.
+    FirstPodEvicted,
+    /// The same, anywhere before the return: the milestone.
+    FirstPodEvictedBeforeReturn,
+    ReplacementPending,
+    FirstClaimCreated,
+    /// The first NodeClaim to reach the condition.
+    FirstClaimReached(ClaimCondition),
+    /// Every NodeClaim created for the fault at the condition.
+    ClaimsReached(ClaimCondition),
+    FallbackNodeUsable,
+    PodsBound,
+    PodsReady,
+    ImagePullStarted,
+    ImagePulled,
+    ServiceRestored,
+    RestoreStarted,
+    FaultRemoved,
+    OnPremNodesReady,
+    ReturnStarted,
+    BackOnPrem,
+    FallbackReclaimed,
+}
+
+/// When a phase belongs in the report at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shown {
+    Always,
+    /// The fault can lose nodes, or a node was seen lost.
+    NodeLost,
+    /// The image pull was observed.
+    ImagePull,
+    /// The drill has a `restore` step.
+    Restore,
+}
+
+/// One row of the phase table: a phase runs from one moment to another. Its parent is [`PhaseId::parent`].
+struct PhaseDef {
+    id: PhaseId,
+    from: Bound,
+    to: Bound,
+    shown: Shown,
+}
+
+const fn def(id: PhaseId, from: Bound, to: Bound, shown: Shown) -> PhaseDef {
+    PhaseDef { id, from, to, shown }
+}
+
+/// Every phase in the order reports show them.
+const PHASES: &[PhaseDef] = {
+    use Bound::*;
+    use ClaimCondition::{Initialized, Launched, Registered};
+    &[
+        def(PhaseId::Eviction, FaultInjected, WorkloadEvicted, Shown::Always),
+        // The path of a lost node: not Ready (Unknown when unreachable), the NoExecute taint, the pods' toleration.
+        def(PhaseId::Detection, FaultInjected, NodeLost, Shown::NodeLost),
+        def(PhaseId::Taint, NodeLost, LostNodeTainted, Shown::NodeLost),
+        def(PhaseId::Toleration, LostNodeTainted, FirstPodEvicted, Shown::NodeLost),
+        def(PhaseId::Pending, ReplacementPending, FirstClaimCreated, Shown::Always),
+        def(PhaseId::Provisioning, FirstClaimCreated, ClaimsReached(Initialized), Shown::Always),
+        def(PhaseId::Launched, FirstClaimCreated, ClaimsReached(Launched), Shown::Always),
+        def(PhaseId::Registered, ClaimsReached(Launched), ClaimsReached(Registered), Shown::Always),
+        def(PhaseId::Initialized, ClaimsReached(Registered), ClaimsReached(Initialized), Shown::Always),
+        def(PhaseId::Scheduling, FallbackNodeUsable, PodsBound, Shown::Always),
+        def(PhaseId::Startup, PodsBound, PodsReady, Shown::Always),
+        def(PhaseId::ImagePull, ImagePullStarted, ImagePulled, Shown::ImagePull),
+        def(PhaseId::Load, ImagePulled, PodsReady, Shown::ImagePull),
+        def(PhaseId::Rto, FaultInjected, ServiceRestored, Shown::Always),
+        def(PhaseId::Restore, RestoreStarted, OnPremNodesReady, Shown::Restore),
+        def(PhaseId::Revert, RestoreStarted, FaultRemoved, Shown::Restore),
+        def(PhaseId::Rejoin, FaultRemoved, OnPremNodesReady, Shown::Restore),
+        def(PhaseId::Return, ReturnStarted, BackOnPrem, Shown::Always),
+        def(PhaseId::Reclaim, ReturnStarted, FallbackReclaimed, Shown::Always),
+    ]
+};
+
+/// The causal chain of the first wave, then the points where each stage completed for every pod and claim.
+const MILESTONES: &[Bound] = {
+    use Bound::*;
+    use ClaimCondition::{Initialized, Launched, Registered};
+    &[
+        FaultInjected,
+        NodeLost,
+        LostNodeTainted,
+        FirstPodEvictedBeforeReturn,
+        ReplacementPending,
+        FirstClaimCreated,
+        FirstClaimReached(Launched),
+        FirstClaimReached(Registered),
+        FirstClaimReached(Initialized),
+        FallbackNodeUsable,
+        WorkloadEvicted,
+        ClaimsReached(Initialized),
+        ServiceRestored,
+        RestoreStarted,
+        FaultRemoved,
+        OnPremNodesReady,
+        ReturnStarted,
+        BackOnPrem,
+        FallbackReclaimed,
+    ]
+};
+
+/// The objective the drill sets for a phase, in seconds. The one place objectives are looked up.
+fn objective(drill: &Drill, id: PhaseId) -> Option<f64> {
+    let objectives = &drill.spec.objectives;
+    let budget = match id {
+        PhaseId::Rto => objectives.rto.map(|d| d.0),
+        other => objectives.phases.get(other.as_str()),
+    };
+    budget.map(|d| d.as_secs_f64())
+}
+
+/// Searches over the observations by sequence number.
+struct Scan<'a> {
     obs: &'a [Observation],
 }
 
-impl<'a> Timeline<'a> {
+impl<'a> Scan<'a> {
     fn first(&self, after: u64, f: impl Fn(&Event) -> bool) -> Option<&'a Observation> {
         self.obs.iter().find(|o| o.seq > after && f(&o.event))
     }
@@ -130,7 +274,7 @@ impl<'a> Timeline<'a> {
     /// (Karpenter lifts its own taint only then), whichever came last.
     fn first_usable_fallback_node(&self, after: u64, before: u64) -> Option<&'a Observation> {
         let ready_with_gpus = |node: &str| {
-            self.first(after, |e| matches!(e, Event::NodeReady { node: n, role: NodeRole::Fallback, status, gpus } if n == node && status == "True" && *gpus > 0))
+            self.first(after, |e| matches!(e, Event::NodeReady { node: n, role: NodeRole::Fallback, status: ConditionStatus::True, gpus } if n == node && *gpus > 0))
         };
         let claimed: Vec<(&str, &str)> = self
             .obs
@@ -144,9 +288,7 @@ impl<'a> Timeline<'a> {
         let usable = claimed
             .iter()
             .filter_map(|(claim, node)| {
-                let initialized = self.first(after, |e| {
-                    matches!(e, Event::NodeClaimCondition { nodeclaim, condition, status } if nodeclaim == claim && condition == "Initialized" && status == "True")
-                })?;
+                let initialized = self.first(after, |e| claim_reached(e, claim, ClaimCondition::Initialized))?;
                 let ready = ready_with_gpus(node)?;
                 Some(if ready.seq > initialized.seq { ready } else { initialized })
             })
@@ -154,22 +296,13 @@ impl<'a> Timeline<'a> {
         usable
             .or_else(|| {
                 // Without NodeClaim-to-node links (an older Karpenter), the first Ready fallback node stands in.
-                self.first(after, |e| matches!(e, Event::NodeReady { role: NodeRole::Fallback, status, gpus, .. } if status == "True" && *gpus > 0))
+                self.first(after, |e| matches!(e, Event::NodeReady { role: NodeRole::Fallback, status: ConditionStatus::True, gpus, .. } if *gpus > 0))
             })
             .filter(|o| o.seq < before)
     }
 
-    /// The first NodeClaim created after `after` to reach `condition`.
-    fn first_claim_condition(&self, after: u64, before: u64, condition: &str) -> Option<&'a Observation> {
-        self.claims_reaching(after, before, condition).into_iter().min_by_key(|o| o.seq)
-    }
-
-    fn last_claim_condition(&self, after: u64, before: u64, condition: &str) -> Option<&'a Observation> {
-        self.claims_reaching(after, before, condition).into_iter().max_by_key(|o| o.seq)
-    }
-
     /// For each NodeClaim created after `after`, when it first reached `condition`.
-    fn claims_reaching(&self, after: u64, before: u64, condition: &str) -> Vec<&'a Observation> {
+    fn claims_reaching(&self, after: u64, before: u64, condition: ClaimCondition) -> Vec<&'a Observation> {
         let created: Vec<&str> = self
             .obs
             .iter()
@@ -181,23 +314,221 @@ impl<'a> Timeline<'a> {
             .collect();
         created
             .iter()
-            .filter_map(|claim| {
-                self.first(after, |e| {
-                    matches!(e, Event::NodeClaimCondition { nodeclaim, condition: c, status } if nodeclaim == claim && c == condition && status == "True")
-                })
-            })
+            .filter_map(|claim| self.first(after, |e| claim_reached(e, claim, condition)))
             .filter(|o| o.seq < before)
             .collect()
     }
 }
 
-fn phase(
-    name: &str,
-    parent: Option<&str>,
-    from: Option<Boundary>,
-    to: Option<Boundary>,
-    objective: Option<f64>,
-) -> Phase {
+/// Whether the event says the NodeClaim `claim` reached `condition`.
+fn claim_reached(e: &Event, claim: &str, condition: ClaimCondition) -> bool {
+    matches!(e, Event::NodeClaimCondition { nodeclaim, condition: c, status: ConditionStatus::True }
+        if nodeclaim == claim && *c == condition)
+}
+
+/// The moments of one drill, found once on its timeline; phases and milestones are read from them.
+struct Moments<'a> {
+    scan: Scan<'a>,
+    t0: Option<&'a Observation>,
+    t0_seq: u64,
+    ret: Option<&'a Observation>,
+    ret_seq: u64,
+    /// Where the fault ended: the restore, else the return.
+    fault_end: u64,
+    /// A cut or a node failure: the on-prem nodes may become unreachable, and a `restore` step ends the fault.
+    loses_nodes: bool,
+    evicted: Option<&'a Observation>,
+    restored: Option<&'a Observation>,
+    restored_seq: u64,
+    restore: Option<&'a Observation>,
+}
+
+impl<'a> Moments<'a> {
+    fn new(obs: &'a [Observation]) -> Moments<'a> {
+        let scan = Scan { obs };
+        let end = u64::MAX;
+        let t0 = scan
+            .first(0, |e| matches!(e, Event::FaultInjected { .. }))
+            .or_else(|| obs.first().filter(|o| matches!(o.event, Event::FaultInjected { .. })));
+        let t0_seq = t0.map_or(end, |o| o.seq);
+        let ret = scan.first(t0_seq, |e| matches!(e, Event::ReturnStarted { .. }));
+        let ret_seq = ret.map_or(end, |o| o.seq);
+        let loses_nodes =
+            t0.is_some_and(|o| matches!(&o.event, Event::FaultInjected { kind, .. } if kind.loses_nodes()));
+        let restore = scan.first(t0_seq, |e| matches!(e, Event::RestoreStarted { .. })).filter(|o| o.seq < ret_seq);
+        let fault_end = restore.map_or(ret_seq, |o| o.seq);
+        // The fault has fully taken effect once the last workload pod left on-prem: a budget-paced drain restores
+        // the service part-way (old and new pods together) before it takes the rest away again. A pod on an
+        // unreachable node has left once the API server deleted it: it stays Terminating until the node is back,
+        // nobody confirming it.
+        let evicted = if loses_nodes {
+            scan.last_between(t0_seq, fault_end, |e| {
+                matches!(
+                    e,
+                    Event::PodTerminating { role: NodeRole::OnPrem, .. }
+                        | Event::PodDeleted { role: NodeRole::OnPrem, .. }
+                )
+            })
+        } else {
+            scan.last_between(t0_seq, ret_seq, |e| matches!(e, Event::PodDeleted { role: NodeRole::OnPrem, .. }))
+        };
+        let settled = evicted.or(t0);
+        let settled_seq = settled.map_or(end, |o| o.seq);
+        let restored = scan
+            .first(settled_seq, |e| matches!(e, Event::ServiceRestored { .. }))
+            .filter(|o| o.seq < ret_seq)
+            .or_else(|| settled.filter(|s| scan.available_at(s.seq)));
+        let restored_seq = restored.map_or(ret_seq, |o| o.seq);
+        Moments { scan, t0, t0_seq, ret, ret_seq, fault_end, loses_nodes, evicted, restored, restored_seq, restore }
+    }
+
+    /// Where the bound was observed, and how a report names it.
+    fn find(&self, bound: Bound) -> Option<Boundary> {
+        let (scan, t0, ret, fault_end) = (&self.scan, self.t0_seq, self.ret_seq, self.fault_end);
+        let before = |limit: u64| move |o: &&Observation| o.seq < limit;
+        let (label, o): (&str, Option<&Observation>) = match bound {
+            Bound::FaultInjected => ("fault injected (t0)", self.t0),
+            Bound::WorkloadEvicted => ("workload evicted from on-prem", self.evicted),
+            Bound::NodeLost => {
+                let o = self.node_lost();
+                let status = match o.map(|o| &o.event) {
+                    Some(Event::NodeReady { status, .. }) => *status,
+                    _ => ConditionStatus::Unknown,
+                };
+                return o.map(|o| Boundary::of(&format!("on-prem node {}", status.node_readiness()), o));
+            }
+            Bound::LostNodeTainted => {
+                return self.lost_node_tainted().map(|o| match &o.event {
+                    Event::NodeTaint { key, .. } => Boundary::of(&format!("{key}:NoExecute taint"), o),
+                    _ => Boundary::of("NoExecute taint", o),
+                });
+            }
+            Bound::FirstPodEvicted => ("first workload pod evicted from on-prem", self.first_pod_evicted(fault_end)),
+            Bound::FirstPodEvictedBeforeReturn => {
+                ("first workload pod evicted from on-prem", self.first_pod_evicted(ret))
+            }
+            Bound::ReplacementPending => (
+                "replacement pod created (Pending)",
+                scan.first(t0, |e| matches!(e, Event::PodCreated { .. })).filter(before(ret)),
+            ),
+            Bound::FirstClaimCreated => (
+                "first NodeClaim created",
+                scan.first(t0, |e| matches!(e, Event::NodeClaimCreated { .. })).filter(before(ret)),
+            ),
+            Bound::FirstClaimReached(c) => {
+                let o = scan.claims_reaching(t0, ret, c).into_iter().min_by_key(|o| o.seq);
+                return o.map(|o| Boundary::of(&format!("first NodeClaim {c}"), o));
+            }
+            Bound::ClaimsReached(c) => {
+                let o = scan.claims_reaching(t0, ret, c).into_iter().max_by_key(|o| o.seq);
+                return o.map(|o| Boundary::of(&format!("NodeClaims {c}"), o));
+            }
+            Bound::FallbackNodeUsable => ("fallback node Ready with GPUs", scan.first_usable_fallback_node(t0, ret)),
+            Bound::PodsBound => ("workload pods bound", self.pods_bound()),
+            Bound::PodsReady => ("workload pods Ready", self.pods_ready()),
+            Bound::ImagePullStarted => ("image pull started", self.image_pull_started()),
+            Bound::ImagePulled => ("image pulled", self.image_pulled()),
+            Bound::ServiceRestored => ("service restored", self.restored),
+            Bound::RestoreStarted => ("restore started", self.restore),
+            Bound::FaultRemoved => {
+                let label = match self.restore.map(|o| &o.event) {
+                    Some(Event::RestoreStarted { what: RestoreTarget::Cut, .. }) => "link restored",
+                    _ => "recovery hooks ran",
+                };
+                (label, self.restore.and_then(|r| scan.first(r.seq, |e| matches!(e, Event::FaultRemoved { .. }))))
+            }
+            Bound::OnPremNodesReady => (
+                "on-prem nodes Ready",
+                self.restore.and_then(|r| scan.first(r.seq, |e| matches!(e, Event::OnPremReady { .. }))),
+            ),
+            Bound::ReturnStarted => ("return started", self.ret),
+            Bound::BackOnPrem => (
+                "workload back on-prem",
+                self.ret.and_then(|_| scan.first(ret, |e| matches!(e, Event::BackOnPrem { .. }))),
+            ),
+            Bound::FallbackReclaimed => (
+                "fallback reclaimed to 0",
+                self.ret.and_then(|_| scan.first(ret, |e| matches!(e, Event::FallbackEmpty))),
+            ),
+        };
+        o.map(|o| Boundary::of(label, o))
+    }
+
+    fn node_lost(&self) -> Option<&'a Observation> {
+        self.scan
+            .first(
+                self.t0_seq,
+                |e| matches!(e, Event::NodeReady { role: NodeRole::OnPrem, status, .. } if !status.is_true()),
+            )
+            .filter(|o| o.seq < self.fault_end)
+    }
+
+    fn lost_node_tainted(&self) -> Option<&'a Observation> {
+        self.scan.first(self.t0_seq, lost_node_taint).filter(|o| o.seq < self.fault_end)
+    }
+
+    fn first_pod_evicted(&self, before: u64) -> Option<&'a Observation> {
+        self.scan
+            .first(self.t0_seq, |e| matches!(e, Event::PodTerminating { role: NodeRole::OnPrem, .. }))
+            .filter(|o| o.seq < before)
+    }
+
+    fn pods_bound(&self) -> Option<&'a Observation> {
+        self.scan.last_between(self.t0_seq, self.restored_seq.saturating_add(1), |e| {
+            matches!(e, Event::PodScheduled { role: NodeRole::Fallback, .. })
+        })
+    }
+
+    fn pods_ready(&self) -> Option<&'a Observation> {
+        self.scan
+            .last_between(self.t0_seq, self.restored_seq.saturating_add(1), |e| {
+                matches!(e, Event::PodReady { role: NodeRole::Fallback, .. })
+            })
+            .or(self.restored)
+    }
+
+    fn image_pull_started(&self) -> Option<&'a Observation> {
+        self.scan
+            .first(self.t0_seq, |e| matches!(e, Event::KubeEvent { reason, .. } if reason == "Pulling"))
+            .filter(|o| o.seq < self.restored_seq)
+    }
+
+    fn image_pulled(&self) -> Option<&'a Observation> {
+        self.scan.last_between(
+            self.t0_seq,
+            self.restored_seq,
+            |e| matches!(e, Event::KubeEvent { reason, .. } if reason == "Pulled"),
+        )
+    }
+
+    fn shows(&self, shown: Shown, drill: &Drill) -> bool {
+        match shown {
+            Shown::Always => true,
+            Shown::NodeLost => self.loses_nodes || self.node_lost().is_some(),
+            Shown::ImagePull => self.image_pull_started().is_some() || self.image_pulled().is_some(),
+            Shown::Restore => drill.spec.steps.iter().any(|s| s.restore.is_some()),
+        }
+    }
+
+    /// What a phase's figure alone does not say.
+    fn extra_note(&self, id: PhaseId) -> Option<String> {
+        match id {
+            PhaseId::Toleration => expected_toleration(self.scan.obs, self.lost_node_tainted()),
+            PhaseId::Rto
+                if self.restored.is_some()
+                    && self
+                        .scan
+                        .first(self.t0_seq, |e| matches!(e, Event::ServiceLost { .. }))
+                        .is_none_or(|o| o.seq >= self.ret_seq) =>
+            {
+                Some("the restored criterion held throughout".into())
+            }
+            _ => None,
+        }
+    }
+}
+
+fn phase(id: PhaseId, from: Option<Boundary>, to: Option<Boundary>, objective: Option<f64>) -> Phase {
     let mut note = None;
     let seconds = match (&from, &to) {
         (Some(f), Some(t)) if t.t_ms >= f.t_ms => Some((t.t_ms - f.t_ms) as f64 / 1000.0),
@@ -222,8 +553,8 @@ fn phase(
         note = Some(format!("{missing} not observed"));
     }
     Phase {
-        name: name.into(),
-        parent: parent.map(str::to_string),
+        name: id,
+        parent: id.parent(),
         from,
         to,
         seconds,
@@ -234,248 +565,32 @@ fn phase(
     }
 }
 
-/// Cuts the phases of a drill out of its timeline.
+/// Cuts the phases of a drill out of its timeline: every row of the phase table the drill shows, evaluated on the
+/// moments found once.
 pub fn analyse(drill: &Drill, obs: &[Observation]) -> Analysis {
-    let tl = Timeline { obs };
-    let objective = |name: &str| drill.spec.objectives.phases.get(name).map(|d| d.as_secs_f64());
-    let b = |label: &str, o: Option<&Observation>| o.map(|o| Boundary::of(label, o));
-    let end = u64::MAX;
-    let mut phases = Vec::new();
-    let mut milestones = Vec::new();
-
-    let t0 = tl
-        .first(0, |e| matches!(e, Event::FaultInjected { .. }))
-        .or_else(|| obs.first().filter(|o| matches!(o.event, Event::FaultInjected { .. })));
-    let t0_seq = t0.map_or(end, |o| o.seq);
-    let ret = tl.first(t0_seq, |e| matches!(e, Event::ReturnStarted { .. }));
-    let ret_seq = ret.map_or(end, |o| o.seq);
-    // A cut or a node failure: the on-prem nodes may become unreachable, and a `restore` step ends the fault.
-    let unreachable_fault =
-        t0.is_some_and(|o| matches!(&o.event, Event::FaultInjected { kind, .. } if kind != "drain"));
-    let restore = tl.first(t0_seq, |e| matches!(e, Event::RestoreStarted { .. })).filter(|o| o.seq < ret_seq);
-    let fault_end = restore.map_or(ret_seq, |o| o.seq);
-    // The fault has fully taken effect once the last workload pod left on-prem: a budget-paced drain restores the
-    // service part-way (old and new pods together) before it takes the rest away again. A pod on an unreachable node
-    // has left once the API server deleted it: it stays Terminating until the node is back, nobody confirming it.
-    let evicted = if unreachable_fault {
-        tl.last_between(t0_seq, fault_end, |e| {
-            matches!(
-                e,
-                Event::PodTerminating { role: NodeRole::OnPrem, .. } | Event::PodDeleted { role: NodeRole::OnPrem, .. }
-            )
+    let moments = Moments::new(obs);
+    let phases: Vec<Phase> = PHASES
+        .iter()
+        .filter(|d| moments.shows(d.shown, drill))
+        .map(|d| {
+            let mut p = phase(d.id, moments.find(d.from), moments.find(d.to), objective(drill, d.id));
+            if let Some(extra) = moments.extra_note(d.id) {
+                p.note = Some(match p.note {
+                    Some(n) => format!("{n}; {extra}"),
+                    None => extra,
+                });
+            }
+            p
         })
-    } else {
-        tl.last_between(t0_seq, ret_seq, |e| matches!(e, Event::PodDeleted { role: NodeRole::OnPrem, .. }))
-    };
-    let settled = evicted.or(t0);
-    let settled_seq = settled.map_or(end, |o| o.seq);
-    let restored = tl
-        .first(settled_seq, |e| matches!(e, Event::ServiceRestored { .. }))
-        .filter(|o| o.seq < ret_seq)
-        .or_else(|| settled.filter(|s| tl.available_at(s.seq)));
-    let restored_seq = restored.map_or(ret_seq, |o| o.seq);
-
-    let t0_b = b("fault injected (t0)", t0);
-    phases.push(phase(
-        "eviction",
-        None,
-        t0_b.clone(),
-        b("workload evicted from on-prem", evicted),
-        objective("eviction"),
-    ));
-    // The path of a lost node: not Ready (Unknown when unreachable), the NoExecute taint, the pods' toleration.
-    let detected = tl
-        .first(t0_seq, |e| matches!(e, Event::NodeReady { role: NodeRole::OnPrem, status, .. } if status != "True"))
-        .filter(|o| o.seq < fault_end);
-    let detected_b = detected.map(|o| match &o.event {
-        Event::NodeReady { status, .. } if status == "False" => Boundary::of("on-prem node NotReady", o),
-        Event::NodeReady { status, .. } => Boundary::of(&format!("on-prem node {status}"), o),
-        _ => Boundary::of("on-prem node not Ready", o),
-    });
-    let tainted = tl.first(t0_seq, lost_node_taint).filter(|o| o.seq < fault_end);
-    let tainted_b = tainted.map(|o| match &o.event {
-        Event::NodeTaint { key, .. } => Boundary::of(&format!("{key}:NoExecute taint"), o),
-        _ => Boundary::of("NoExecute taint", o),
-    });
-    let first_evicted = tl
-        .first(t0_seq, |e| matches!(e, Event::PodTerminating { role: NodeRole::OnPrem, .. }))
-        .filter(|o| o.seq < fault_end);
-    if unreachable_fault || detected.is_some() {
-        phases.push(phase("detection", Some("eviction"), t0_b.clone(), detected_b.clone(), objective("detection")));
-        phases.push(phase("taint", Some("eviction"), detected_b.clone(), tainted_b.clone(), None));
-        let mut toleration = phase(
-            "toleration",
-            Some("eviction"),
-            tainted_b.clone(),
-            b("first workload pod evicted from on-prem", first_evicted),
-            None,
-        );
-        if let Some(expected) = expected_toleration(obs, tainted) {
-            toleration.note = Some(match toleration.note {
-                Some(n) => format!("{n}; {expected}"),
-                None => expected,
-            });
-        }
-        phases.push(toleration);
-    }
-
-    let pending = tl.first(t0_seq, |e| matches!(e, Event::PodCreated { .. })).filter(|o| o.seq < ret_seq);
-    let claim = tl.first(t0_seq, |e| matches!(e, Event::NodeClaimCreated { .. })).filter(|o| o.seq < ret_seq);
-    phases.push(phase(
-        "pending",
-        None,
-        b("replacement pod created (Pending)", pending),
-        b("first NodeClaim created", claim),
-        objective("pending"),
-    ));
-
-    let launched = tl.last_claim_condition(t0_seq, ret_seq, "Launched");
-    let registered = tl.last_claim_condition(t0_seq, ret_seq, "Registered");
-    let initialized = tl.last_claim_condition(t0_seq, ret_seq, "Initialized");
-    let claim_b = b("first NodeClaim created", claim);
-    phases.push(phase(
-        "provisioning",
-        None,
-        claim_b.clone(),
-        b("NodeClaims Initialized", initialized),
-        objective("provisioning"),
-    ));
-    phases.push(phase("launched", Some("provisioning"), claim_b, b("NodeClaims Launched", launched), None));
-    phases.push(phase(
-        "registered",
-        Some("provisioning"),
-        b("NodeClaims Launched", launched),
-        b("NodeClaims Registered", registered),
-        None,
-    ));
-    phases.push(phase(
-        "initialized",
-        Some("provisioning"),
-        b("NodeClaims Registered", registered),
-        b("NodeClaims Initialized", initialized),
-        None,
-    ));
-
-    let node_ready = tl.first_usable_fallback_node(t0_seq, ret_seq);
-    let bound = tl.last_between(t0_seq, restored_seq.saturating_add(1), |e| {
-        matches!(e, Event::PodScheduled { role: NodeRole::Fallback, .. })
-    });
-    phases.push(phase(
-        "scheduling",
-        None,
-        b("fallback node Ready with GPUs", node_ready),
-        b("workload pods bound", bound),
-        objective("scheduling"),
-    ));
-    let ready = tl
-        .last_between(t0_seq, restored_seq.saturating_add(1), |e| {
-            matches!(e, Event::PodReady { role: NodeRole::Fallback, .. })
-        })
-        .or(restored);
-    phases.push(phase(
-        "startup",
-        None,
-        b("workload pods bound", bound),
-        b("workload pods Ready", ready),
-        objective("startup"),
-    ));
-    let pulling = tl
-        .first(t0_seq, |e| matches!(e, Event::KubeEvent { reason, .. } if reason == "Pulling"))
-        .filter(|o| o.seq < restored_seq);
-    let pulled =
-        tl.last_between(t0_seq, restored_seq, |e| matches!(e, Event::KubeEvent { reason, .. } if reason == "Pulled"));
-    if pulling.is_some() || pulled.is_some() {
-        phases.push(phase(
-            "image-pull",
-            Some("startup"),
-            b("image pull started", pulling),
-            b("image pulled", pulled),
-            None,
-        ));
-        phases.push(phase("load", Some("startup"), b("image pulled", pulled), b("workload pods Ready", ready), None));
-    }
-
-    let rto_objective = drill.spec.objectives.rto.map(|d| d.0.as_secs_f64());
-    let mut rto = phase("rto", None, t0_b.clone(), b("service restored", restored), rto_objective);
-    if restored.is_some()
-        && tl.first(t0_seq, |e| matches!(e, Event::ServiceLost { .. })).is_none_or(|o| o.seq >= ret_seq)
-    {
-        rto.note = Some("the restored criterion held throughout".into());
-    }
-    phases.push(rto);
-
-    let restore_b = b("restore started", restore);
-    let removed = restore.and_then(|r| tl.first(r.seq, |e| matches!(e, Event::FaultRemoved { .. })));
-    let removed_label = match restore.map(|o| &o.event) {
-        Some(Event::RestoreStarted { what, .. }) if what == "cut" => "link restored",
-        _ => "recovery hooks ran",
-    };
-    let nodes_back = restore.and_then(|r| tl.first(r.seq, |e| matches!(e, Event::OnPremReady { .. })));
-    let restores = drill.spec.steps.iter().any(|s| s.restore.is_some());
-    if restores {
-        phases.push(phase(
-            "restore",
-            None,
-            restore_b.clone(),
-            b("on-prem nodes Ready", nodes_back),
-            objective("restore"),
-        ));
-        phases.push(phase("revert", Some("restore"), restore_b.clone(), b(removed_label, removed), None));
-        phases.push(phase(
-            "rejoin",
-            Some("restore"),
-            b(removed_label, removed),
-            b("on-prem nodes Ready", nodes_back),
-            None,
-        ));
-    }
-
-    let ret_b = b("return started", ret);
-    let back = ret.and_then(|_| tl.first(ret_seq, |e| matches!(e, Event::BackOnPrem { .. })));
-    phases.push(phase("return", None, ret_b.clone(), b("workload back on-prem", back), objective("return")));
-    let reclaimed = ret.and_then(|_| tl.first(ret_seq, |e| matches!(e, Event::FallbackEmpty)));
-    phases.push(phase("reclaim", None, ret_b.clone(), b("fallback reclaimed to 0", reclaimed), objective("reclaim")));
-
-    // The causal chain of the first wave, then the points where each stage completed for every pod and claim.
-    let first_condition = |c: &str| tl.first_claim_condition(t0_seq, ret_seq, c);
-    for boundary in [
-        t0_b,
-        detected_b,
-        tainted_b,
-        b(
-            "first workload pod evicted from on-prem",
-            tl.first(t0_seq, |e| matches!(e, Event::PodTerminating { role: NodeRole::OnPrem, .. }))
-                .filter(|o| o.seq < ret_seq),
-        ),
-        b("replacement pod created (Pending)", pending),
-        b("first NodeClaim created", claim),
-        b("first NodeClaim Launched", first_condition("Launched")),
-        b("first NodeClaim Registered", first_condition("Registered")),
-        b("first NodeClaim Initialized", first_condition("Initialized")),
-        b("fallback node Ready with GPUs", node_ready),
-        b("workload evicted from on-prem", evicted),
-        b("NodeClaims Initialized", initialized),
-        b("service restored", restored),
-        restore_b,
-        b(removed_label, removed),
-        b("on-prem nodes Ready", nodes_back),
-        ret_b,
-        b("workload back on-prem", back),
-        b("fallback reclaimed to 0", reclaimed),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        milestones.push(boundary);
-    }
+        .collect();
+    let mut milestones: Vec<Boundary> = MILESTONES.iter().filter_map(|&b| moments.find(b)).collect();
     milestones.sort_by_key(|m| m.seq);
-
     let objectives_missed = phases
         .iter()
         .filter(|p| p.verdict == Verdict::Missed || (p.verdict == Verdict::Incomplete && p.objective_seconds.is_some()))
-        .map(|p| p.name.clone())
+        .map(|p| p.name)
         .collect();
-    Analysis { phases, milestones, fallback: fallback_usage(drill, obs, t0_seq), objectives_missed }
+    Analysis { phases, milestones, fallback: fallback_usage(drill, obs, moments.t0_seq), objectives_missed }
 }
 
 /// The NoExecute taint the node lifecycle controller puts on an on-prem node it lost.
@@ -565,6 +680,7 @@ pub fn apply_limit(usage: &mut FallbackUsage, limit: Option<i64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::timeline::FaultKind;
     use crate::timeline::Event as E;
 
     fn drill() -> Drill {
@@ -596,12 +712,12 @@ spec:
         let fb = NodeRole::Fallback;
         let cond = |c: &str, claim: &str| E::NodeClaimCondition {
             nodeclaim: claim.into(),
-            condition: c.into(),
-            status: "True".into(),
+            condition: ClaimCondition::parse(c).unwrap(),
+            status: ConditionStatus::True,
         };
         vec![
             (0.0, None, E::StepStarted { step: "drain".into(), action: "drain".into() }),
-            (0.5, None, E::FaultInjected { step: "drain".into(), kind: "drain".into() }),
+            (0.5, None, E::FaultInjected { step: "drain".into(), kind: FaultKind::Drain }),
             (1.0, None, E::ServiceLost { ready_pods: 1 }),
             (1.2, Some(1), E::PodCreated { pod: "new-1".into() }),
             (2.0, None, E::PodDeleted { pod: "old-1".into(), node: "h1".into(), role: on }),
@@ -619,7 +735,7 @@ spec:
             (5.3, Some(5), cond("Registered", "c2")),
             (6.0, Some(6), cond("Initialized", "c1")),
             (6.5, Some(6), cond("Initialized", "c2")),
-            (6.6, Some(6), E::NodeReady { node: "f1".into(), role: fb, status: "True".into(), gpus: 4 }),
+            (6.6, Some(6), E::NodeReady { node: "f1".into(), role: fb, status: ConditionStatus::True, gpus: 4 }),
             (7.0, Some(7), E::PodScheduled { pod: "new-1".into(), node: "f1".into(), role: fb }),
             (9.0, Some(9), E::PodReady { pod: "new-1".into(), node: "f1".into(), role: fb }),
             (9.1, None, E::ServiceRestored { ready_pods: 2 }),
@@ -633,7 +749,7 @@ spec:
     #[test]
     fn a_drain_drill_yields_every_phase_in_order() {
         let a = analyse(&drill(), &timeline(full_drain()));
-        let secs = |n: &str| a.phase(n).unwrap().seconds.unwrap();
+        let secs = |n: &str| a.phase(n.parse().unwrap()).unwrap().seconds.unwrap();
         assert_eq!(secs("eviction"), 2.5);
         assert_eq!(secs("pending"), 1.3);
         assert_eq!(secs("provisioning"), 4.0);
@@ -644,11 +760,11 @@ spec:
         assert_eq!(secs("startup"), 2.0);
         assert_eq!(secs("rto"), 8.6);
         assert_eq!(secs("return"), 5.0);
-        assert_eq!(a.phase("provisioning").unwrap().server_seconds, Some(4));
-        assert_eq!(a.phase("rto").unwrap().verdict, Verdict::Met);
-        assert_eq!(a.phase("provisioning").unwrap().verdict, Verdict::Met);
-        assert_eq!(a.phase("reclaim").unwrap().verdict, Verdict::Missed);
-        assert_eq!(a.objectives_missed, ["reclaim"]);
+        assert_eq!(a.phase(PhaseId::Provisioning).unwrap().server_seconds, Some(4));
+        assert_eq!(a.phase(PhaseId::Rto).unwrap().verdict, Verdict::Met);
+        assert_eq!(a.phase(PhaseId::Provisioning).unwrap().verdict, Verdict::Met);
+        assert_eq!(a.phase(PhaseId::Reclaim).unwrap().verdict, Verdict::Missed);
+        assert_eq!(a.objectives_missed, [PhaseId::Reclaim]);
         let labels: Vec<&str> = a.milestones.iter().map(|m| m.label.as_str()).collect();
         assert_eq!(labels.first(), Some(&"fault injected (t0)"));
         assert_eq!(labels.last(), Some(&"fallback reclaimed to 0"));
@@ -672,8 +788,8 @@ spec:
         };
         let events = vec![
             (0.0, None, E::TolerationsRead { tolerations: vec![tolerance] }),
-            (1.0, None, E::FaultInjected { step: "cut".into(), kind: "cut (host)".into() }),
-            (21.0, Some(21), E::NodeReady { node: "h1".into(), role: on, status: "Unknown".into(), gpus: 8 }),
+            (1.0, None, E::FaultInjected { step: "cut".into(), kind: FaultKind::Cut(crate::drill::CutFidelity::Host) }),
+            (21.0, Some(21), E::NodeReady { node: "h1".into(), role: on, status: ConditionStatus::Unknown, gpus: 8 }),
             (21.5, None, E::ServiceLost { ready_pods: 0 }),
             (
                 22.0,
@@ -692,15 +808,15 @@ spec:
             (53.0, Some(53), E::NodeClaimCreated { nodeclaim: "c1".into() }),
             (55.0, Some(55), E::PodReady { pod: "new-1".into(), node: "f1".into(), role: fb }),
             (55.1, None, E::ServiceRestored { ready_pods: 2 }),
-            (60.0, None, E::RestoreStarted { step: "r".into(), what: "cut".into() }),
+            (60.0, None, E::RestoreStarted { step: "r".into(), what: RestoreTarget::Cut }),
             (60.2, None, E::FaultRemoved { step: "r".into(), what: "link restored".into() }),
-            (61.0, Some(61), E::NodeReady { node: "h1".into(), role: on, status: "True".into(), gpus: 8 }),
+            (61.0, Some(61), E::NodeReady { node: "h1".into(), role: on, status: ConditionStatus::True, gpus: 8 }),
             (61.1, Some(61), E::PodDeleted { pod: "old-1".into(), node: "h1".into(), role: on }),
             (61.2, None, E::OnPremReady { nodes: 1 }),
             (70.0, None, E::ReturnStarted { step: "return".into() }),
         ];
         let a = analyse(&d, &timeline(events));
-        let secs = |n: &str| a.phase(n).unwrap().seconds.unwrap();
+        let secs = |n: &str| a.phase(n.parse().unwrap()).unwrap().seconds.unwrap();
         assert_eq!(secs("detection"), 20.0);
         assert_eq!(secs("taint"), 1.0);
         assert_eq!(secs("toleration"), 30.0);
@@ -709,8 +825,8 @@ spec:
         assert_eq!(secs("rto"), 54.1);
         assert_eq!(secs("restore"), 1.2);
         assert_eq!(secs("revert"), 0.2);
-        assert_eq!(a.phase("taint").unwrap().parent.as_deref(), Some("eviction"));
-        let note = a.phase("toleration").unwrap().note.clone().unwrap();
+        assert_eq!(a.phase(PhaseId::Taint).unwrap().parent, Some(PhaseId::Eviction));
+        let note = a.phase(PhaseId::Toleration).unwrap().note.clone().unwrap();
         assert!(note.contains("evicted after 30s"), "{note}");
         let labels: Vec<&str> = a.milestones.iter().map(|m| m.label.as_str()).collect();
         let chain = [
@@ -736,11 +852,11 @@ spec:
             .filter(|(_, _, e)| !matches!(e, E::ServiceRestored { .. } | E::FallbackEmpty))
             .collect();
         let a = analyse(&drill(), &timeline(events));
-        let rto = a.phase("rto").unwrap();
+        let rto = a.phase(PhaseId::Rto).unwrap();
         assert_eq!(rto.verdict, Verdict::Incomplete);
         assert_eq!(rto.note.as_deref(), Some("end not observed"));
-        assert!(a.objectives_missed.contains(&"rto".to_string()));
-        assert_eq!(a.phase("reclaim").unwrap().verdict, Verdict::Incomplete);
+        assert!(a.objectives_missed.contains(&PhaseId::Rto));
+        assert_eq!(a.phase(PhaseId::Reclaim).unwrap().verdict, Verdict::Incomplete);
     }
 
     #[test]
@@ -759,7 +875,7 @@ spec:
         // the server stamped Initialized a second before Registered: clocks of different writers disagree
         events[14].1 = Some(4);
         let a = analyse(&drill(), &timeline(events));
-        let init = a.phase("initialized").unwrap();
+        let init = a.phase(PhaseId::Initialized).unwrap();
         assert_eq!(init.seconds, Some(1.2));
         assert_eq!(init.server_seconds, Some(-1));
     }
@@ -767,8 +883,7 @@ spec:
     #[test]
     fn boundaries_out_of_order_count_as_zero_with_a_note() {
         let p = phase(
-            "x",
-            None,
+            PhaseId::Eviction,
             Some(Boundary { label: "a".into(), seq: 2, t_ms: 2000, received: Utc::now(), server_time: None }),
             Some(Boundary { label: "b".into(), seq: 1, t_ms: 1000, received: Utc::now(), server_time: None }),
             None,

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::drill::{Action, CutFidelity, Drill};
-use crate::timeline::{Event, NodeRole, Observation};
+use crate::timeline::{ConditionStatus, Event, NodeRole, Observation};
 
 const HOST: &str = "link cut, host fidelity: a host firewall policy ({cni}) on the on-prem nodes denied their traffic \
 to and from everything but themselves and the drill's allowCidrs, so their kubelets lost the API server as on a DX/VPN \
@@ -54,12 +54,12 @@ pub fn statement(drill: &Drill, observations: &[Observation]) -> String {
 fn observed(observations: &[Observation]) -> Option<String> {
     let t0 = observations.iter().position(|o| matches!(o.event, Event::FaultInjected { .. }))?;
     let window = observations[t0..].iter().take_while(|o| !matches!(o.event, Event::ReturnStarted { .. }));
-    let mut lost: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut lost: BTreeMap<&str, ConditionStatus> = BTreeMap::new();
     let (mut evicted, mut claims) = (0, 0);
     for o in window {
         match &o.event {
-            Event::NodeReady { node, role: NodeRole::OnPrem, status, .. } if status != "True" => {
-                lost.entry(node).or_insert(status);
+            Event::NodeReady { node, role: NodeRole::OnPrem, status, .. } if !status.is_true() => {
+                lost.entry(node).or_insert(*status);
             }
             Event::PodTerminating { role: NodeRole::OnPrem, .. } => evicted += 1,
             Event::NodeClaimCreated { .. } => claims += 1,
@@ -69,8 +69,7 @@ fn observed(observations: &[Observation]) -> Option<String> {
     let nodes = if lost.is_empty() {
         "the on-prem nodes stayed Ready throughout".to_string()
     } else {
-        let each: Vec<String> =
-            lost.iter().map(|(n, s)| format!("{n} went {}", if *s == "False" { "NotReady" } else { s })).collect();
+        let each: Vec<String> = lost.iter().map(|(n, s)| format!("{n} went {}", s.node_readiness())).collect();
         each.join(", ")
     };
     let pods = match evicted {
@@ -87,7 +86,7 @@ fn observed(observations: &[Observation]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::timeline::Event as E;
+    use crate::timeline::{Event as E, FaultKind};
 
     fn drill(step: &str) -> Drill {
         let src = format!(
@@ -118,8 +117,10 @@ spec:
     #[test]
     fn a_pod_network_cut_says_the_nodes_stayed_ready_and_nothing_fell_back() {
         let d = drill("{id: c, cut: {fidelity: pod-network}}");
-        let text =
-            statement(&d, &observations(vec![E::FaultInjected { step: "c".into(), kind: "cut (pod-network)".into() }]));
+        let text = statement(
+            &d,
+            &observations(vec![E::FaultInjected { step: "c".into(), kind: FaultKind::Cut(CutFidelity::PodNetwork) }]),
+        );
         assert!(text.starts_with("link cut, pod-network fidelity"), "{text}");
         assert!(
             text.ends_with("Observed: the on-prem nodes stayed Ready throughout; no workload pod was evicted from them; no fallback was triggered (no NodeClaim created)."),
@@ -134,8 +135,8 @@ spec:
         let text = statement(
             &d,
             &observations(vec![
-                E::FaultInjected { step: "c".into(), kind: "cut (host)".into() },
-                E::NodeReady { node: "h1".into(), role: on, status: "Unknown".into(), gpus: 8 },
+                E::FaultInjected { step: "c".into(), kind: FaultKind::Cut(CutFidelity::Host) },
+                E::NodeReady { node: "h1".into(), role: on, status: ConditionStatus::Unknown, gpus: 8 },
                 E::PodTerminating { pod: "p".into(), node: "h1".into(), role: on },
                 E::NodeClaimCreated { nodeclaim: "c1".into() },
             ]),

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use super::page::{esc, page, tick_step, time_axis};
 use super::{Marker, Report, human_seconds, seconds_cell, verdict_word};
-use crate::phases::{Phase, Verdict};
+use crate::phases::{Phase, PhaseId, Verdict};
 use crate::timeline::rfc3339;
 
 pub fn render(report: &Report) -> String {
@@ -40,16 +40,6 @@ fn verdict_class(p: &Phase) -> &'static str {
     }
 }
 
-fn outcome_class(report: &Report) -> &'static str {
-    match report.outcome {
-        super::Outcome::Passed => "passed",
-        super::Outcome::ObjectiveMissed => "objective-missed",
-        super::Outcome::Aborted => "aborted",
-        super::Outcome::RestoreFailed => "restore-failed",
-        super::Outcome::Refused => "refused",
-    }
-}
-
 fn header(b: &mut String, report: &Report) {
     let _ = writeln!(b, "<header><h1>Drill report: {}</h1>", esc(&report.drill.name));
     if let Some(d) = &report.drill.description {
@@ -58,7 +48,7 @@ fn header(b: &mut String, report: &Report) {
     let _ = writeln!(
         b,
         "<p><span class=\"badge verdict {}\" id=\"verdict\">{}</span></p>",
-        outcome_class(report),
+        report.outcome.slug(),
         esc(report.outcome.as_str())
     );
     if let Some(reason) = &report.abort_reason {
@@ -73,7 +63,7 @@ fn header(b: &mut String, report: &Report) {
             esc(label)
         );
     };
-    if let Some(rto) = report.phases.iter().find(|p| p.name == "rto") {
+    if let Some(rto) = report.phase(PhaseId::Rto) {
         let label = match rto.objective_seconds {
             Some(o) => format!("RTO · objective {} · {}", human_seconds(o), verdict_word(rto)),
             None => "RTO · no objective".into(),
@@ -166,8 +156,8 @@ fn timeline(b: &mut String, report: &Report) {
 
     // The recovery (fault to service restored) often lasts a small part of a drill whose reclaim waits for
     // consolidation: drawn again on its own scale, so its phases can be read.
-    let recovery_end = report.phases.iter().find(|p| p.name == "rto").and_then(|p| p.to.as_ref()).map(seconds_of);
-    let t0 = report.phases.iter().find(|p| p.name == "rto").and_then(|p| p.from.as_ref()).map(seconds_of);
+    let recovery_end = report.phase(PhaseId::Rto).and_then(|p| p.to.as_ref()).map(seconds_of);
+    let t0 = report.phase(PhaseId::Rto).and_then(|p| p.from.as_ref()).map(seconds_of);
     if let (Some(t0), Some(restored)) = (t0, recovery_end) {
         let returned = report.milestones.iter().find(|m| m.label == "return started").map(seconds_of);
         let recovery: Vec<crate::phases::Phase> = report
@@ -381,11 +371,11 @@ fn phase_lane(svg: &mut String, p: &Phase, y: f64, x: &impl Fn(f64) -> f64, char
         (None, name) => name.into(),
     };
     let (indent, class) = if p.parent.is_some() { (20.0, "lane-label sub") } else { (4.0, "lane-label") };
-    let weight = if p.name == "rto" { r#" font-weight="700""# } else { "" };
+    let weight = if p.name == PhaseId::Rto { r#" font-weight="700""# } else { "" };
     let _ = write!(
         svg,
         r#"<g class="lane" data-phase="{}"><text class="{class}" x="{indent}" y="{:.1}"{weight}>{}</text>"#,
-        esc(&p.name),
+        esc(p.name.as_str()),
         y + 16.0,
         esc(&label)
     );
@@ -470,7 +460,7 @@ fn phases(b: &mut String, report: &Report) {
         if report.objectives_missed.is_empty() {
             String::new()
         } else {
-            format!(" Missed: {}.", esc(&report.objectives_missed.join(", ")))
+            format!(" Missed: {}.", esc(&report.missed_list()))
         }
     );
     let _ = write!(
@@ -517,8 +507,8 @@ fn steps(b: &mut String, report: &Report) {
             "<tr><td>{}</td><td><code>{}</code></td><td><span class=\"badge {}\">{}</span></td><td class=\"num\">{}</td><td>{}</td></tr>",
             esc(&s.id),
             esc(&s.action),
-            esc(&s.outcome),
-            esc(&s.outcome),
+            s.outcome,
+            s.outcome,
             seconds_cell(s.seconds),
             esc(&s.message)
         );
@@ -686,8 +676,8 @@ mod tests {
             seconds: None,
             unconfirmed_pods: vec!["llm-old".into()],
         });
-        report.phases.retain(|p| p.name != "reclaim");
-        report.phases.iter_mut().filter(|p| p.name == "return").for_each(|p| p.to = None);
+        report.phases.retain(|p| p.name != PhaseId::Reclaim);
+        report.phases.iter_mut().filter(|p| p.name == PhaseId::Return).for_each(|p| p.to = None);
         let html = render(&report);
         assert!(html.contains("Stopped because:</strong> interrupted by SIGINT"));
         assert!(html.contains(r#"data-phase="overlap""#) && html.contains("never confirmed gone: llm-old"));

@@ -25,17 +25,16 @@ pub fn render(report: &Report) -> Result<String, quick_junit::SerializeError> {
         Outcome::ObjectiveMissed => {
             let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
             s.set_type("objective-missed");
-            s.set_message(format!("objectives missed: {}", report.objectives_missed.join(", ")));
+            s.set_message(format!(
+                "objectives missed: {}",
+                report.missed_list()
+            ));
             s
         }
         // The drill did not run to its end: an error, not a measured miss.
         Outcome::Aborted | Outcome::RestoreFailed | Outcome::Refused => {
             let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
-            s.set_type(match report.outcome {
-                Outcome::Aborted => "aborted",
-                Outcome::Refused => "refused",
-                _ => "restore-failed",
-            });
+            s.set_type(report.outcome.slug());
             s.set_message(report.abort_reason.clone().unwrap_or_else(|| report.outcome.as_str().into()));
             s
         }
@@ -56,7 +55,7 @@ pub fn render(report: &Report) -> Result<String, quick_junit::SerializeError> {
 
     for p in report.phases.iter().filter(|p| p.objective_seconds.is_some()) {
         let objective = p.objective_seconds.unwrap_or_default();
-        let name = if p.name == "rto" { "RTO".to_string() } else { p.name.clone() };
+        let name = p.name.title();
         let status = match (p.verdict, p.seconds) {
             (Verdict::Met, _) => TestCaseStatus::success(),
             (_, Some(s)) => {
@@ -102,6 +101,7 @@ fn seconds(s: f64) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::phases::PhaseId;
     use crate::report::sample;
 
     #[test]
@@ -121,7 +121,7 @@ mod tests {
         let mut report = sample::report();
         report.outcome = Outcome::Aborted;
         report.abort_reason = Some("interrupted by SIGINT & <restored>".into());
-        for p in report.phases.iter_mut().filter(|p| p.name == "rto") {
+        for p in report.phases.iter_mut().filter(|p| p.name == PhaseId::Rto) {
             p.to = None;
             p.seconds = None;
             p.verdict = Verdict::Incomplete;

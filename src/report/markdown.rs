@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use super::{Report, human_seconds, overlap_sentence, phase_label, seconds_cell, verdict_word};
+use crate::phases::PhaseId;
 use crate::timeline::rfc3339;
 
 pub fn render(report: &Report) -> String {
@@ -15,7 +16,7 @@ pub fn render(report: &Report) -> String {
     if let Some(reason) = &report.abort_reason {
         let _ = writeln!(md, "Stopped because: {reason}\n");
     }
-    if let Some(rto) = report.phases.iter().find(|p| p.name == "rto") {
+    if let Some(rto) = report.phase(PhaseId::Rto) {
         let objective = rto.objective_seconds.map(|o| format!(" (objective {})", human_seconds(o))).unwrap_or_default();
         let _ = writeln!(md, "RTO: **{}**{objective}: {}\n", seconds_cell(rto.seconds), verdict_word(rto));
     }

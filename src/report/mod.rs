@@ -17,8 +17,9 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::phases::{Boundary, FallbackUsage, Phase, Verdict};
-use crate::timeline::{Event, NodeRole, Observation};
+use crate::drill::Drill;
+use crate::phases::{Boundary, FallbackUsage, Phase, PhaseId, Verdict};
+use crate::timeline::{Event, NodeRole, Observation, StepOutcome};
 
 /// Bumped on any change a consumer of `report.json` could notice.
 pub const REPORT_SCHEMA: &str = "hybrid-drill.io/report/v1";
@@ -39,6 +40,9 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    pub const ALL: [Outcome; 5] =
+        [Outcome::Passed, Outcome::ObjectiveMissed, Outcome::Aborted, Outcome::RestoreFailed, Outcome::Refused];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Passed => "passed",
@@ -59,6 +63,15 @@ impl Outcome {
             Outcome::Refused => "refused",
         }
     }
+
+    /// The outcome in a word or two, for a table cell among other runs.
+    pub fn short(self) -> &'static str {
+        match self {
+            Outcome::RestoreFailed => "RESTORE FAILED",
+            Outcome::ObjectiveMissed => "objective missed",
+            other => other.slug(),
+        }
+    }
 }
 
 impl std::fmt::Display for Outcome {
@@ -71,8 +84,7 @@ impl std::fmt::Display for Outcome {
 pub struct StepRecord {
     pub id: String,
     pub action: String,
-    /// `passed`, `warned`, `failed`, `aborted` or `skipped`.
-    pub outcome: String,
+    pub outcome: StepOutcome,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -167,7 +179,7 @@ pub struct Report {
     pub steps: Vec<StepRecord>,
     pub phases: Vec<Phase>,
     pub milestones: Vec<Boundary>,
-    pub objectives_missed: Vec<String>,
+    pub objectives_missed: Vec<PhaseId>,
     pub fallback: FallbackUsage,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback: Option<Rollback>,
@@ -177,6 +189,17 @@ pub struct Report {
     pub watch_gaps: usize,
     pub api_requests: u64,
     pub warnings: Vec<String>,
+}
+
+impl Report {
+    pub fn phase(&self, id: PhaseId) -> Option<&Phase> {
+        self.phases.iter().find(|p| p.name == id)
+    }
+
+    /// The missed objectives as a list for a sentence: `provisioning, reclaim`.
+    pub fn missed_list(&self) -> String {
+        self.objectives_missed.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ")
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -234,7 +257,7 @@ fn marker(event: &Event) -> Option<Marker> {
         | Event::UndoDone { .. }
         | Event::UndoFailed { .. } => Marker::Restore,
         Event::WatchGap { .. } | Event::WatchResumed { .. } => Marker::Other,
-        Event::StepFinished { outcome, .. } if outcome != "passed" => Marker::Fault,
+        Event::StepFinished { outcome, .. } if *outcome != StepOutcome::Passed => Marker::Fault,
         _ => return None,
     })
 }
@@ -284,7 +307,7 @@ pub fn overlap(observations: &[Observation]) -> Option<OverlapWindow> {
     let after: Vec<&Observation> = observations.iter().filter(|o| o.seq > t0.seq).take_while(before_return).collect();
     let lost = after
         .iter()
-        .any(|o| matches!(&o.event, Event::NodeReady { role: NodeRole::OnPrem, status, .. } if status != "True"));
+        .any(|o| matches!(&o.event, Event::NodeReady { role: NodeRole::OnPrem, status, .. } if !status.is_true()));
     if !lost {
         return None;
     }
@@ -359,9 +382,166 @@ pub enum LoadError {
     Schema { path: String, found: String },
 }
 
-/// Reads a run directory's `report.json`. Markers and the overlap window are derived again from its
-/// `timeline.jsonl` when that is there, so runs recorded by an older hybrid-drill get them too; the phases,
-/// verdicts and figures stay as the run recorded them.
+/// What a report holds that the timeline cannot: the tool, the drill file as it ran, the API server it ran against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunMeta {
+    pub tool_version: String,
+    pub drill_file: String,
+    pub drill_source: String,
+    pub cluster_server: String,
+    pub cluster_version: String,
+}
+
+impl RunMeta {
+    /// The meta a recorded report kept.
+    fn recorded(report: &Report) -> RunMeta {
+        RunMeta {
+            tool_version: report.tool_version.clone(),
+            drill_file: report.drill.file.clone(),
+            drill_source: report.drill.source.clone(),
+            cluster_server: report.cluster.server.clone(),
+            cluster_version: report.cluster.version.clone(),
+        }
+    }
+}
+
+/// The report of a run: a pure function of the drill, what the run observed and the meta the timeline cannot hold.
+/// `started` is the timeline's origin, `finished` the drill's end (or the last observation of a run that never
+/// recorded one).
+pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Report {
+    let analysis = crate::phases::analyse(drill, observations);
+    let (run_id, context) = observations
+        .iter()
+        .find_map(|o| match &o.event {
+            Event::DrillStarted { run_id, context, .. } => Some((run_id.clone(), context.clone())),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let started =
+        observations.first().map(|o| o.received - chrono::Duration::milliseconds(o.t_ms as i64)).unwrap_or_default();
+    let finished = observations
+        .iter()
+        .rev()
+        .find(|o| matches!(o.event, Event::DrillFinished { .. }))
+        .or(observations.last())
+        .map_or(started, |o| o.received);
+    let abort_reason = observations.iter().find_map(|o| match &o.event {
+        Event::Aborted { reason } => Some(reason.clone()),
+        _ => None,
+    });
+    let rollback = observations.iter().rev().find_map(|o| match &o.event {
+        Event::RollbackFinished { undone, failed } => Some(Rollback { undone: undone.clone(), failed: failed.clone() }),
+        _ => None,
+    });
+    let outcome = recorded_outcome(observations).unwrap_or_else(|| match (&rollback, &abort_reason) {
+        (Some(r), _) if !r.failed.is_empty() => Outcome::RestoreFailed,
+        (_, Some(_)) => Outcome::Aborted,
+        _ if analysis.objectives_missed.is_empty() => Outcome::Passed,
+        _ => Outcome::ObjectiveMissed,
+    });
+    Report {
+        schema: REPORT_SCHEMA.into(),
+        tool_version: meta.tool_version.clone(),
+        run_id,
+        drill: DrillIdentity {
+            name: drill.metadata.name.clone(),
+            description: drill.metadata.description.clone(),
+            file: meta.drill_file.clone(),
+            source: meta.drill_source.clone(),
+        },
+        cluster: ClusterIdentity {
+            context,
+            server: meta.cluster_server.clone(),
+            version: meta.cluster_version.clone(),
+        },
+        started,
+        finished,
+        outcome,
+        exit_code: crate::cli::exit_code(outcome),
+        abort_reason,
+        fidelity: fidelity::statement(drill, observations),
+        steps: step_records(drill, observations),
+        phases: analysis.phases,
+        milestones: analysis.milestones,
+        objectives_missed: analysis.objectives_missed,
+        fallback: analysis.fallback,
+        rollback,
+        notable_events: notable(observations),
+        overlap: overlap(observations),
+        watch_gaps: observations.iter().filter(|o| matches!(o.event, Event::WatchGap { .. })).count(),
+        api_requests: observations
+            .iter()
+            .rev()
+            .find_map(|o| match o.event {
+                Event::RequestsSent { total } => Some(total),
+                _ => None,
+            })
+            .unwrap_or(0),
+        warnings: observations
+            .iter()
+            .filter_map(|o| match &o.event {
+                Event::Warning { message } => Some(message.clone()),
+                _ => None,
+            })
+            .collect(),
+    }
+}
+
+/// The outcome the run recorded when the drill finished, in the words `Outcome::as_str` writes.
+fn recorded_outcome(observations: &[Observation]) -> Option<Outcome> {
+    observations.iter().rev().find_map(|o| match &o.event {
+        Event::DrillFinished { outcome } => Outcome::ALL.into_iter().find(|known| known.as_str() == outcome),
+        _ => None,
+    })
+}
+
+/// One record per step of the drill, in its order: never started is skipped, started and never finished is
+/// aborted (a signal, a guard or the deadline stopped it), finished says how and took the time between the two.
+fn step_records(drill: &Drill, observations: &[Observation]) -> Vec<StepRecord> {
+    drill
+        .spec
+        .steps
+        .iter()
+        .map(|step| {
+            let started =
+                observations.iter().find(|o| matches!(&o.event, Event::StepStarted { step: id, .. } if *id == step.id));
+            let finished = started.and_then(|s| {
+                observations.iter().find_map(|o| match &o.event {
+                    Event::StepFinished { step: id, outcome, message } if o.seq > s.seq && *id == step.id => {
+                        Some((o.t_ms.saturating_sub(s.t_ms), *outcome, message.clone()))
+                    }
+                    _ => None,
+                })
+            });
+            let (outcome, message, seconds) = match (started, finished) {
+                (_, Some((ms, outcome, message))) => (outcome, message, Some(ms as f64 / 1000.0)),
+                (Some(_), None) => (StepOutcome::Aborted, String::new(), None),
+                (None, None) => (StepOutcome::Skipped, String::new(), None),
+            };
+            StepRecord {
+                id: step.id.clone(),
+                action: step.action().map(|a| crate::steps::action_name(&a)).unwrap_or_default(),
+                outcome,
+                message,
+                seconds,
+            }
+        })
+        .collect()
+}
+
+/// Whether a timeline holds every fact a report needs: runs recorded before the report's facts were timeline
+/// events lack the request count, written once at the end of every run since.
+fn holds_the_report(observations: &[Observation]) -> bool {
+    let has = |f: fn(&Event) -> bool| observations.iter().any(|o| f(&o.event));
+    has(|e| matches!(e, Event::DrillStarted { .. }))
+        && has(|e| matches!(e, Event::DrillFinished { .. }))
+        && has(|e| matches!(e, Event::RequestsSent { .. }))
+}
+
+/// Reads a run directory. The report is computed again from its `drill.yaml` and `timeline.jsonl`, with the meta
+/// `report.json` kept, so an old run re-renders with today's logic. A run whose timeline lacks what [`build`] needs
+/// (recorded by an older hybrid-drill) keeps its recorded report, with markers and the overlap window derived again
+/// where its timeline is there.
 pub fn load(run_dir: &Path) -> Result<Report, LoadError> {
     let path = if run_dir.is_file() { run_dir.to_path_buf() } else { run_dir.join("report.json") };
     let text =
@@ -371,14 +551,22 @@ pub fn load(run_dir: &Path) -> Result<Report, LoadError> {
     if report.schema != REPORT_SCHEMA {
         return Err(LoadError::Schema { path: path.display().to_string(), found: report.schema });
     }
-    let timeline = path.with_file_name("timeline.jsonl");
-    if let Ok(observations) = crate::timeline::read(&timeline)
-        && !observations.is_empty()
-    {
-        report.notable_events = notable(&observations);
-        report.overlap = overlap(&observations);
+    let observations = crate::timeline::read(&path.with_file_name("timeline.jsonl")).unwrap_or_default();
+    if observations.is_empty() {
+        return Ok(report);
     }
-    Ok(report)
+    let drill_file = path.with_file_name("drill.yaml");
+    let source = std::fs::read_to_string(&drill_file).unwrap_or_else(|_| report.drill.source.clone());
+    match crate::drill::from_source(&drill_file, source) {
+        Ok(loaded) if holds_the_report(&observations) => {
+            Ok(build(&loaded.drill, &observations, &RunMeta::recorded(&report)))
+        }
+        _ => {
+            report.notable_events = notable(&observations);
+            report.overlap = overlap(&observations);
+            Ok(report)
+        }
+    }
 }
 
 /// The formats a run's report is written in; every run writes each one to its file.
@@ -459,8 +647,7 @@ pub fn verdict_word(p: &Phase) -> &'static str {
 pub fn phase_label(p: &Phase) -> String {
     match &p.parent {
         Some(_) => format!("  └ {}", p.name),
-        None if p.name == "rto" => "RTO".into(),
-        None => p.name.clone(),
+        None => p.name.title().into(),
     }
 }
 
@@ -471,7 +658,8 @@ pub fn seconds_cell(v: Option<f64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::timeline::Event as E;
+    use crate::drill::CutFidelity;
+    use crate::timeline::{ConditionStatus, Event as E, FaultKind};
 
     /// Observations from (seconds, event) pairs, without server times.
     fn observations(events: Vec<(f64, E)>) -> Vec<Observation> {
@@ -494,8 +682,8 @@ mod tests {
                 },
             ),
             (0.1, E::PodScheduled { pod: "old-2".into(), node: "h1".into(), role: on }),
-            (1.0, E::FaultInjected { step: "cut".into(), kind: "cut (host)".into() }),
-            (21.0, E::NodeReady { node: "h1".into(), role: on, status: "Unknown".into(), gpus: 8 }),
+            (1.0, E::FaultInjected { step: "cut".into(), kind: FaultKind::Cut(CutFidelity::Host) }),
+            (21.0, E::NodeReady { node: "h1".into(), role: on, status: ConditionStatus::Unknown, gpus: 8 }),
             (300.0, E::PodCreated { pod: "new-1".into() }),
             (360.0, E::PodReady { pod: "new-1".into(), node: "f1".into(), role: fb }),
             (361.0, E::PodDeleted { pod: "old-1".into(), node: "h1".into(), role: on }),

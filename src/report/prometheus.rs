@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::{Outcome, Report};
-use crate::phases::Verdict;
+use crate::phases::{PhaseId, Verdict};
 
 /// The content type of the format, for a push.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -58,34 +58,28 @@ pub fn render(report: &Report) -> String {
     m.header("phase_duration_seconds", "Duration of each phase of the drill's last run, on the tool's clock.");
     for p in &report.phases {
         if let Some(s) = p.seconds {
-            m.sample("phase_duration_seconds", &[("phase", &p.name)], s);
+            m.sample("phase_duration_seconds", &[("phase", p.name.as_str())], s);
         }
     }
     m.header("phase_objective_seconds", "The objective of each phase that has one.");
     for p in &report.phases {
         if let Some(o) = p.objective_seconds {
-            m.sample("phase_objective_seconds", &[("phase", &p.name)], o);
+            m.sample("phase_objective_seconds", &[("phase", p.name.as_str())], o);
         }
     }
     m.header("phase_objective_met", "1 if the phase met its objective, 0 if it missed it or was not measured.");
     for p in report.phases.iter().filter(|p| p.objective_seconds.is_some()) {
-        m.sample("phase_objective_met", &[("phase", &p.name)], f64::from(u8::from(p.verdict == Verdict::Met)));
+        m.sample("phase_objective_met", &[("phase", p.name.as_str())], f64::from(u8::from(p.verdict == Verdict::Met)));
     }
-    if let Some(rto) = report.phases.iter().find(|p| p.name == "rto").and_then(|p| p.seconds) {
+    if let Some(rto) = report.phase(PhaseId::Rto).and_then(|p| p.seconds) {
         m.gauge("rto_seconds", "Recovery time: from the fault (t0) until the service was restored.", rto);
     }
-    if let Some(o) = report.phases.iter().find(|p| p.name == "rto").and_then(|p| p.objective_seconds) {
+    if let Some(o) = report.phase(PhaseId::Rto).and_then(|p| p.objective_seconds) {
         m.gauge("rto_objective_seconds", "The drill's RTO objective.", o);
     }
     m.header("outcome", "1 for the outcome of the drill's last run, 0 for the others.");
-    for (outcome, name) in [
-        (Outcome::Passed, "passed"),
-        (Outcome::ObjectiveMissed, "objective-missed"),
-        (Outcome::Aborted, "aborted"),
-        (Outcome::RestoreFailed, "restore-failed"),
-        (Outcome::Refused, "refused"),
-    ] {
-        m.sample("outcome", &[("outcome", name)], f64::from(u8::from(report.outcome == outcome)));
+    for outcome in Outcome::ALL {
+        m.sample("outcome", &[("outcome", outcome.slug())], f64::from(u8::from(report.outcome == outcome)));
     }
     m.gauge(
         "exit_code",

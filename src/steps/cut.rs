@@ -30,7 +30,8 @@ async fn host(ctx: &StepContext<'_>, step: &str, action: &CutAction) -> Result<S
     }
     let (reference, object) =
         policy::host(kind, &nodes, ctx.mutator.run_id(), &ctx.mutator.run_label(), &action.allow_cidrs);
-    ctx.timeline.record(Event::FaultInjected { step: step.into(), kind: format!("cut ({})", action.fidelity) });
+    ctx.timeline
+        .record(Event::FaultInjected { step: step.into(), kind: crate::timeline::FaultKind::Cut(action.fidelity) });
     ctx.mutator.create_policy(&reference, object).await?;
     Ok(StepSuccess::ok(format!("{reference} cuts {} off the control plane and the VPC", ctx.on_prem_nodes.join(", "))))
 }
@@ -64,7 +65,8 @@ async fn pod_network(ctx: &StepContext<'_>, step: &str, action: &CutAction) -> R
             ctx.on_prem_nodes.join(", ")
         )));
     }
-    ctx.timeline.record(Event::FaultInjected { step: step.into(), kind: format!("cut ({})", action.fidelity) });
+    ctx.timeline
+        .record(Event::FaultInjected { step: step.into(), kind: crate::timeline::FaultKind::Cut(action.fidelity) });
     let mut isolated = Vec::new();
     for pod in &pods {
         if ctx.mutator.label_pod(namespace, pod).await? {

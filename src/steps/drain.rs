@@ -37,7 +37,7 @@ pub async fn drain(
     deadline: Instant,
     timeout: Duration,
 ) -> Result<StepSuccess, StepError> {
-    ctx.timeline.record(Event::FaultInjected { step: step.into(), kind: "drain".into() });
+    ctx.timeline.record(Event::FaultInjected { step: step.into(), kind: crate::timeline::FaultKind::Drain });
     for node in ctx.on_prem_nodes {
         ctx.mutator.cordon(node).await?;
     }

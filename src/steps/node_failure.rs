@@ -29,7 +29,7 @@ pub async fn node_failure(
     } else {
         vec![(None, action.fail.clone(), action.recover.clone())]
     };
-    ctx.timeline.record(Event::FaultInjected { step: step.into(), kind: "node-failure".into() });
+    ctx.timeline.record(Event::FaultInjected { step: step.into(), kind: crate::timeline::FaultKind::NodeFailure });
     ctx.progress.waiting(&format!("running the failure hook: {}", action.fail.join(" ")));
     // All at once, as a rack losing power would: a sequence would skew t0 across the nodes.
     let results = join_all(

@@ -25,7 +25,7 @@ pub async fn restore(
     timeout: Duration,
 ) -> Result<StepSuccess, StepError> {
     let mut changes = ctx.view.changes();
-    ctx.timeline.record(Event::RestoreStarted { step: step.into(), what: target.to_string() });
+    ctx.timeline.record(Event::RestoreStarted { step: step.into(), what: target });
     let outcome = ctx.mutator.revert(|m| ends(target, m)).await;
     if !outcome.restored() {
         let failed: Vec<String> = outcome.failed.iter().map(|(what, why)| format!("{what}: {why}")).collect();

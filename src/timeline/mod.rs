@@ -13,6 +13,8 @@ use std::time::Instant;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::cluster::karpenter::ClaimCondition;
+
 pub use kinds::{ConditionStatus, FaultKind, StepOutcome, UnknownFault};
 
 /// Where a node sits in the hybrid design.
@@ -55,13 +57,13 @@ pub enum Event {
     },
     StepFinished {
         step: String,
-        outcome: String,
+        outcome: StepOutcome,
         #[serde(default, skip_serializing_if = "String::is_empty")]
         message: String,
     },
     FaultInjected {
         step: String,
-        kind: String,
+        kind: FaultKind,
     },
     Cordoned {
         node: String,
@@ -93,7 +95,7 @@ pub enum Event {
     /// A `restore` step began ending the fault (`what`: cut, node-failure).
     RestoreStarted {
         step: String,
-        what: String,
+        what: crate::drill::RestoreTarget,
     },
     /// The fault is gone: the cut's policies removed, or the nodes' recovery hooks run.
     FaultRemoved {
@@ -150,7 +152,7 @@ pub enum Event {
     NodeReady {
         node: String,
         role: NodeRole,
-        status: String,
+        status: ConditionStatus,
         gpus: i64,
     },
     NodeSchedulable {
@@ -174,8 +176,8 @@ pub enum Event {
     },
     NodeClaimCondition {
         nodeclaim: String,
-        condition: String,
-        status: String,
+        condition: ClaimCondition,
+        status: ConditionStatus,
     },
     NodeClaimNode {
         nodeclaim: String,

@@ -6,8 +6,8 @@ use std::sync::{Arc, RwLock};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{Node, Pod};
 
-use super::{Event, NodeRole};
-use crate::cluster::karpenter::{GPU_RESOURCE, INSTANCE_TYPE_LABEL, NODECLAIM_CONDITIONS, NodeClaim};
+use super::{ConditionStatus, Event, NodeRole};
+use crate::cluster::karpenter::{ClaimCondition, GPU_RESOURCE, INSTANCE_TYPE_LABEL, NodeClaim};
 use crate::cluster::quantity::as_integer;
 use crate::cluster::to_utc;
 
@@ -18,7 +18,7 @@ pub type Transition = (Event, Option<DateTime<Utc>>);
 pub struct NodeState {
     pub name: String,
     pub role: NodeRole,
-    pub ready: String,
+    pub ready: ConditionStatus,
     pub ready_since: Option<DateTime<Utc>>,
     pub schedulable: bool,
     pub gpus: i64,
@@ -35,7 +35,7 @@ impl NodeState {
         let ready = status
             .and_then(|s| s.conditions.as_ref())
             .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-            .map(|c| (c.status.clone(), c.last_transition_time.as_ref().map(|t| to_utc(&t.0))));
+            .map(|c| (ConditionStatus::parse(&c.status), c.last_transition_time.as_ref().map(|t| to_utc(&t.0))));
         let gpus = status
             .and_then(|s| s.allocatable.as_ref())
             .and_then(|a| a.get(GPU_RESOURCE))
@@ -54,7 +54,7 @@ impl NodeState {
         NodeState {
             name: meta.name.clone().unwrap_or_default(),
             role,
-            ready: ready.as_ref().map(|r| r.0.clone()).unwrap_or_else(|| "Unknown".into()),
+            ready: ready.map(|r| r.0).unwrap_or_default(),
             ready_since: ready.and_then(|r| r.1),
             schedulable: !node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
             gpus,
@@ -66,7 +66,7 @@ impl NodeState {
     }
 
     pub fn is_ready(&self) -> bool {
-        self.ready == "True"
+        self.ready.is_true()
     }
 }
 
@@ -79,16 +79,13 @@ pub fn node_transitions(before: Option<&NodeState>, after: &NodeState) -> Vec<Tr
             after.created,
         ));
         if after.is_ready() {
-            out.push((
-                Event::NodeReady { node, role, status: after.ready.clone(), gpus: after.gpus },
-                after.ready_since,
-            ));
+            out.push((Event::NodeReady { node, role, status: after.ready, gpus: after.gpus }, after.ready_since));
         }
         return out;
     };
     if before.ready != after.ready || (after.is_ready() && before.gpus != after.gpus) {
         out.push((
-            Event::NodeReady { node: node.clone(), role, status: after.ready.clone(), gpus: after.gpus },
+            Event::NodeReady { node: node.clone(), role, status: after.ready, gpus: after.gpus },
             after.ready_since,
         ));
     }
@@ -197,7 +194,8 @@ pub struct ClaimState {
     pub name: String,
     pub node: Option<String>,
     pub created: Option<DateTime<Utc>>,
-    pub conditions: BTreeMap<String, (String, Option<DateTime<Utc>>)>,
+    /// The lifecycle conditions a drill times; Karpenter's other conditions are not part of a drill's story.
+    pub conditions: BTreeMap<ClaimCondition, (ConditionStatus, Option<DateTime<Utc>>)>,
     pub deleting: bool,
     pub gpus: i64,
 }
@@ -212,15 +210,18 @@ impl ClaimState {
             conditions: status
                 .conditions
                 .iter()
-                .map(|c| (c.type_.clone(), (c.status.clone(), c.last_transition_time.as_ref().map(|t| to_utc(&t.0)))))
+                .filter_map(|c| {
+                    let since = c.last_transition_time.as_ref().map(|t| to_utc(&t.0));
+                    Some((ClaimCondition::parse(&c.type_)?, (ConditionStatus::parse(&c.status), since)))
+                })
                 .collect(),
             deleting: claim.metadata.deletion_timestamp.is_some(),
             gpus: status.capacity.get(GPU_RESOURCE).and_then(as_integer).unwrap_or(0),
         }
     }
 
-    pub fn is(&self, condition: &str) -> bool {
-        self.conditions.get(condition).is_some_and(|c| c.0 == "True")
+    pub fn is(&self, condition: ClaimCondition) -> bool {
+        self.conditions.get(&condition).is_some_and(|c| c.0.is_true())
     }
 }
 
@@ -230,17 +231,11 @@ pub fn claim_transitions(before: Option<&ClaimState>, after: &ClaimState) -> Vec
     if before.is_none() {
         out.push((Event::NodeClaimCreated { nodeclaim: name.clone() }, after.created));
     }
-    // Timed conditions first, in lifecycle order, so a batch of changes reads in order.
-    let mut kinds: Vec<&String> = after.conditions.keys().collect();
-    kinds.sort_by_key(|k| NODECLAIM_CONDITIONS.iter().position(|c| c == k).unwrap_or(usize::MAX));
-    for kind in kinds {
-        let (status, since) = &after.conditions[kind];
-        let old = before.and_then(|b| b.conditions.get(kind)).map(|c| &c.0);
-        if old != Some(status) && (old.is_some() || status == "True") {
-            out.push((
-                Event::NodeClaimCondition { nodeclaim: name.clone(), condition: kind.clone(), status: status.clone() },
-                *since,
-            ));
+    // The map is in lifecycle order, so a batch of changes reads in order.
+    for (&condition, &(status, since)) in &after.conditions {
+        let old = before.and_then(|b| b.conditions.get(&condition)).map(|c| c.0);
+        if old != Some(status) && (old.is_some() || status.is_true()) {
+            out.push((Event::NodeClaimCondition { nodeclaim: name.clone(), condition, status }, since));
         }
     }
     if let Some(node) = &after.node
@@ -330,7 +325,7 @@ impl ClusterView {
             && self.unscheduled_pods() == 0
             && self.pods_on_lost_nodes() == 0
             && self.claims.values().all(|c| {
-                c.is("Initialized")
+                c.is(ClaimCondition::Initialized)
                     && c.node.as_ref().and_then(|n| self.nodes.get(n)).is_some_and(|n| n.is_ready() && n.gpus > 0)
             })
     }
@@ -412,13 +407,13 @@ mod tests {
             gpus: 4,
         };
         for k in ["Ready", "Initialized", "Launched", "Registered"] {
-            c.conditions.insert(k.into(), ("True".into(), None));
+            c.conditions.insert(ClaimCondition::parse(k).unwrap(), (ConditionStatus::True, None));
         }
         let t = claim_transitions(None, &c);
-        let order: Vec<String> = t
+        let order: Vec<&str> = t
             .iter()
             .filter_map(|(e, _)| match e {
-                Event::NodeClaimCondition { condition, .. } => Some(condition.clone()),
+                Event::NodeClaimCondition { condition, .. } => Some(condition.as_str()),
                 _ => None,
             })
             .collect();
@@ -434,7 +429,7 @@ mod tests {
         let mut view = ClusterView::default();
         view.nodes.insert("cloud-1".into(), NodeState::from_node(&gpu_node, NodeRole::Fallback));
         let mut conditions = BTreeMap::new();
-        conditions.insert("Initialized".to_string(), ("True".to_string(), None));
+        conditions.insert(ClaimCondition::Initialized, (ConditionStatus::True, None));
         let claim = ClaimState {
             name: "c1".into(),
             node: Some("cloud-1".into()),

@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
 use super::view::{ClaimState, NodeState, PodState, SharedView, claim_transitions, node_transitions, pod_transitions};
-use super::{Event, NodeRole, Timeline};
+use super::{ConditionStatus, Event, NodeRole, Timeline};
 use crate::cluster::karpenter::{GPU_RESOURCE, NODEPOOL_LABEL, NodeClaim, NodePool};
 use crate::cluster::quantity::as_integer;
 use crate::cluster::{Cluster, to_utc};
@@ -148,7 +148,8 @@ impl Handler<NodePool> for Pools {
         let status = pool.status.clone().unwrap_or_default();
         let gpus = status.resources.get(GPU_RESOURCE).and_then(as_integer).unwrap_or(0);
         let limit = pool.spec.limits.as_ref().and_then(|l| l.get(GPU_RESOURCE)).and_then(as_integer);
-        let ready = status.conditions.iter().find(|c| c.type_ == "Ready").map(|c| c.status == "True");
+        let ready =
+            status.conditions.iter().find(|c| c.type_ == "Ready").map(|c| ConditionStatus::parse(&c.status).is_true());
         self.ctx.view.update(|v| {
             v.pool_gpus = Some(gpus);
             v.pool_limit_gpus = limit;

@@ -4,8 +4,7 @@
 use std::fmt::Write;
 
 use super::{
-    DrillHistory, History, PhaseColumn, REGRESSION_MIN_SECONDS, REGRESSION_RATIO, change_text, date, display_name,
-    objective_text, outcome_word,
+    DrillHistory, History, PhaseColumn, REGRESSION_MIN_SECONDS, REGRESSION_RATIO, change_text, date, objective_text,
 };
 use crate::phases::Verdict;
 use crate::report::Outcome;
@@ -37,7 +36,7 @@ fn drill(b: &mut String, d: &DrillHistory) {
     for c in &d.phases {
         let name = match &c.parent {
             Some(_) => format!("└ {}", c.name),
-            None => display_name(&c.name),
+            None => c.name.title().into(),
         };
         let objective =
             c.objective_seconds.map(|o| format!("<br><span class=\"muted\">obj {}</span>", human_seconds(o)));
@@ -51,7 +50,7 @@ fn drill(b: &mut String, d: &DrillHistory) {
             "<tr class=\"run\"><td>{}<br><code class=\"muted\">{}</code></td><td><span class=\"badge {class}\">{}</span></td>",
             esc(&date(&r.started)),
             esc(&r.run_id),
-            outcome_word(r.outcome)
+            r.outcome.short()
         );
         for c in &r.phases {
             let flagged = c.regression.is_some();
@@ -114,8 +113,8 @@ fn trend(b: &mut String, d: &DrillHistory, column: usize, c: &PhaseColumn) {
     };
     let y = |v: f64| TOP + (1.0 - v / top) * (H - TOP - BOTTOM);
 
-    let name = display_name(&c.name);
-    let _ = write!(b, "<figure class=\"trend\" data-phase=\"{}\"><figcaption>{}", esc(&c.name), esc(&name));
+    let name = c.name.title();
+    let _ = write!(b, "<figure class=\"trend\" data-phase=\"{}\"><figcaption>{}", esc(c.name.as_str()), esc(name));
     if let Some(o) = c.objective_seconds {
         let _ = write!(b, " <span class=\"muted\">objective {}</span>", human_seconds(o));
     }

@@ -12,7 +12,7 @@ use comfy_table::{Cell as TableCell, Color, ContentArrangement, Table};
 use serde::Serialize;
 
 use super::{Outcome, Report, human_seconds, load};
-use crate::phases::Verdict;
+use crate::phases::{PhaseId, Verdict};
 
 pub const HISTORY_SCHEMA: &str = "hybrid-drill.io/history/v1";
 
@@ -39,9 +39,9 @@ pub struct DrillHistory {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct PhaseColumn {
-    pub name: String,
+    pub name: PhaseId,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub parent: Option<String>,
+    pub parent: Option<PhaseId>,
     /// The objective of the latest run that had one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub objective_seconds: Option<f64>,
@@ -157,15 +157,13 @@ fn drill_history(drill: String, runs: &[(PathBuf, Report)]) -> DrillHistory {
         for p in &report.phases {
             match phases.iter_mut().find(|c| c.name == p.name) {
                 Some(c) => c.objective_seconds = p.objective_seconds.or(c.objective_seconds),
-                None => phases.push(PhaseColumn {
-                    name: p.name.clone(),
-                    parent: p.parent.clone(),
-                    objective_seconds: p.objective_seconds,
-                }),
+                None => {
+                    phases.push(PhaseColumn { name: p.name, parent: p.parent, objective_seconds: p.objective_seconds })
+                }
             }
         }
     }
-    if let Some(i) = phases.iter().position(|c| c.name == "rto") {
+    if let Some(i) = phases.iter().position(|c| c.name == PhaseId::Rto) {
         let rto = phases.remove(i);
         phases.insert(0, rto);
     }
@@ -178,7 +176,7 @@ fn drill_history(drill: String, runs: &[(PathBuf, Report)]) -> DrillHistory {
             let previous = rows.iter().rev().find_map(|r: &RunRow| r.phases[column].seconds);
             let cell = change(phase, previous);
             if let Some(why) = &cell.regression {
-                regressions.push(format!("{}: {why}", display_name(&c.name)));
+                regressions.push(format!("{}: {why}", c.name.title()));
             }
             cells.push(cell);
         }
@@ -242,20 +240,6 @@ fn change(phase: Option<&crate::phases::Phase>, previous: Option<f64>) -> Change
     c
 }
 
-pub fn display_name(phase: &str) -> String {
-    if phase == "rto" { "RTO".into() } else { phase.into() }
-}
-
-pub fn outcome_word(o: Outcome) -> &'static str {
-    match o {
-        Outcome::Passed => "passed",
-        Outcome::ObjectiveMissed => "objective missed",
-        Outcome::Aborted => "aborted",
-        Outcome::RestoreFailed => "RESTORE FAILED",
-        Outcome::Refused => "refused",
-    }
-}
-
 pub fn date(t: &DateTime<Utc>) -> String {
     t.format("%Y-%m-%d %H:%M").to_string()
 }
@@ -297,7 +281,7 @@ fn value_text(c: &Change) -> String {
 fn header(c: &PhaseColumn) -> String {
     let name = match &c.parent {
         Some(_) => format!("└ {}", c.name),
-        None => display_name(&c.name),
+        None => c.name.title().into(),
     };
     match c.objective_seconds {
         Some(o) => format!("{name} (obj {})", human_seconds(o)),
@@ -333,7 +317,7 @@ pub fn render_text(h: &History) -> String {
         for r in &d.runs {
             let mut row = vec![
                 TableCell::new(date(&r.started)),
-                TableCell::new(outcome_word(r.outcome)).fg(if r.outcome == Outcome::Passed {
+                TableCell::new(r.outcome.short()).fg(if r.outcome == Outcome::Passed {
                     Color::Green
                 } else {
                     Color::Red
@@ -373,8 +357,7 @@ pub fn render_markdown(h: &History) -> String {
         let _ = writeln!(out, "| {} |", head.iter().map(|h| md_cell(h)).collect::<Vec<_>>().join(" | "));
         let _ = writeln!(out, "|{}", "---|".repeat(head.len()));
         for r in &d.runs {
-            let mut cells =
-                vec![format!("{}<br>`{}`", date(&r.started), r.run_id), outcome_word(r.outcome).to_string()];
+            let mut cells = vec![format!("{}<br>`{}`", date(&r.started), r.run_id), r.outcome.short().to_string()];
             cells.extend(r.phases.iter().map(|c| md_cell(&cell_lines(c).join("<br>"))));
             let _ = writeln!(out, "| {} |", cells.join(" | "));
         }
@@ -402,9 +385,9 @@ pub(crate) mod tests {
             r.started += chrono::Duration::days(91 * i as i64);
             r.run_id = format!("run-{i}");
             for p in &mut r.phases {
-                match p.name.as_str() {
-                    "provisioning" => p.seconds = Some(provisioning),
-                    "rto" => {
+                match p.name {
+                    PhaseId::Provisioning => p.seconds = Some(provisioning),
+                    PhaseId::Rto => {
                         p.seconds = Some(rto);
                         p.verdict = if rto <= 60.0 { Verdict::Met } else { Verdict::Missed };
                     }
@@ -423,10 +406,10 @@ pub(crate) mod tests {
         let h = build(three_runs());
         assert_eq!(h.drills.len(), 1);
         let d = &h.drills[0];
-        assert_eq!(d.phases[0].name, "rto");
+        assert_eq!(d.phases[0].name, PhaseId::Rto);
         let ids: Vec<&str> = d.runs.iter().map(|r| r.run_id.as_str()).collect();
         assert_eq!(ids, ["run-0", "run-1", "run-2"]);
-        let col = d.phases.iter().position(|c| c.name == "provisioning").unwrap();
+        let col = d.phases.iter().position(|c| c.name == PhaseId::Provisioning).unwrap();
         let second = &d.runs[1].phases[col];
         assert_eq!(second.change_seconds, Some(3.0));
         assert!((second.change_ratio.unwrap() - 0.5).abs() < 1e-9);
