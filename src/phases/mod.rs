@@ -139,7 +139,7 @@ enum Bound {
     /// Every NodeClaim created for the fault at the condition.
     ClaimsReached(ClaimCondition),
     FallbackNodeUsable,
-    PodsBound,
+    PodsScheduled,
     PodsReady,
     ImagePullStarted,
     ImagePulled,
@@ -191,8 +191,8 @@ const PHASES: &[PhaseDef] = {
         def(PhaseId::Launched, FirstClaimCreated, ClaimsReached(Launched), Shown::Always),
         def(PhaseId::Registered, ClaimsReached(Launched), ClaimsReached(Registered), Shown::Always),
         def(PhaseId::Initialized, ClaimsReached(Registered), ClaimsReached(Initialized), Shown::Always),
-        def(PhaseId::Scheduling, FallbackNodeUsable, PodsBound, Shown::Always),
-        def(PhaseId::Startup, PodsBound, PodsReady, Shown::Always),
+        def(PhaseId::Scheduling, FallbackNodeUsable, PodsScheduled, Shown::Always),
+        def(PhaseId::Startup, PodsScheduled, PodsReady, Shown::Always),
         def(PhaseId::ImagePull, ImagePullStarted, ImagePulled, Shown::ImagePull),
         def(PhaseId::Load, ImagePulled, PodsReady, Shown::ImagePull),
         def(PhaseId::Rto, FaultInjected, ServiceRestored, Shown::Always),
@@ -424,7 +424,7 @@ impl<'a> Moments<'a> {
                 return o.map(|o| Boundary::of(&format!("NodeClaims {c}"), o));
             }
             Bound::FallbackNodeUsable => ("fallback node Ready with GPUs", scan.first_usable_fallback_node(t0, ret)),
-            Bound::PodsBound => ("workload pods bound", self.pods_bound()),
+            Bound::PodsScheduled => ("workload pods bound", self.pods_bound()),
             Bound::PodsReady => ("workload pods Ready", self.pods_ready()),
             Bound::ImagePullStarted => ("image pull started", self.image_pull_started()),
             Bound::ImagePulled => ("image pulled", self.image_pulled()),
@@ -680,8 +680,8 @@ pub fn apply_limit(usage: &mut FallbackUsage, limit: Option<i64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::timeline::FaultKind;
     use crate::timeline::Event as E;
+    use crate::timeline::FaultKind;
 
     fn drill() -> Drill {
         let src = r#"

@@ -25,10 +25,7 @@ pub fn render(report: &Report) -> Result<String, quick_junit::SerializeError> {
         Outcome::ObjectiveMissed => {
             let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
             s.set_type("objective-missed");
-            s.set_message(format!(
-                "objectives missed: {}",
-                report.missed_list()
-            ));
+            s.set_message(format!("objectives missed: {}", report.missed_list()));
             s
         }
         // The drill did not run to its end: an error, not a measured miss.

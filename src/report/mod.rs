@@ -433,7 +433,7 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         Event::RollbackFinished { undone, failed } => Some(Rollback { undone: undone.clone(), failed: failed.clone() }),
         _ => None,
     });
-    let outcome = recorded_outcome(observations).unwrap_or_else(|| match (&rollback, &abort_reason) {
+    let outcome = recorded_outcome(observations).unwrap_or(match (&rollback, &abort_reason) {
         (Some(r), _) if !r.failed.is_empty() => Outcome::RestoreFailed,
         (_, Some(_)) => Outcome::Aborted,
         _ if analysis.objectives_missed.is_empty() => Outcome::Passed,
@@ -757,5 +757,170 @@ mod tests {
         assert_eq!(human_seconds(38.14), "38.1s");
         assert_eq!(human_seconds(245.2), "4m 05.2s");
         assert_eq!(human_seconds(3720.0), "1h 02m");
+    }
+
+    fn json(report: &Report) -> String {
+        Format::Json.render(report).unwrap()
+    }
+
+    /// Writes a run directory as a run leaves it: the drill file, the timeline, and report.json from `build`.
+    fn run_dir(observations: &[Observation]) -> (tempfile::TempDir, String) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("drill.yaml"), sample::DRILL).unwrap();
+        let lines: Vec<String> = observations.iter().map(|o| serde_json::to_string(o).unwrap() + "\n").collect();
+        std::fs::write(dir.path().join("timeline.jsonl"), lines.concat()).unwrap();
+        let recorded = json(&build(&sample::drill(), observations, &sample::meta()));
+        std::fs::write(dir.path().join("report.json"), &recorded).unwrap();
+        (dir, recorded)
+    }
+
+    /// A small xorshift generator: reproducible cases without a property-testing crate for one test.
+    struct Cases(u64);
+
+    impl Cases {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % n as u64) as usize
+        }
+
+        /// The sample timeline cut short at a random point, some of its observations swapped out of order.
+        fn timeline(&mut self) -> Vec<Observation> {
+            let mut obs = sample::timeline();
+            obs.truncate(1 + self.below(obs.len()));
+            for _ in 0..self.below(4) {
+                let (i, j) = (self.below(obs.len()), self.below(obs.len()));
+                obs.swap(i, j);
+            }
+            obs
+        }
+    }
+
+    #[test]
+    fn build_is_deterministic_and_a_run_directory_re_renders_byte_for_byte() {
+        let mut cases = Cases(0x9e37_79b9_7f4a_7c15);
+        for case in 0..200 {
+            let obs = cases.timeline();
+            let once = json(&build(&sample::drill(), &obs, &sample::meta()));
+            let again = json(&build(&sample::drill(), &obs, &sample::meta()));
+            assert_eq!(once, again, "case {case}: build differs between two calls");
+            let (dir, recorded) = run_dir(&obs);
+            assert_eq!(json(&load(dir.path()).unwrap()), recorded, "case {case}: load does not reproduce report.json");
+        }
+    }
+
+    #[test]
+    fn the_sample_run_re_renders_byte_for_byte_with_todays_logic() {
+        let (dir, recorded) = run_dir(&sample::timeline());
+        assert_eq!(json(&load(dir.path()).unwrap()), recorded);
+        // a report.json whose figures an older logic computed is recomputed from the timeline
+        let mut stale = sample::report();
+        stale.phases.retain(|p| p.name != PhaseId::Rto);
+        std::fs::write(dir.path().join("report.json"), json(&stale)).unwrap();
+        assert_eq!(json(&load(dir.path()).unwrap()), recorded);
+        // a run recorded before the report's facts were events keeps its recorded report
+        let old: Vec<Observation> =
+            sample::timeline().into_iter().filter(|o| !matches!(o.event, E::RequestsSent { .. })).collect();
+        let lines: Vec<String> = old.iter().map(|o| serde_json::to_string(o).unwrap() + "\n").collect();
+        std::fs::write(dir.path().join("timeline.jsonl"), lines.concat()).unwrap();
+        assert!(load(dir.path()).unwrap().phase(PhaseId::Rto).is_none());
+    }
+
+    #[test]
+    fn the_sample_report_reads_its_facts_from_the_timeline() {
+        let r = sample::report();
+        assert_eq!((r.outcome, r.exit_code, r.api_requests), (Outcome::ObjectiveMissed, 1, 42));
+        assert_eq!(r.run_id, "onprem-gpu-drain-20260105t093000z");
+        assert_eq!(r.cluster.context, "hybrid-lab");
+        assert_eq!((r.started, r.finished), (sample::base(), sample::base() + chrono::Duration::seconds(39)));
+        assert_eq!(r.warnings, ["this ran against the lab: <timings shortened>"]);
+        assert_eq!(r.objectives_missed, [PhaseId::Provisioning, PhaseId::Reclaim]);
+        let steps: Vec<(&str, &str, StepOutcome, Option<f64>)> =
+            r.steps.iter().map(|s| (s.id.as_str(), s.action.as_str(), s.outcome, s.seconds)).collect();
+        assert_eq!(
+            steps,
+            [
+                ("drain", "drain onPrem", StepOutcome::Passed, Some(1.8)),
+                ("fallback", "waitFor fallback-ready", StepOutcome::Passed, Some(6.9)),
+                ("return", "return", StepOutcome::Passed, Some(0.3)),
+                ("reclaim", "waitFor fallback-empty", StepOutcome::Passed, Some(18.2)),
+            ]
+        );
+    }
+
+    #[test]
+    fn steps_never_reached_are_skipped_and_steps_cut_short_aborted() {
+        let finished = |step: &str, outcome, message: &str| E::StepFinished {
+            step: step.into(),
+            outcome,
+            message: message.into(),
+        };
+        let started = |step: &str| E::StepStarted { step: step.into(), action: "ignored".into() };
+        let records = |events: Vec<(f64, E)>| step_records(&sample::drill(), &observations(events));
+        // stopped by a signal while `fallback` waited: it is aborted, unmeasured; the rest never ran
+        let stopped = records(vec![
+            (0.0, started("drain")),
+            (1.5, finished("drain", StepOutcome::Warned, "1 pod left")),
+            (1.5, started("fallback")),
+            (3.0, E::Aborted { reason: "interrupted by SIGINT".into() }),
+        ]);
+        let got: Vec<(StepOutcome, &str, Option<f64>)> =
+            stopped.iter().map(|s| (s.outcome, s.message.as_str(), s.seconds)).collect();
+        assert_eq!(
+            got,
+            [
+                (StepOutcome::Warned, "1 pod left", Some(1.5)),
+                (StepOutcome::Aborted, "", None),
+                (StepOutcome::Skipped, "", None),
+                (StepOutcome::Skipped, "", None),
+            ]
+        );
+        // the action is the drill's, whatever an older run wrote
+        assert_eq!(stopped[0].action, "drain onPrem");
+        // a failed step keeps its message; a StepFinished of another step does not end it
+        let failed = records(vec![
+            (0.0, started("drain")),
+            (0.5, finished("fallback", StepOutcome::Passed, "")),
+            (2.0, finished("drain", StepOutcome::Failed, "eviction blocked")),
+        ]);
+        assert_eq!((failed[0].outcome, failed[0].message.as_str()), (StepOutcome::Failed, "eviction blocked"));
+        assert_eq!(failed[0].seconds, Some(2.0));
+        assert_eq!(failed[1].outcome, StepOutcome::Skipped);
+    }
+
+    #[test]
+    fn an_aborted_run_reads_its_reason_rollback_and_outcome_from_the_timeline() {
+        let events = vec![
+            (0.0, E::DrillStarted { drill: "d".into(), run_id: "r".into(), context: "c".into() }),
+            (1.0, E::Aborted { reason: "guard tripped".into() }),
+            (2.0, E::RollbackFinished { undone: vec!["uncordon h1".into()], failed: vec!["delete p: 500".into()] }),
+            (3.0, E::DrillFinished { outcome: Outcome::RestoreFailed.as_str().into() }),
+        ];
+        let r = build(&sample::drill(), &observations(events.clone()), &sample::meta());
+        assert_eq!((r.outcome, r.exit_code), (Outcome::RestoreFailed, crate::cli::exit_code(Outcome::RestoreFailed)));
+        assert_eq!(r.abort_reason.as_deref(), Some("guard tripped"));
+        assert_eq!(r.rollback.unwrap().failed, ["delete p: 500"]);
+        // without the recorded outcome (a crash before the end), the rollback's failure still says it
+        let crashed = build(&sample::drill(), &observations(events[..3].to_vec()), &sample::meta());
+        assert_eq!(
+            (crashed.outcome, crashed.finished),
+            (Outcome::RestoreFailed, sample::base() + chrono::Duration::seconds(2))
+        );
+    }
+
+    #[test]
+    fn timelines_written_as_text_read_as_types() {
+        let lines = [
+            r#"{"seq":0,"t_ms":0,"received":"2026-01-05T09:30:00Z","type":"fault-injected","step":"c","kind":"cut (host)"}"#,
+            r#"{"seq":1,"t_ms":1,"received":"2026-01-05T09:30:00Z","type":"node-ready","node":"h","role":"on-prem","status":"Unknown","gpus":8}"#,
+            r#"{"seq":2,"t_ms":2,"received":"2026-01-05T09:30:00Z","type":"node-claim-condition","nodeclaim":"c","condition":"Initialized","status":"True"}"#,
+            r#"{"seq":3,"t_ms":3,"received":"2026-01-05T09:30:00Z","type":"step-finished","step":"c","outcome":"warned"}"#,
+            r#"{"seq":4,"t_ms":4,"received":"2026-01-05T09:30:00Z","type":"restore-started","step":"r","what":"node-failure"}"#,
+        ];
+        for line in lines {
+            let o: Observation = serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+            assert_eq!(serde_json::to_string(&o).unwrap(), line, "written back as it was read");
+        }
     }
 }

@@ -118,11 +118,8 @@ fn trend(b: &mut String, d: &DrillHistory, column: usize, c: &PhaseColumn) {
     if let Some(o) = c.objective_seconds {
         let _ = write!(b, " <span class=\"muted\">objective {}</span>", human_seconds(o));
     }
-    let _ = write!(
-        b,
-        "</figcaption><svg viewBox=\"0 0 {W} {H}\" role=\"img\" aria-label=\"{} over {n} runs\">",
-        esc(&name)
-    );
+    let _ =
+        write!(b, "</figcaption><svg viewBox=\"0 0 {W} {H}\" role=\"img\" aria-label=\"{} over {n} runs\">", esc(name));
     let mut v = 0.0;
     while v <= top + 1e-9 {
         let _ = write!(
