@@ -705,6 +705,17 @@ mod tests {
     }
 
     #[test]
+    fn values_in_attributes_cannot_leave_them() {
+        let mut report = sample::report();
+        report.steps[0].outcome = r#"x" onmouseover="alert(1)"#.into();
+        report.notable_events[0].what = "</title><script>".into();
+        let html = render(&report);
+        assert!(html.contains(r#"class="badge x&quot; onmouseover=&quot;alert(1)""#), "outcome escaped in the class");
+        assert!(!html.contains(r#"" onmouseover"#) && !html.contains("<script"));
+        assert!(html.contains("&lt;/title&gt;&lt;script&gt;"));
+    }
+
+    #[test]
     fn an_aborted_run_with_an_overlap_says_so() {
         let mut report = sample::report();
         report.outcome = crate::report::Outcome::Aborted;
