@@ -308,7 +308,7 @@ pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, S
     };
     let mut report = report::build(drill, &timeline.observations(), &meta);
     if let Some(url) = &opts.pushgateway
-        && let Err(e) = report::push::push(url, &report).await
+        && let Err(e) = crate::pushgateway::push(url, &report).await
     {
         // The drill's verdict stands; the report says the metrics did not leave.
         let message = format!("metrics not pushed: {e}");
