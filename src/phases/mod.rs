@@ -144,12 +144,13 @@ enum Bound {
     ImagePullStarted,
     ImagePulled,
     ServiceRestored,
-    RestoreStarted,
-    FaultRemoved,
-    OnPremNodesReady,
     ReturnStarted,
     BackOnPrem,
     FallbackReclaimed,
+    /// A `restore` step began ending the fault.
+    RestoreStarted,
+    FaultRemoved,
+    OnPremNodesReady,
 }
 
 /// When a phase belongs in the report at all.

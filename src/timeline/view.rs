@@ -132,10 +132,9 @@ impl PodState {
         let meta = &pod.metadata;
         let status = pod.status.as_ref();
         let condition = |kind: &str| {
-            status
-                .and_then(|s| s.conditions.as_ref())
-                .and_then(|cs| cs.iter().find(|c| c.type_ == kind))
-                .map(|c| (c.status == "True", c.last_transition_time.as_ref().map(|t| to_utc(&t.0))))
+            status.and_then(|s| s.conditions.as_ref()).and_then(|cs| cs.iter().find(|c| c.type_ == kind)).map(|c| {
+                (ConditionStatus::parse(&c.status).is_true(), c.last_transition_time.as_ref().map(|t| to_utc(&t.0)))
+            })
         };
         let ready = condition("Ready");
         let grace = meta.deletion_grace_period_seconds.unwrap_or(0);
