@@ -5,12 +5,14 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::cluster::marks::RunId;
 use crate::cluster::{Cluster, Target};
 use crate::drill;
 use crate::preflight;
 use crate::report::history::{self, History};
 use crate::report::{Format, Outcome, terminal};
 use crate::run::{self, RunOptions};
+use crate::safety;
 
 pub const EXIT_PASSED: u8 = 0;
 pub const EXIT_OBJECTIVE_MISSED: u8 = 1;
@@ -406,7 +408,16 @@ async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path, target: &
         None => find_journals(reports_dir),
     };
     // Marks in the cluster are scoped to the named run; without one, any run's marks are restored.
-    let run_id = run_dir.as_ref().and_then(|d| run_id_of(d));
+    let run_id = run_dir.as_ref().and_then(|d| run_id_of(d)).map(RunId::new);
+    // Undos found by the marks are journalled with the run's own journal, or in one of their own where `recover`
+    // looks next time (see `recover_marks`).
+    let marks_journal = match &run_dir {
+        Some(dir) => dir.join("journal.jsonl"),
+        None => {
+            let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
+            reports_dir.join("recover").join(stamp).join("journal.jsonl")
+        }
+    };
     let cluster = match Cluster::connect(target).await {
         Ok(c) => c,
         Err(e) => {
@@ -420,14 +431,25 @@ async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path, target: &
     }
     let mut outcomes = Vec::new();
     for journal in journals {
-        let entries = crate::safety::journal::read(&journal).unwrap_or_default();
-        if crate::safety::journal::outstanding(&entries).is_empty() {
+        let contents = match safety::journal::read(&journal) {
+            Ok(contents) => contents,
+            Err(e) => {
+                outcomes.push((journal.display().to_string(), Err(e.into())));
+                continue;
+            }
+        };
+        if let Some(torn) = &contents.torn {
+            eprintln!("note: {}: ignoring its last line, cut short by a crash mid-write: {torn}", journal.display());
+        }
+        if safety::journal::outstanding(&contents.entries).is_empty() {
             continue;
         }
-        outcomes.push((journal.display().to_string(), crate::safety::recover(&cluster, &journal).await));
+        outcomes.push((journal.display().to_string(), safety::recover(&cluster, &journal).await));
     }
-    outcomes
-        .push(("marks in the cluster".to_string(), crate::safety::recover_marks(&cluster, run_id.as_deref()).await));
+    outcomes.push((
+        "marks in the cluster".to_string(),
+        safety::recover_marks(&cluster, run_id.as_ref(), &marks_journal).await,
+    ));
     let mut code = EXIT_PASSED;
     let mut anything = false;
     for (source, outcome) in outcomes {
@@ -444,6 +466,7 @@ async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path, target: &
                 }
             }
             Err(e) => {
+                anything = true;
                 eprintln!("error: {e}");
                 code = EXIT_RESTORE_FAILED;
             }

@@ -1,6 +1,7 @@
 //! Cluster access: the client for the chosen kubeconfig context, the Karpenter types, and read-only look-ups.
 
 pub mod karpenter;
+pub mod marks;
 pub mod policy;
 pub mod quantity;
 pub mod selector;
