@@ -8,6 +8,9 @@ mod process;
 mod recover;
 mod undo;
 
+#[cfg(test)]
+pub(crate) mod tests;
+
 pub use mutator::{Eviction, MutationError, Mutator};
 pub use recover::{recover, recover_marks};
 pub use undo::RollbackOutcome;
