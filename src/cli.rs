@@ -429,6 +429,12 @@ async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path, target: &
         eprintln!("error: {e}");
         return EXIT_INVALID;
     }
+    recover_with(&cluster, journals, run_id.as_ref(), &marks_journal).await
+}
+
+/// Recovers from each journal with something outstanding, then from the marks in the cluster; an unreadable journal
+/// is an error (exit 4), a torn last line a one-line notice.
+async fn recover_with(cluster: &Cluster, journals: Vec<PathBuf>, run_id: Option<&RunId>, marks_journal: &Path) -> u8 {
     let mut outcomes = Vec::new();
     for journal in journals {
         let contents = match safety::journal::read(&journal) {
@@ -444,12 +450,9 @@ async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path, target: &
         if safety::journal::outstanding(&contents.entries).is_empty() {
             continue;
         }
-        outcomes.push((journal.display().to_string(), safety::recover(&cluster, &journal).await));
+        outcomes.push((journal.display().to_string(), safety::recover(cluster, &journal).await));
     }
-    outcomes.push((
-        "marks in the cluster".to_string(),
-        safety::recover_marks(&cluster, run_id.as_ref(), &marks_journal).await,
-    ));
+    outcomes.push(("marks in the cluster".to_string(), safety::recover_marks(cluster, run_id, marks_journal).await));
     let mut code = EXIT_PASSED;
     let mut anything = false;
     for (source, outcome) in outcomes {
@@ -504,4 +507,83 @@ fn find_journals(reports_dir: &Path) -> Vec<PathBuf> {
     }
     found.sort();
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::safety::journal::{EntryState, Journal, Mutation};
+    use crate::safety::tests::{Answer, serve, status};
+
+    /// A cluster with no marks left by any run: every list is empty.
+    fn unmarked(request: &crate::safety::tests::Seen) -> Answer {
+        match request.method.as_str() {
+            "GET" => Answer::Json(200, json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": []})),
+            _ => Answer::Json(200, json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "hybrid-gpu-1"}})),
+        }
+    }
+
+    fn cordoned(path: &Path) -> Mutation {
+        let cordon = Mutation::Cordon { node: "hybrid-gpu-1".into(), was_unschedulable: false };
+        let mut journal = Journal::create(path).unwrap();
+        let seq = journal.intend(&cordon).unwrap();
+        journal.write(seq, EntryState::Done, &cordon, None).unwrap();
+        cordon
+    }
+
+    #[tokio::test]
+    async fn recover_fails_on_an_unreadable_journal_instead_of_finding_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        cordoned(&path);
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.insert_str(0, "{not an entry}\n");
+        std::fs::write(&path, &text).unwrap();
+        let (cluster, handle) = Cluster::mock();
+        let server = serve(handle, unmarked);
+        let code = recover_with(&cluster, vec![path.clone()], None, &dir.path().join("marks.jsonl")).await;
+        drop(cluster);
+        let seen = server.await.unwrap();
+        assert_eq!(code, EXIT_RESTORE_FAILED);
+        assert!(seen.iter().all(|r| r.method == "GET"), "nothing is undone on a guess: {seen:?}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "the journal is left as found");
+    }
+
+    #[tokio::test]
+    async fn recover_proceeds_past_a_torn_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        cordoned(&path);
+        let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        std::io::Write::write_all(&mut file, br#"{"seq":0,"at":"2026-12-02T10:15:01Z","state":"und"#).unwrap();
+        let (cluster, handle) = Cluster::mock();
+        let server = serve(handle, unmarked);
+        let code = recover_with(&cluster, vec![path.clone()], None, &dir.path().join("marks.jsonl")).await;
+        drop(cluster);
+        let seen = server.await.unwrap();
+        assert_eq!(code, EXIT_PASSED);
+        assert_eq!(seen.iter().filter(|r| r.method == "PATCH").count(), 1, "{seen:?}");
+        let contents = crate::safety::journal::read(&path).unwrap();
+        assert_eq!(contents.torn, None);
+        assert!(crate::safety::journal::outstanding(&contents.entries).is_empty());
+    }
+
+    #[tokio::test]
+    async fn recover_reports_a_failed_undo() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        cordoned(&path);
+        let (cluster, handle) = Cluster::mock();
+        let server = serve(handle, |request| match request.method.as_str() {
+            "PATCH" => status(403, "Forbidden"),
+            _ => unmarked(request),
+        });
+        let code = recover_with(&cluster, vec![path.clone()], None, &dir.path().join("marks.jsonl")).await;
+        drop(cluster);
+        server.await.unwrap();
+        assert_eq!(code, EXIT_RESTORE_FAILED);
+        assert_eq!(crate::safety::journal::outstanding(&crate::safety::journal::read(&path).unwrap().entries).len(), 1);
+    }
 }

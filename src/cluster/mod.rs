@@ -117,8 +117,8 @@ impl Cluster {
     /// A cluster answered by kube's mock service, counting requests like a real one: the test plays the API server
     /// through the handle.
     #[cfg(test)]
-    pub(crate) fn mock() -> (Cluster, tower_test::mock::Handle<http::Request<kube::client::Body>, http::Response<kube::client::Body>>)
-    {
+    pub(crate) fn mock()
+    -> (Cluster, tower_test::mock::Handle<http::Request<kube::client::Body>, http::Response<kube::client::Body>>) {
         let (service, handle) = tower_test::mock::pair();
         let requests = Arc::new(AtomicU64::new(0));
         let client = Client::new(CountRequests { inner: service, count: requests.clone() }, "default");

@@ -62,10 +62,9 @@ pub(crate) fn serve(
                 Answer::Json(code, body) => send.send_response(
                     Response::builder().status(code).body(Body::from(serde_json::to_vec(&body).unwrap())).unwrap(),
                 ),
-                Answer::Unreachable => send.send_error(std::io::Error::new(
-                    std::io::ErrorKind::ConnectionRefused,
-                    "connection refused",
-                )),
+                Answer::Unreachable => {
+                    send.send_error(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused"))
+                }
             }
             seen.push(request);
         }
@@ -165,7 +164,10 @@ async fn a_404_on_undo_counts_as_undone() {
     let timeline = Timeline::in_memory();
     let mutator = Mutator::new(cluster, Journal::create(&path).unwrap(), timeline.clone(), RUN.into());
     let outcome = mutator.rollback().await;
-    assert_eq!(outcome.undone, ["create CiliumClusterwideNetworkPolicy/hybrid-drill-cut-x", "label pod/inference/gpu-0"]);
+    assert_eq!(
+        outcome.undone,
+        ["create CiliumClusterwideNetworkPolicy/hybrid-drill-cut-x", "label pod/inference/gpu-0"]
+    );
     assert!(outcome.restored(), "{:?}", outcome.failed);
     drop(mutator);
     let seen = server.await.unwrap();
@@ -227,7 +229,9 @@ async fn recovery_from_marks_journals_each_undo_before_making_it() {
                     node("cloud-1", json!({})),
                 ]}),
             ),
-            ("GET", "/api/v1/pods") => Answer::Json(200, json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": []})),
+            ("GET", "/api/v1/pods") => {
+                Answer::Json(200, json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": []}))
+            }
             ("GET", _) => status(404, "NotFound"),
             _ => {
                 *at_patch.lock().unwrap() = Some(states(&path));
