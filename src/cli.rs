@@ -515,10 +515,10 @@ mod tests {
 
     use super::*;
     use crate::safety::journal::{EntryState, Journal, Mutation};
-    use crate::safety::tests::{Answer, serve, status};
+    use crate::safety::tests::{Answer, Seen, serve, status};
 
     /// A cluster with no marks left by any run: every list is empty.
-    fn unmarked(request: &crate::safety::tests::Seen) -> Answer {
+    fn unmarked(request: &Seen) -> Answer {
         match request.method.as_str() {
             "GET" => Answer::Json(200, json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": []})),
             _ => Answer::Json(200, json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "hybrid-gpu-1"}})),
@@ -533,6 +533,16 @@ mod tests {
         cordon
     }
 
+    /// `recover` of the one journal `path` against an API server that answers with `answer`.
+    async fn recover_one(path: &Path, answer: impl FnMut(&Seen) -> Answer + Send + 'static) -> (u8, Vec<Seen>) {
+        let (cluster, handle) = Cluster::mock();
+        let server = serve(handle, answer);
+        let marks_journal = path.with_file_name("marks.jsonl");
+        let code = recover_with(&cluster, vec![path.to_path_buf()], None, &marks_journal).await;
+        drop(cluster);
+        (code, server.await.unwrap())
+    }
+
     #[tokio::test]
     async fn recover_fails_on_an_unreadable_journal_instead_of_finding_nothing() {
         let dir = tempfile::tempdir().unwrap();
@@ -541,11 +551,7 @@ mod tests {
         let mut text = std::fs::read_to_string(&path).unwrap();
         text.insert_str(0, "{not an entry}\n");
         std::fs::write(&path, &text).unwrap();
-        let (cluster, handle) = Cluster::mock();
-        let server = serve(handle, unmarked);
-        let code = recover_with(&cluster, vec![path.clone()], None, &dir.path().join("marks.jsonl")).await;
-        drop(cluster);
-        let seen = server.await.unwrap();
+        let (code, seen) = recover_one(&path, unmarked).await;
         assert_eq!(code, EXIT_RESTORE_FAILED);
         assert!(seen.iter().all(|r| r.method == "GET"), "nothing is undone on a guess: {seen:?}");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "the journal is left as found");
@@ -558,11 +564,7 @@ mod tests {
         cordoned(&path);
         let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
         std::io::Write::write_all(&mut file, br#"{"seq":0,"at":"2026-12-02T10:15:01Z","state":"und"#).unwrap();
-        let (cluster, handle) = Cluster::mock();
-        let server = serve(handle, unmarked);
-        let code = recover_with(&cluster, vec![path.clone()], None, &dir.path().join("marks.jsonl")).await;
-        drop(cluster);
-        let seen = server.await.unwrap();
+        let (code, seen) = recover_one(&path, unmarked).await;
         assert_eq!(code, EXIT_PASSED);
         assert_eq!(seen.iter().filter(|r| r.method == "PATCH").count(), 1, "{seen:?}");
         let contents = crate::safety::journal::read(&path).unwrap();
@@ -575,14 +577,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.jsonl");
         cordoned(&path);
-        let (cluster, handle) = Cluster::mock();
-        let server = serve(handle, |request| match request.method.as_str() {
+        let (code, _) = recover_one(&path, |request| match request.method.as_str() {
             "PATCH" => status(403, "Forbidden"),
             _ => unmarked(request),
-        });
-        let code = recover_with(&cluster, vec![path.clone()], None, &dir.path().join("marks.jsonl")).await;
-        drop(cluster);
-        server.await.unwrap();
+        })
+        .await;
         assert_eq!(code, EXIT_RESTORE_FAILED);
         assert_eq!(crate::safety::journal::outstanding(&crate::safety::journal::read(&path).unwrap().entries).len(), 1);
     }

@@ -278,15 +278,19 @@ mod tests {
         assert_eq!(outstanding(&contents.entries).len(), 1);
     }
 
+    /// A journal holding one intent, and a handle that appends to it behind the journal's back.
+    fn one_intent(dir: &Path) -> (PathBuf, Mutation, File) {
+        let path = dir.join("journal.jsonl");
+        let cordon = Mutation::Cordon { node: "a".into(), was_unschedulable: false };
+        Journal::create(&path).unwrap().intend(&cordon).unwrap();
+        let file = OpenOptions::new().append(true).open(&path).unwrap();
+        (path, cordon, file)
+    }
+
     #[test]
     fn a_torn_last_line_is_reported_and_cut_off_before_the_next_entry() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("journal.jsonl");
-        let mut j = Journal::create(&path).unwrap();
-        let cordon = Mutation::Cordon { node: "a".into(), was_unschedulable: false };
-        j.intend(&cordon).unwrap();
-        drop(j);
-        let mut file = OpenOptions::new().append(true).open(&path).unwrap();
+        let (path, cordon, mut file) = one_intent(dir.path());
         file.write_all(br#"{"seq":0,"at":"2026-12-02T10:15:01Z","sta"#).unwrap();
         let contents = read(&path).unwrap();
         assert_eq!(contents.entries.len(), 1);
@@ -300,12 +304,7 @@ mod tests {
     #[test]
     fn an_unreadable_entry_before_the_last_line_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("journal.jsonl");
-        let mut j = Journal::create(&path).unwrap();
-        let cordon = Mutation::Cordon { node: "a".into(), was_unschedulable: false };
-        j.intend(&cordon).unwrap();
-        drop(j);
-        let mut file = OpenOptions::new().append(true).open(&path).unwrap();
+        let (path, _, mut file) = one_intent(dir.path());
         file.write_all(b"not an entry\n").unwrap();
         file.write_all(br#"{"seq":1,"at":"2026-12-02T10:15:01Z","state":"intent","action":"uncordon","node":"a"}"#)
             .unwrap();

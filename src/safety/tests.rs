@@ -94,16 +94,18 @@ fn node(name: &str, annotations: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "annotations": annotations}})
 }
 
+/// An API server that cannot be reached for the first request, then answers every request with `then`.
+fn unreachable_once(then: impl Fn() -> Answer + Send + 'static) -> impl FnMut(&Seen) -> Answer + Send + 'static {
+    let mut first = true;
+    move |_| if std::mem::take(&mut first) { Answer::Unreachable } else { then() }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_transient_failure_is_retried_and_the_journal_says_done() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("journal.jsonl");
     let (cluster, handle) = Cluster::mock();
-    let mut attempts = 0;
-    let server = serve(handle, move |_| {
-        attempts += 1;
-        if attempts == 1 { Answer::Unreachable } else { Answer::Json(200, pod("gpu-0")) }
-    });
+    let server = serve(handle, unreachable_once(|| Answer::Json(200, pod("gpu-0"))));
     let mutator = Mutator::new(cluster.clone(), Journal::create(&path).unwrap(), Timeline::in_memory(), RUN.into());
     assert!(mutator.label_pod("inference", "gpu-0").await.unwrap());
     assert_eq!(cluster.requests_sent(), 2);
@@ -123,11 +125,7 @@ async fn a_create_retried_after_a_lost_answer_takes_the_conflict_for_its_own_pol
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("journal.jsonl");
     let (cluster, handle) = Cluster::mock();
-    let mut attempts = 0;
-    let server = serve(handle, move |_| {
-        attempts += 1;
-        if attempts == 1 { Answer::Unreachable } else { status(409, "AlreadyExists") }
-    });
+    let server = serve(handle, unreachable_once(|| status(409, "AlreadyExists")));
     let timeline = Timeline::in_memory();
     let mutator = Mutator::new(cluster, Journal::create(&path).unwrap(), timeline.clone(), RUN.into());
     let policy = PolicyRef {
