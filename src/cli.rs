@@ -409,11 +409,13 @@ async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path, target: &
     };
     // Marks in the cluster are scoped to the named run; without one, any run's marks are restored.
     let run_id = run_dir.as_ref().and_then(|d| run_id_of(d)).map(RunId::new);
-    // Undos found by the marks are journalled with the run's own journal, or in one of their own where `recover`
-    // looks next time (see `recover_marks`).
+    // Undos found by the marks are journalled in the run's own journal when there is a readable one, else in one of
+    // their own under the reports directory, where `recover` looks next time (see `recover_marks`).
     let marks_journal = match &run_dir {
-        Some(dir) => dir.join("journal.jsonl"),
-        None => {
+        Some(dir) if dir.is_dir() && safety::journal::read(&dir.join("journal.jsonl")).is_ok() => {
+            dir.join("journal.jsonl")
+        }
+        _ => {
             let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
             reports_dir.join("recover").join(stamp).join("journal.jsonl")
         }

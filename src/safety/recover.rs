@@ -29,9 +29,9 @@ pub async fn recover(cluster: &Cluster, journal_path: &Path) -> Result<RollbackO
 /// is deleted and every pod labelled with it unlabelled.
 ///
 /// Each undo is journalled before it is made, in `journal_path`, which is opened (directory included) only when
-/// something is marked. `hybrid-drill recover RUN_DIR` passes the run's own `journal.jsonl`, so a later `recover`
-/// sees what was undone; without a run directory it passes `REPORTS_DIR/recover/<timestamp>/journal.jsonl`, where
-/// a later `recover` looks too, so an interrupted recovery is finished by the next one.
+/// something is marked. `hybrid-drill recover RUN_DIR` passes the run's own `journal.jsonl` (when it reads), so a
+/// later `recover` sees what was undone; otherwise it passes `REPORTS_DIR/recover/<timestamp>/journal.jsonl`, where a
+/// later `recover` without a run directory looks too, so an interrupted recovery is finished by the next one.
 pub async fn recover_marks(
     cluster: &Cluster,
     run: Option<&RunId>,

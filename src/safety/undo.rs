@@ -21,7 +21,7 @@ const EXEC_UNDO_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The action that undoes a mutation.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Undo {
+pub(super) enum Undo {
     Nothing,
     Uncordon { node: String },
     DeletePolicy(PolicyRef),
@@ -32,7 +32,7 @@ pub(crate) enum Undo {
 impl Mutation {
     /// What undoes this mutation. There is no wildcard arm on purpose: a new kind of mutation does not compile until
     /// its undo is written here.
-    pub(crate) fn undo(&self) -> Undo {
+    pub(super) fn undo(&self) -> Undo {
         match self {
             Mutation::Cordon { node, was_unschedulable: false } => Undo::Uncordon { node: node.clone() },
             // Cordoned before the drill: it stays as it was found.
