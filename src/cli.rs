@@ -5,12 +5,14 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::cluster::marks::RunId;
 use crate::cluster::{Cluster, Target};
 use crate::drill;
 use crate::preflight;
 use crate::report::history::{self, History};
 use crate::report::{Format, Outcome, terminal};
 use crate::run::{self, RunOptions};
+use crate::safety;
 
 pub const EXIT_PASSED: u8 = 0;
 pub const EXIT_OBJECTIVE_MISSED: u8 = 1;
@@ -406,7 +408,18 @@ async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path, target: &
         None => find_journals(reports_dir),
     };
     // Marks in the cluster are scoped to the named run; without one, any run's marks are restored.
-    let run_id = run_dir.as_ref().and_then(|d| run_id_of(d));
+    let run_id = run_dir.as_ref().and_then(|d| run_id_of(d)).map(RunId::new);
+    // Undos found by the marks are journalled in the run's own journal when there is a readable one, else in one of
+    // their own under the reports directory, where `recover` looks next time (see `recover_marks`).
+    let marks_journal = match &run_dir {
+        Some(dir) if dir.is_dir() && safety::journal::read(&dir.join("journal.jsonl")).is_ok() => {
+            dir.join("journal.jsonl")
+        }
+        _ => {
+            let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
+            reports_dir.join("recover").join(stamp).join("journal.jsonl")
+        }
+    };
     let cluster = match Cluster::connect(target).await {
         Ok(c) => c,
         Err(e) => {
@@ -418,16 +431,30 @@ async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path, target: &
         eprintln!("error: {e}");
         return EXIT_INVALID;
     }
+    recover_with(&cluster, journals, run_id.as_ref(), &marks_journal).await
+}
+
+/// Recovers from each journal with something outstanding, then from the marks in the cluster; an unreadable journal
+/// is an error (exit 4), a torn last line a one-line notice.
+async fn recover_with(cluster: &Cluster, journals: Vec<PathBuf>, run_id: Option<&RunId>, marks_journal: &Path) -> u8 {
     let mut outcomes = Vec::new();
     for journal in journals {
-        let entries = crate::safety::journal::read(&journal).unwrap_or_default();
-        if crate::safety::journal::outstanding(&entries).is_empty() {
+        let contents = match safety::journal::read(&journal) {
+            Ok(contents) => contents,
+            Err(e) => {
+                outcomes.push((journal.display().to_string(), Err(e.into())));
+                continue;
+            }
+        };
+        if let Some(torn) = &contents.torn {
+            eprintln!("note: {}: ignoring its last line, cut short by a crash mid-write: {torn}", journal.display());
+        }
+        if safety::journal::outstanding(&contents.entries).is_empty() {
             continue;
         }
-        outcomes.push((journal.display().to_string(), crate::safety::recover(&cluster, &journal).await));
+        outcomes.push((journal.display().to_string(), safety::recover(cluster, &journal).await));
     }
-    outcomes
-        .push(("marks in the cluster".to_string(), crate::safety::recover_marks(&cluster, run_id.as_deref()).await));
+    outcomes.push(("marks in the cluster".to_string(), safety::recover_marks(cluster, run_id, marks_journal).await));
     let mut code = EXIT_PASSED;
     let mut anything = false;
     for (source, outcome) in outcomes {
@@ -444,6 +471,7 @@ async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path, target: &
                 }
             }
             Err(e) => {
+                anything = true;
                 eprintln!("error: {e}");
                 code = EXIT_RESTORE_FAILED;
             }
@@ -481,4 +509,82 @@ fn find_journals(reports_dir: &Path) -> Vec<PathBuf> {
     }
     found.sort();
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::safety::journal::{EntryState, Journal, Mutation};
+    use crate::safety::tests::{Answer, Seen, serve, status};
+
+    /// A cluster with no marks left by any run: every list is empty.
+    fn unmarked(request: &Seen) -> Answer {
+        match request.method.as_str() {
+            "GET" => Answer::Json(200, json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": []})),
+            _ => Answer::Json(200, json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "hybrid-gpu-1"}})),
+        }
+    }
+
+    fn cordoned(path: &Path) -> Mutation {
+        let cordon = Mutation::Cordon { node: "hybrid-gpu-1".into(), was_unschedulable: false };
+        let mut journal = Journal::create(path).unwrap();
+        let seq = journal.intend(&cordon).unwrap();
+        journal.write(seq, EntryState::Done, &cordon, None).unwrap();
+        cordon
+    }
+
+    /// `recover` of the one journal `path` against an API server that answers with `answer`.
+    async fn recover_one(path: &Path, answer: impl FnMut(&Seen) -> Answer + Send + 'static) -> (u8, Vec<Seen>) {
+        let (cluster, handle) = Cluster::mock();
+        let server = serve(handle, answer);
+        let marks_journal = path.with_file_name("marks.jsonl");
+        let code = recover_with(&cluster, vec![path.to_path_buf()], None, &marks_journal).await;
+        drop(cluster);
+        (code, server.await.unwrap())
+    }
+
+    #[tokio::test]
+    async fn recover_fails_on_an_unreadable_journal_instead_of_finding_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        cordoned(&path);
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.insert_str(0, "{not an entry}\n");
+        std::fs::write(&path, &text).unwrap();
+        let (code, seen) = recover_one(&path, unmarked).await;
+        assert_eq!(code, EXIT_RESTORE_FAILED);
+        assert!(seen.iter().all(|r| r.method == "GET"), "nothing is undone on a guess: {seen:?}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "the journal is left as found");
+    }
+
+    #[tokio::test]
+    async fn recover_proceeds_past_a_torn_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        cordoned(&path);
+        let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        std::io::Write::write_all(&mut file, br#"{"seq":0,"at":"2026-12-02T10:15:01Z","state":"und"#).unwrap();
+        let (code, seen) = recover_one(&path, unmarked).await;
+        assert_eq!(code, EXIT_PASSED);
+        assert_eq!(seen.iter().filter(|r| r.method == "PATCH").count(), 1, "{seen:?}");
+        let contents = crate::safety::journal::read(&path).unwrap();
+        assert_eq!(contents.torn, None);
+        assert!(crate::safety::journal::outstanding(&contents.entries).is_empty());
+    }
+
+    #[tokio::test]
+    async fn recover_reports_a_failed_undo() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        cordoned(&path);
+        let (code, _) = recover_one(&path, |request| match request.method.as_str() {
+            "PATCH" => status(403, "Forbidden"),
+            _ => unmarked(request),
+        })
+        .await;
+        assert_eq!(code, EXIT_RESTORE_FAILED);
+        assert_eq!(crate::safety::journal::outstanding(&crate::safety::journal::read(&path).unwrap().entries).len(), 1);
+    }
 }

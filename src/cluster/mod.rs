@@ -1,6 +1,7 @@
 //! Cluster access: the client for the chosen kubeconfig context, the Karpenter types, and read-only look-ups.
 
 pub mod karpenter;
+pub mod marks;
 pub mod policy;
 pub mod quantity;
 pub mod selector;
@@ -111,6 +112,17 @@ impl Cluster {
 
     pub fn requests_sent(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
+    }
+
+    /// A cluster answered by kube's mock service, counting requests like a real one: the test plays the API server
+    /// through the handle.
+    #[cfg(test)]
+    pub(crate) fn mock()
+    -> (Cluster, tower_test::mock::Handle<http::Request<kube::client::Body>, http::Response<kube::client::Body>>) {
+        let (service, handle) = tower_test::mock::pair();
+        let requests = Arc::new(AtomicU64::new(0));
+        let client = Client::new(CountRequests { inner: service, count: requests.clone() }, "default");
+        (Cluster { client, context: "mock".into(), server: "http://mock".into(), requests }, handle)
     }
 }
 

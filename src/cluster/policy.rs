@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::is_not_found;
+use super::marks::RUN_ANNOTATION as RUN;
 use super::selector::{self, Requirement};
 use crate::drill::Cni;
-use crate::safety::RUN_ANNOTATION as RUN;
 
 /// A kind of policy object the tool may create.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

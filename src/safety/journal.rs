@@ -1,7 +1,7 @@
-//! The write-ahead journal: every mutation is written, with how to undo it, before it is made.
+//! The write-ahead journal: every mutation is written, with how to undo it, before it is made; so is every undo.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cluster::policy::PolicyRef;
 
-/// A change the tool makes to a cluster.
+/// A change the tool makes to a cluster. What undoes each one is in `undo.rs`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "action", rename_all = "kebab-case")]
 pub enum Mutation {
@@ -54,25 +54,18 @@ impl Mutation {
             }
         }
     }
-
-    /// Whether undoing this mutation needs an action on the cluster.
-    pub fn needs_undo(&self) -> bool {
-        match self {
-            Mutation::Cordon { was_unschedulable, .. } => !was_unschedulable,
-            Mutation::Exec { undo, .. } => undo.is_some(),
-            Mutation::CreatePolicy { .. } | Mutation::LabelPod { .. } | Mutation::FailNode { .. } => true,
-            Mutation::Uncordon { .. } | Mutation::Evict { .. } | Mutation::Restart { .. } => false,
-        }
-    }
 }
 
-/// The states a journal entry goes through. `Reverted` means a later step of the drill undid it (the return).
+/// The states a journal entry goes through: `intent`, then `done` or `failed`; when it is undone, `undoing` (written
+/// before the undo runs), then `undone`, `undo-failed`, or `reverted` (a later step of the drill undid it, the return).
+/// Journals written before `undoing` existed simply lack it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum EntryState {
     Intent,
     Done,
     Failed,
+    Undoing,
     Reverted,
     Undone,
     UndoFailed,
@@ -89,6 +82,24 @@ pub struct Entry {
     pub note: Option<String>,
 }
 
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("cannot read the journal {path}: {cause}")]
+    Io { path: String, cause: std::io::Error },
+    #[error("the journal {path} has an unreadable entry on line {line}: {cause}")]
+    Corrupt { path: String, line: usize, cause: serde_json::Error },
+}
+
+/// A journal file as read back.
+#[derive(Debug, Default)]
+pub struct Contents {
+    pub entries: Vec<Entry>,
+    /// The last line, when a crash cut it short mid-write: ignored, and shown so the reader knows.
+    pub torn: Option<String>,
+    /// Where the torn line starts, so an appending journal can cut it off before it writes.
+    torn_at: Option<u64>,
+}
+
 /// Append-only, fsynced journal file of one run.
 pub struct Journal {
     path: PathBuf,
@@ -97,24 +108,45 @@ pub struct Journal {
 }
 
 impl Journal {
+    /// Opens a journal for appending, continuing its sequence. A torn last line (a crash mid-write) is cut off first,
+    /// so the next entry starts on a line of its own; an unreadable entry before it is an error.
     pub fn create(path: &Path) -> std::io::Result<Journal> {
         let file = OpenOptions::new().create(true).append(true).open(path)?;
-        let next_seq = read(path)?.iter().map(|e| e.seq + 1).max().unwrap_or(0);
+        let contents = read(path).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        if let Some(at) = contents.torn_at {
+            file.set_len(at)?;
+            file.sync_data()?;
+        }
+        let next_seq = contents.entries.iter().map(|e| e.seq + 1).max().unwrap_or(0);
         Ok(Journal { path: path.to_path_buf(), file, next_seq })
+    }
+
+    /// A journal over `path` whose writes go to `file`, so a test can make them fail.
+    #[cfg(test)]
+    pub(crate) fn writing_to(path: &Path, file: File) -> Journal {
+        let next_seq = read(path).map(|c| c.entries.iter().map(|e| e.seq + 1).max().unwrap_or(0)).unwrap_or(0);
+        Journal { path: path.to_path_buf(), file, next_seq }
     }
 
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Records the intent and returns its sequence number; the line is on disk when this returns.
-    pub fn intend(&mut self, mutation: &Mutation) -> std::io::Result<u64> {
+    /// A sequence number no entry of this journal has yet.
+    pub fn next_seq(&mut self) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;
+        seq
+    }
+
+    /// Records the intent and returns its sequence number; the line is on disk when this returns.
+    pub fn intend(&mut self, mutation: &Mutation) -> std::io::Result<u64> {
+        let seq = self.next_seq();
         self.write(seq, EntryState::Intent, mutation, None)?;
         Ok(seq)
     }
 
+    /// Appends one entry in a single write and waits until it is on disk.
     pub fn write(
         &mut self,
         seq: u64,
@@ -123,23 +155,45 @@ impl Journal {
         note: Option<String>,
     ) -> std::io::Result<()> {
         let entry = Entry { seq, at: Utc::now(), state, mutation: mutation.clone(), note };
-        let line = serde_json::to_string(&entry).map_err(std::io::Error::other)?;
-        writeln!(self.file, "{line}")?;
+        let mut line = serde_json::to_string(&entry).map_err(std::io::Error::other)?;
+        line.push('\n');
+        self.file.write_all(line.as_bytes())?;
         self.file.sync_data()
     }
 }
 
-/// All entries of a journal file, oldest first; a torn last line is skipped.
-pub fn read(path: &Path) -> std::io::Result<Vec<Entry>> {
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
+/// All entries of a journal file, oldest first; a missing file has none. An entry that does not parse is an error,
+/// unless it is the last line: a crash mid-write leaves that one torn, and it is returned in [`Contents::torn`].
+pub fn read(path: &Path) -> Result<Contents, ReadError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Contents::default()),
+        Err(cause) => return Err(ReadError::Io { path: path.display().to_string(), cause }),
     };
-    Ok(BufReader::new(file).lines().map_while(Result::ok).filter_map(|l| serde_json::from_str(&l).ok()).collect())
+    let mut contents = Contents::default();
+    let mut start = 0usize;
+    let lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
+    let last = lines.iter().rposition(|l| !l.trim_ascii().is_empty());
+    for (i, line) in lines.iter().enumerate() {
+        let offset = start;
+        start += line.len() + 1;
+        if line.trim_ascii().is_empty() {
+            continue;
+        }
+        match serde_json::from_slice(line) {
+            Ok(entry) => contents.entries.push(entry),
+            Err(_) if Some(i) == last => {
+                contents.torn = Some(String::from_utf8_lossy(line).into_owned());
+                contents.torn_at = Some(offset as u64);
+            }
+            Err(cause) => return Err(ReadError::Corrupt { path: path.display().to_string(), line: i + 1, cause }),
+        }
+    }
+    Ok(contents)
 }
 
-/// The mutations that still need undoing: intended or made, not reverted or undone since, newest first.
+/// The mutations that still need undoing: intended or made (or their undo begun), not reverted or undone since,
+/// newest first.
 pub fn outstanding(entries: &[Entry]) -> Vec<(u64, Mutation)> {
     let mut last: std::collections::BTreeMap<u64, &Entry> = std::collections::BTreeMap::new();
     for e in entries {
@@ -147,8 +201,13 @@ pub fn outstanding(entries: &[Entry]) -> Vec<(u64, Mutation)> {
     }
     last.values()
         .rev()
-        .filter(|e| {
-            matches!(e.state, EntryState::Intent | EntryState::Done | EntryState::Failed | EntryState::UndoFailed)
+        .filter(|e| match e.state {
+            EntryState::Intent
+            | EntryState::Done
+            | EntryState::Failed
+            | EntryState::Undoing
+            | EntryState::UndoFailed => true,
+            EntryState::Reverted | EntryState::Undone => false,
         })
         .filter(|e| e.mutation.needs_undo())
         .map(|e| (e.seq, e.mutation.clone()))
@@ -175,10 +234,82 @@ mod tests {
         // an intent whose outcome never reached the disk still counts: it may have happened
         j.intend(&Mutation::Cordon { node: "d".into(), was_unschedulable: false }).unwrap();
         j.write(0, EntryState::Reverted, &a, None).unwrap();
-        let left: Vec<String> = outstanding(&read(&path).unwrap()).into_iter().map(|(_, m)| m.describe().1).collect();
+        let left: Vec<String> =
+            outstanding(&read(&path).unwrap().entries).into_iter().map(|(_, m)| m.describe().1).collect();
         assert_eq!(left, ["node/d", "node/b"]);
         // reopening continues the sequence
         let mut again = Journal::create(&path).unwrap();
         assert_eq!(again.intend(&a).unwrap(), 5);
+    }
+
+    #[test]
+    fn an_undo_begun_but_not_finished_is_still_outstanding() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let mut j = Journal::create(&path).unwrap();
+        let cordon = Mutation::Cordon { node: "a".into(), was_unschedulable: false };
+        let seq = j.intend(&cordon).unwrap();
+        j.write(seq, EntryState::Done, &cordon, None).unwrap();
+        j.write(seq, EntryState::Undoing, &cordon, None).unwrap();
+        assert_eq!(outstanding(&read(&path).unwrap().entries), [(0, cordon.clone())]);
+        j.write(seq, EntryState::Undone, &cordon, None).unwrap();
+        assert!(outstanding(&read(&path).unwrap().entries).is_empty());
+    }
+
+    #[test]
+    fn a_journal_of_an_older_run_still_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        std::fs::write(
+            &path,
+            concat!(
+                r#"{"seq":0,"at":"2026-12-02T10:15:00Z","state":"intent","action":"cordon","node":"a","was_unschedulable":false}"#,
+                "\n",
+                r#"{"seq":0,"at":"2026-12-02T10:15:01Z","state":"done","action":"cordon","node":"a","was_unschedulable":false}"#,
+                "\n",
+                r#"{"seq":0,"at":"2026-12-02T10:16:00Z","state":"undo-failed","action":"cordon","node":"a","was_unschedulable":false,"note":"boom"}"#,
+                "\n",
+            ),
+        )
+        .unwrap();
+        let contents = read(&path).unwrap();
+        assert_eq!(contents.entries.len(), 3);
+        assert_eq!(contents.torn, None);
+        assert_eq!(outstanding(&contents.entries).len(), 1);
+    }
+
+    /// A journal holding one intent, and a handle that appends to it behind the journal's back.
+    fn one_intent(dir: &Path) -> (PathBuf, Mutation, File) {
+        let path = dir.join("journal.jsonl");
+        let cordon = Mutation::Cordon { node: "a".into(), was_unschedulable: false };
+        Journal::create(&path).unwrap().intend(&cordon).unwrap();
+        let file = OpenOptions::new().append(true).open(&path).unwrap();
+        (path, cordon, file)
+    }
+
+    #[test]
+    fn a_torn_last_line_is_reported_and_cut_off_before_the_next_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, cordon, mut file) = one_intent(dir.path());
+        file.write_all(br#"{"seq":0,"at":"2026-12-02T10:15:01Z","sta"#).unwrap();
+        let contents = read(&path).unwrap();
+        assert_eq!(contents.entries.len(), 1);
+        assert_eq!(contents.torn.as_deref(), Some(r#"{"seq":0,"at":"2026-12-02T10:15:01Z","sta"#));
+        let mut j = Journal::create(&path).unwrap();
+        assert_eq!(j.intend(&cordon).unwrap(), 1);
+        let contents = read(&path).unwrap();
+        assert_eq!((contents.entries.len(), contents.torn), (2, None));
+    }
+
+    #[test]
+    fn an_unreadable_entry_before_the_last_line_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, _, mut file) = one_intent(dir.path());
+        file.write_all(b"not an entry\n").unwrap();
+        file.write_all(br#"{"seq":1,"at":"2026-12-02T10:15:01Z","state":"intent","action":"uncordon","node":"a"}"#)
+            .unwrap();
+        let error = read(&path).unwrap_err().to_string();
+        assert!(error.contains("line 2"), "{error}");
+        assert!(Journal::create(&path).is_err());
     }
 }

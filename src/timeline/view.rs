@@ -61,7 +61,11 @@ impl NodeState {
             instance_type: meta.labels.as_ref().and_then(|l| l.get(INSTANCE_TYPE_LABEL)).cloned(),
             created: meta.creation_timestamp.as_ref().map(|t| to_utc(&t.0)),
             taints,
-            run_annotation: meta.annotations.as_ref().and_then(|a| a.get(crate::safety::RUN_ANNOTATION)).cloned(),
+            run_annotation: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::cluster::marks::RUN_ANNOTATION))
+                .cloned(),
         }
     }
 

@@ -1,0 +1,375 @@
+//! The Mutator: the one holder of a client that writes, and every forward mutation a drill makes through it.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::api::{DynamicObject, EvictParams, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{Selector, SelectorExt};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+use super::journal::{self, EntryState, Journal, Mutation, ReadError};
+use super::ledger::{Ledger, Settled, Stage, transient_retry};
+use super::undo::{self, RollbackOutcome, UndoBy};
+use crate::cluster::marks::{RUN_ANNOTATION, RunId};
+use crate::cluster::policy::{PolicyKind, PolicyRef};
+use crate::cluster::{Cluster, first_line, is_not_found};
+use crate::timeline::{Event, Timeline};
+
+const FIELD_MANAGER: &str = "hybrid-drill";
+
+#[derive(Debug, thiserror::Error)]
+pub enum MutationError {
+    #[error("cannot write the journal {path}: {cause}")]
+    Journal { path: String, cause: std::io::Error },
+    #[error(transparent)]
+    JournalRead(#[from] ReadError),
+    #[error("{action} {target} failed: {message}")]
+    Api { action: String, target: String, message: String },
+    #[error("command `{command}` could not run: {message}")]
+    Spawn { command: String, message: String },
+    #[error("command `{command}` did not finish within {seconds}s")]
+    CommandTimeout { command: String, seconds: u64 },
+}
+
+/// What an eviction request came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Eviction {
+    Evicted,
+    AlreadyGone,
+    /// The API server answered 429: a PodDisruptionBudget allows no disruption now.
+    Blocked {
+        /// The budget, or the budgets (comma-separated) whose selector matches the pod.
+        pdb: Option<String>,
+        message: String,
+    },
+}
+
+/// Every change a drill makes goes through here: journal the intent, make it, journal the outcome.
+pub struct Mutator {
+    cluster: Cluster,
+    ledger: Ledger,
+    run: RunId,
+}
+
+impl Mutator {
+    pub fn new(cluster: Cluster, journal: Journal, timeline: Timeline, run_id: String) -> Mutator {
+        Mutator { cluster, ledger: Ledger::new(journal, Some(timeline)), run: RunId::new(run_id) }
+    }
+
+    pub fn run_id(&self) -> &str {
+        self.run.as_str()
+    }
+
+    pub fn run_label(&self) -> String {
+        self.run.label()
+    }
+
+    /// One forward mutation through the ledger; an API error names the mutation.
+    async fn mutate<T, F, Fut>(
+        &self,
+        m: &Mutation,
+        announce: Option<Event>,
+        call: F,
+        settle: impl FnOnce(&Result<T, kube::Error>) -> Settled,
+    ) -> Result<T, MutationError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, kube::Error>>,
+    {
+        let result = self.ledger.perform(Stage::Forward, m, announce, call, settle).await.checked()?;
+        result.map_err(|e| {
+            let (action, target) = m.describe();
+            api_error(&action, &target, &e)
+        })
+    }
+
+    /// Cordons a node, unless someone already had: a node cordoned before the drill stays as it was.
+    pub async fn cordon(&self, node: &str) -> Result<(), MutationError> {
+        let nodes: Api<Node> = Api::all(self.cluster.client.clone());
+        let current = transient_retry(|| nodes.get(node)).await.map_err(|e| api_error("cordon", node, &e))?;
+        let was_unschedulable = current.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
+        let m = Mutation::Cordon { node: node.into(), was_unschedulable };
+        if was_unschedulable {
+            // Journalled as a fact so the report and recovery know not to uncordon it.
+            let nothing = || async { Ok::<_, kube::Error>(()) };
+            let settle =
+                |_: &Result<(), kube::Error>| Settled::new(EntryState::Done).note("already cordoned before the drill");
+            return self.mutate(&m, None, nothing, settle).await;
+        }
+        let patch =
+            json!({"spec": {"unschedulable": true}, "metadata": {"annotations": {RUN_ANNOTATION: self.run_id()}}});
+        let (params, merge) = (patch_params(), Patch::Merge(&patch));
+        let event = Event::Cordoned { node: node.into() };
+        let call = || async { nodes.patch(node, &params, &merge).await.map(drop) };
+        self.mutate(&m, None, call, |r| Settled::forward(r, Some(event))).await
+    }
+
+    /// Uncordons a node as part of the drill (the return); the cordon it reverses no longer needs undoing.
+    pub async fn uncordon(&self, node: &str) -> Result<(), MutationError> {
+        let m = Mutation::Uncordon { node: node.into() };
+        let event = Event::Uncordoned { node: node.into() };
+        self.mutate(&m, None, || uncordon_node(&self.cluster, node), |r| Settled::forward(r, Some(event))).await?;
+        let path = self.ledger.journal_path().await;
+        let entries = journal::read(&path)?.entries;
+        for (cordon_seq, cordon) in journal::outstanding(&entries) {
+            if matches!(&cordon, Mutation::Cordon { node: n, .. } if n == node) {
+                let note = Some("uncordoned by the drill".to_string());
+                self.ledger.write(cordon_seq, EntryState::Reverted, &cordon, note).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Asks the Eviction API to evict a pod, which honours its PodDisruptionBudgets.
+    pub async fn evict(&self, namespace: &str, pod: &str, node: &str) -> Result<Eviction, MutationError> {
+        let m = Mutation::Evict { namespace: namespace.into(), pod: pod.into(), node: node.into() };
+        let pods: Api<Pod> = Api::namespaced(self.cluster.client.clone(), namespace);
+        let shown = format!("{namespace}/{pod}");
+        let announce = Event::EvictionRequested { pod: shown.clone(), node: node.into() };
+        let params = EvictParams::default();
+        let call = || async {
+            match pods.evict(pod, &params).await {
+                Ok(_) => Ok(Eviction::Evicted),
+                Err(e) if is_not_found(&e) => Ok(Eviction::AlreadyGone),
+                Err(kube::Error::Api(status)) if status.code == 429 => Ok(self.blocked(namespace, pod, &status).await),
+                Err(e) => Err(e),
+            }
+        };
+        let settle = |result: &Result<Eviction, kube::Error>| match result {
+            Ok(Eviction::Evicted) => {
+                Settled::new(EntryState::Done).event(Event::Evicted { pod: shown.clone(), node: node.into() })
+            }
+            Ok(Eviction::AlreadyGone) => Settled::new(EntryState::Done).note("already gone"),
+            Ok(Eviction::Blocked { pdb, message }) => Settled::new(EntryState::Failed)
+                .note(message.clone())
+                .event(Event::EvictionBlocked { pod: shown.clone(), pdb: pdb.clone(), message: message.clone() }),
+            Err(_) => Settled::forward(result, None),
+        };
+        self.mutate(&m, Some(announce), call, settle).await
+    }
+
+    /// What a 429 to an eviction says: the budget's own words, and the budget by name.
+    async fn blocked(&self, namespace: &str, pod: &str, status: &kube::core::Status) -> Eviction {
+        let cause = status.details.as_ref().and_then(|d| d.causes.iter().find(|c| c.reason == "DisruptionBudget"));
+        let mut pdb = cause.and_then(|c| pdb_name_from_message(&c.message));
+        if pdb.is_none() {
+            pdb = self.blocking_pdbs(namespace, pod).await;
+        }
+        let message = cause.map(|c| c.message.clone()).unwrap_or_else(|| status.message.clone());
+        Eviction::Blocked { pdb, message }
+    }
+
+    /// The PodDisruptionBudgets whose selector matches the pod, when the API server did not name one.
+    async fn blocking_pdbs(&self, namespace: &str, pod: &str) -> Option<String> {
+        let pods: Api<Pod> = Api::namespaced(self.cluster.client.clone(), namespace);
+        let labels = pods.get(pod).await.ok()?.labels().clone();
+        let pdbs: Api<PodDisruptionBudget> = Api::namespaced(self.cluster.client.clone(), namespace);
+        let list = pdbs.list(&ListParams::default()).await.ok()?;
+        let names = budgets_selecting(&list.items, &labels);
+        (!names.is_empty()).then(|| names.join(", "))
+    }
+
+    /// A rollout restart, done the way kubectl does it: a new pod-template annotation.
+    pub async fn restart(&self, namespace: &str, kind: &str, name: &str) -> Result<(), MutationError> {
+        let m = Mutation::Restart { namespace: namespace.into(), kind: kind.into(), name: name.into() };
+        let now = chrono::Utc::now().to_rfc3339();
+        let patch = json!({"spec": {"template": {"metadata": {"annotations": {
+            "kubectl.kubernetes.io/restartedAt": now,
+        }}}}});
+        let (params, merge) = (patch_params(), Patch::Merge(&patch));
+        let client = &self.cluster.client;
+        let call = || async {
+            match kind {
+                "statefulset" => Api::<StatefulSet>::namespaced(client.clone(), namespace)
+                    .patch(name, &params, &merge)
+                    .await
+                    .map(drop),
+                _ => Api::<Deployment>::namespaced(client.clone(), namespace)
+                    .patch(name, &params, &merge)
+                    .await
+                    .map(drop),
+            }
+        };
+        let event = Event::RestartTriggered { target: format!("{kind}/{namespace}/{name}") };
+        self.mutate(&m, None, call, |r| Settled::forward(r, Some(event))).await
+    }
+
+    /// Runs a user's command (a hook); its undo command, if any, runs on rollback.
+    pub async fn exec(
+        &self,
+        step: &str,
+        command: &[String],
+        undo: Option<Vec<String>>,
+        timeout: Duration,
+    ) -> Result<i32, MutationError> {
+        let m = Mutation::Exec { step: step.into(), command: command.to_vec(), undo };
+        super::process::run_hook(&self.ledger, &m, step, command, timeout).await
+    }
+
+    /// Creates one of a link cut's deny policies; its undo deletes it.
+    pub async fn create_policy(&self, policy: &PolicyRef, object: serde_json::Value) -> Result<(), MutationError> {
+        let target = policy.to_string();
+        let kind = PolicyKind::of(&policy.api_version, &policy.kind).ok_or_else(|| MutationError::Api {
+            action: "create".into(),
+            target: target.clone(),
+            message: "a policy kind this tool does not know".into(),
+        })?;
+        let object: DynamicObject = serde_json::from_value(object).map_err(|e| MutationError::Api {
+            action: "create".into(),
+            target: target.clone(),
+            message: e.to_string(),
+        })?;
+        let m = Mutation::CreatePolicy { policy: policy.clone() };
+        let api = kind.api(&self.cluster.client, policy.namespace.as_deref());
+        let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+        let mut attempts = 0;
+        let call = || {
+            attempts += 1;
+            // The name is the run's own: a conflict on a second attempt means the first one arrived.
+            let retried = attempts > 1;
+            let (api, params, object) = (&api, &params, &object);
+            async move {
+                match api.create(params, object).await {
+                    Err(kube::Error::Api(status)) if retried && status.code == 409 => Ok(()),
+                    result => result.map(drop),
+                }
+            }
+        };
+        let event = Event::PolicyApplied { policy: target };
+        self.mutate(&m, None, call, |r| Settled::forward(r, Some(event))).await
+    }
+
+    /// Labels a pod with the run's id; `false` when the pod is already gone. Its undo removes the label.
+    pub async fn label_pod(&self, namespace: &str, pod: &str) -> Result<bool, MutationError> {
+        let m = Mutation::LabelPod { namespace: namespace.into(), pod: pod.into(), label: RUN_ANNOTATION.into() };
+        let pods: Api<Pod> = Api::namespaced(self.cluster.client.clone(), namespace);
+        let patch = json!({"metadata": {"labels": {RUN_ANNOTATION: self.run_label()}}});
+        let (params, merge) = (patch_params(), Patch::Merge(&patch));
+        let call = || async {
+            match pods.patch(pod, &params, &merge).await {
+                Ok(_) => Ok(true),
+                Err(e) if is_not_found(&e) => Ok(false),
+                Err(e) => Err(e),
+            }
+        };
+        let settle = |result: &Result<bool, kube::Error>| match result {
+            Ok(false) => Settled::new(EntryState::Done).note("already gone"),
+            _ => Settled::forward(result, None),
+        };
+        self.mutate(&m, None, call, settle).await
+    }
+
+    /// Runs a drill's failure hook (for one node, or for all when `node` is none); its recovery hook is the undo,
+    /// journalled first so an abort or `hybrid-drill recover` brings the node back even if the hook half-ran.
+    pub async fn fail_node(
+        &self,
+        step: &str,
+        node: Option<&str>,
+        command: &[String],
+        recover: &[String],
+        timeout: Duration,
+    ) -> Result<i32, MutationError> {
+        let m = Mutation::FailNode {
+            step: step.into(),
+            node: node.map(str::to_string),
+            command: command.to_vec(),
+            recover: recover.to_vec(),
+            timeout_seconds: timeout.as_secs().max(1),
+        };
+        super::process::run_hook(&self.ledger, &m, step, command, timeout).await
+    }
+
+    /// Undoes, as a step of the drill, the outstanding mutations `which` selects (the `restore` of a cut or a node
+    /// failure), newest first; they are journalled as reverted so the rollback does not undo them again.
+    pub async fn revert(&self, which: impl Fn(&Mutation) -> bool) -> RollbackOutcome {
+        undo::undo_journalled(&self.ledger, &self.cluster, which, UndoBy::Drill).await
+    }
+
+    /// Undoes every outstanding mutation, newest first, each journalled before and after.
+    pub async fn rollback(&self) -> RollbackOutcome {
+        undo::undo_journalled(&self.ledger, &self.cluster, |_| true, UndoBy::Rollback).await
+    }
+}
+
+/// Patches are attributed to the tool in each object's managedFields, for whoever audits the cluster later.
+pub(super) fn patch_params() -> PatchParams {
+    PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }
+}
+
+pub(super) fn api_error(action: &str, target: &str, e: &kube::Error) -> MutationError {
+    MutationError::Api { action: action.into(), target: target.into(), message: first_line(&e.to_string()) }
+}
+
+/// Makes a node schedulable and drops the run's mark; a node that is gone has nothing left to restore.
+pub(super) async fn uncordon_node(cluster: &Cluster, node: &str) -> Result<(), kube::Error> {
+    let nodes: Api<Node> = Api::all(cluster.client.clone());
+    let patch = json!({"spec": {"unschedulable": null}, "metadata": {"annotations": {RUN_ANNOTATION: null}}});
+    match nodes.patch(node, &patch_params(), &Patch::Merge(&patch)).await {
+        Err(e) if is_not_found(&e) => Ok(()),
+        result => result.map(drop),
+    }
+}
+
+/// "The disruption budget llm-inference needs 4 healthy pods ..." names the budget.
+fn pdb_name_from_message(message: &str) -> Option<String> {
+    let rest = message.split("disruption budget ").nth(1)?;
+    rest.split_whitespace().next().map(str::to_string)
+}
+
+/// The names of the budgets whose selector matches a pod's labels; a budget without a selector selects nothing.
+fn budgets_selecting(pdbs: &[PodDisruptionBudget], labels: &BTreeMap<String, String>) -> Vec<String> {
+    pdbs.iter()
+        .filter(|pdb| pdb.spec.as_ref().and_then(|s| s.selector.as_ref()).is_some_and(|s| selector_matches(s, labels)))
+        .map(|pdb| pdb.name_any())
+        .collect()
+}
+
+/// Whether a label selector (`matchLabels` and `matchExpressions`) selects these labels; one kube-core cannot parse
+/// selects nothing.
+fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    Selector::try_from(selector.clone()).is_ok_and(|s| s.matches(labels))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pdb_name_is_read_from_the_eviction_cause() {
+        assert_eq!(
+            pdb_name_from_message("The disruption budget llm-inference needs 4 healthy pods and has 4 currently")
+                .as_deref(),
+            Some("llm-inference")
+        );
+        assert_eq!(pdb_name_from_message("something else"), None);
+    }
+
+    fn pdb(name: &str, selector: serde_json::Value) -> PodDisruptionBudget {
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"selector": selector}})).unwrap()
+    }
+
+    #[test]
+    fn a_blocking_budget_with_match_expressions_is_named_and_so_is_every_other_match() {
+        let labels = BTreeMap::from([("app".to_string(), "llm".to_string()), ("tier".to_string(), "gpu".to_string())]);
+        let pdbs = [
+            pdb("by-expression", json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["llm"]}]})),
+            pdb("other-app", json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]})),
+            pdb(
+                "excludes-gpu",
+                json!({"matchLabels": {"app": "llm"}, "matchExpressions": [
+                {"key": "tier", "operator": "NotIn", "values": ["gpu"]}]}),
+            ),
+            pdb("by-label", json!({"matchLabels": {"app": "llm"}})),
+            pdb("everything", json!({})),
+        ];
+        assert_eq!(budgets_selecting(&pdbs, &labels), ["by-expression", "by-label", "everything"]);
+        let no_selector: PodDisruptionBudget = serde_json::from_value(json!({"metadata": {"name": "none"}})).unwrap();
+        assert!(budgets_selecting(&[no_selector], &labels).is_empty());
+    }
+}

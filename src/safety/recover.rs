@@ -1,0 +1,108 @@
+//! Recovery after a run that could not restore the cluster itself (kill -9, a lost machine): from its journal, or,
+//! when the journal is gone, from the marks the run left in the cluster.
+
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::ListParams;
+use kube::{Api, ResourceExt};
+
+use super::MutationError;
+use super::journal::{self, Journal, Mutation};
+use super::ledger::{Ledger, transient_retry};
+use super::mutator::api_error;
+use super::undo::{self, RollbackOutcome, ToUndo, UndoBy};
+use crate::cluster::marks::{self, RUN_ANNOTATION, RunId};
+use crate::cluster::policy::{self, PolicyRef};
+use crate::cluster::{Cluster, is_not_found};
+
+/// Restores a cluster from a run's journal: what `recover` does after a crash. Safe to repeat. An unreadable journal
+/// is an error; a torn last line is not (see [`journal::read`]) and is cut off before the undos are journalled.
+pub async fn recover(cluster: &Cluster, journal_path: &Path) -> Result<RollbackOutcome, MutationError> {
+    journal::read(journal_path)?;
+    let ledger = Ledger::new(open(journal_path)?, None);
+    Ok(undo::undo_journalled(&ledger, cluster, |_| true, UndoBy::Recover).await)
+}
+
+/// Restores what the cluster itself says a run changed, for when its journal is gone: every node still carrying
+/// the run annotation (of `run`, or of any run) is uncordoned and unmarked; every cut policy labelled with the run
+/// is deleted and every pod labelled with it unlabelled.
+///
+/// Each undo is journalled before it is made, in `journal_path`, which is opened (directory included) only when
+/// something is marked. `hybrid-drill recover RUN_DIR` passes the run's own `journal.jsonl` (when it reads), so a
+/// later `recover` sees what was undone; otherwise it passes `REPORTS_DIR/recover/<timestamp>/journal.jsonl`, where a
+/// later `recover` without a run directory looks too, so an interrupted recovery is finished by the next one.
+pub async fn recover_marks(
+    cluster: &Cluster,
+    run: Option<&RunId>,
+    journal_path: &Path,
+) -> Result<RollbackOutcome, MutationError> {
+    let marked = marked(cluster, run).await?;
+    if marked.is_empty() {
+        return Ok(RollbackOutcome::default());
+    }
+    if let Some(dir) = journal_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|cause| MutationError::Journal { path: journal_path.display().to_string(), cause })?;
+    }
+    let ledger = Ledger::new(open(journal_path)?, None);
+    Ok(undo::undo_all(&ledger, cluster, marked, UndoBy::Marks).await)
+}
+
+fn open(journal_path: &Path) -> Result<Journal, MutationError> {
+    Journal::create(journal_path)
+        .map_err(|cause| MutationError::Journal { path: journal_path.display().to_string(), cause })
+}
+
+/// Every change of `run` (or of any run) the cluster still shows: marked nodes, then labelled policies and pods.
+async fn marked(cluster: &Cluster, run: Option<&RunId>) -> Result<Vec<ToUndo>, MutationError> {
+    let mut marked = Vec::new();
+    let nodes: Api<Node> = Api::all(cluster.client.clone());
+    let all = ListParams::default();
+    let list = transient_retry(|| nodes.list(&all)).await.map_err(|e| api_error("list", "nodes", &e))?;
+    for node in list.items {
+        let Some(mark) = marks::annotated_by(node.annotations(), run) else { continue };
+        let name = node.name_any();
+        marked.push(ToUndo {
+            seq: None,
+            shown: format!("cordon node/{name} (marked by run {mark})"),
+            mutation: Mutation::Cordon { node: name, was_unschedulable: false },
+        });
+    }
+    let labelled = ListParams::default().labels(&marks::label_selector(run));
+    for kind in policy::ALL {
+        let api = kind.api(&cluster.client, None);
+        let list = match transient_retry(|| api.list(&labelled)).await {
+            Ok(l) => l,
+            // Not installed here, so no run created one.
+            Err(e) if is_not_found(&e) => continue,
+            Err(e) => return Err(api_error("list", kind.plural, &e)),
+        };
+        marked.extend(list.items.into_iter().map(|o| {
+            let policy = PolicyRef {
+                api_version: kind.api_version(),
+                kind: kind.kind.into(),
+                name: o.name_any(),
+                namespace: o.namespace(),
+            };
+            labelled_by_run(Mutation::CreatePolicy { policy }, o.labels())
+        }));
+    }
+    let pods: Api<Pod> = Api::all(cluster.client.clone());
+    let list = transient_retry(|| pods.list(&labelled)).await.map_err(|e| api_error("list", "pods", &e))?;
+    marked.extend(list.items.into_iter().map(|p| {
+        let mutation = Mutation::LabelPod {
+            namespace: p.namespace().unwrap_or_default(),
+            pod: p.name_any(),
+            label: RUN_ANNOTATION.into(),
+        };
+        labelled_by_run(mutation, p.labels())
+    }));
+    Ok(marked)
+}
+
+fn labelled_by_run(mutation: Mutation, labels: &std::collections::BTreeMap<String, String>) -> ToUndo {
+    let (action, target) = mutation.describe();
+    let mark = labels.get(RUN_ANNOTATION).cloned().unwrap_or_default();
+    ToUndo { seq: None, shown: format!("{action} {target} (labelled by run {mark})"), mutation }
+}

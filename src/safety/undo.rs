@@ -1,0 +1,236 @@
+//! What undoes each mutation, and undoing them: the rollback after a stop, a restore step's revert, and recovery.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{DeleteParams, Patch};
+use serde_json::json;
+
+use super::MutationError;
+use super::journal::{self, EntryState, Mutation};
+use super::ledger::{Ledger, Settled, Stage, Transient};
+use super::mutator::{patch_params, uncordon_node};
+use super::process::run_command;
+use crate::cluster::policy::{PolicyKind, PolicyRef};
+use crate::cluster::{Cluster, first_line, is_not_found};
+use crate::timeline::Event;
+
+/// How long an `exec` step's undo command may run.
+const EXEC_UNDO_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The action that undoes a mutation.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Undo {
+    Nothing,
+    Uncordon { node: String },
+    DeletePolicy(PolicyRef),
+    Unlabel { namespace: String, pod: String, label: String },
+    Run { command: Vec<String>, timeout: Duration },
+}
+
+impl Mutation {
+    /// What undoes this mutation. There is no wildcard arm on purpose: a new kind of mutation does not compile until
+    /// its undo is written here.
+    pub(super) fn undo(&self) -> Undo {
+        match self {
+            Mutation::Cordon { node, was_unschedulable: false } => Undo::Uncordon { node: node.clone() },
+            // Cordoned before the drill: it stays as it was found.
+            Mutation::Cordon { was_unschedulable: true, .. } => Undo::Nothing,
+            // An uncordon is itself the undo of a cordon.
+            Mutation::Uncordon { .. } => Undo::Nothing,
+            // The pod's controller recreates an evicted pod.
+            Mutation::Evict { .. } => Undo::Nothing,
+            // A rollout restart is its own repair.
+            Mutation::Restart { .. } => Undo::Nothing,
+            Mutation::Exec { undo: Some(command), .. } => {
+                Undo::Run { command: command.clone(), timeout: EXEC_UNDO_TIMEOUT }
+            }
+            // The drill gave the command no undo.
+            Mutation::Exec { undo: None, .. } => Undo::Nothing,
+            Mutation::CreatePolicy { policy } => Undo::DeletePolicy(policy.clone()),
+            Mutation::LabelPod { namespace, pod, label } => {
+                Undo::Unlabel { namespace: namespace.clone(), pod: pod.clone(), label: label.clone() }
+            }
+            Mutation::FailNode { recover, timeout_seconds, .. } => {
+                Undo::Run { command: recover.clone(), timeout: Duration::from_secs(*timeout_seconds) }
+            }
+        }
+    }
+
+    /// Whether undoing this mutation needs an action on the cluster.
+    pub fn needs_undo(&self) -> bool {
+        self.undo() != Undo::Nothing
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(super) enum UndoError {
+    #[error("{}", first_line(&.0.to_string()))]
+    Api(kube::Error),
+    #[error("{0}: a policy kind this tool does not know")]
+    UnknownPolicyKind(String),
+    #[error("undo command `{command}` exited {code}")]
+    Exited { command: String, code: i32 },
+    #[error("{0}")]
+    Command(MutationError),
+}
+
+impl Transient for UndoError {
+    fn is_transient(&self) -> bool {
+        match self {
+            UndoError::Api(e) => e.is_transient(),
+            // An undo command is the only way back and is written to be run again (`recover` re-runs it), so a
+            // failed run is tried again like a dropped connection.
+            UndoError::Exited { .. } => true,
+            UndoError::UnknownPolicyKind(_) | UndoError::Command(_) => false,
+        }
+    }
+}
+
+impl Undo {
+    /// One attempt; whatever is already undone (a 404) counts as undone.
+    async fn perform(&self, cluster: &Cluster) -> Result<(), UndoError> {
+        match self {
+            Undo::Nothing => Ok(()),
+            Undo::Uncordon { node } => uncordon_node(cluster, node).await.map_err(UndoError::Api),
+            Undo::DeletePolicy(policy) => {
+                let kind = PolicyKind::of(&policy.api_version, &policy.kind)
+                    .ok_or_else(|| UndoError::UnknownPolicyKind(policy.to_string()))?;
+                let api = kind.api(&cluster.client, policy.namespace.as_deref());
+                match api.delete(&policy.name, &DeleteParams::default()).await {
+                    // Gone already, or its CRD with it: nothing is left to cut.
+                    Err(e) if is_not_found(&e) => Ok(()),
+                    result => result.map(drop).map_err(UndoError::Api),
+                }
+            }
+            Undo::Unlabel { namespace, pod, label } => {
+                let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), namespace);
+                let patch = json!({"metadata": {"labels": {label.as_str(): null}}});
+                match pods.patch(pod, &patch_params(), &Patch::Merge(&patch)).await {
+                    // A pod that is gone carries no label any more.
+                    Err(e) if is_not_found(&e) => Ok(()),
+                    result => result.map(drop).map_err(UndoError::Api),
+                }
+            }
+            Undo::Run { command, timeout } => match run_command(command, *timeout).await {
+                Ok(0) => Ok(()),
+                Ok(code) => Err(UndoError::Exited { command: command.join(" "), code }),
+                Err(e) => Err(UndoError::Command(e)),
+            },
+        }
+    }
+}
+
+/// Why mutations are being undone, which decides how the journal and the timeline record it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum UndoBy {
+    /// A step of the drill (a restore): journalled `reverted`, so the rollback does not undo it again.
+    Drill,
+    /// The rollback after a stop.
+    Rollback,
+    /// `hybrid-drill recover`, from a run's journal.
+    Recover,
+    /// `hybrid-drill recover`, from the marks a run left in the cluster.
+    Marks,
+}
+
+impl UndoBy {
+    fn undone(self) -> Settled {
+        match self {
+            UndoBy::Drill => Settled::new(EntryState::Reverted).note("restored by the drill"),
+            UndoBy::Rollback => Settled::new(EntryState::Undone),
+            UndoBy::Recover => Settled::new(EntryState::Undone).note("recovered"),
+            UndoBy::Marks => Settled::new(EntryState::Undone).note("recovered from the run's mark in the cluster"),
+        }
+    }
+}
+
+/// One mutation to undo: its journal entry (none when only the cluster's marks know of it) and how to name it.
+pub(super) struct ToUndo {
+    pub(super) seq: Option<u64>,
+    pub(super) mutation: Mutation,
+    pub(super) shown: String,
+}
+
+impl ToUndo {
+    fn journalled(seq: u64, mutation: Mutation) -> ToUndo {
+        let (action, target) = mutation.describe();
+        ToUndo { seq: Some(seq), mutation, shown: format!("{action} {target}") }
+    }
+}
+
+/// What a rollback, a revert or a recovery undid, and what it could not (what, why).
+#[derive(Debug, Default, Clone)]
+pub struct RollbackOutcome {
+    pub undone: Vec<String>,
+    pub failed: Vec<(String, String)>,
+}
+
+impl RollbackOutcome {
+    pub fn restored(&self) -> bool {
+        self.failed.is_empty()
+    }
+}
+
+/// Undoes the outstanding mutations of the ledger's journal that `which` selects, newest first.
+pub(super) async fn undo_journalled(
+    ledger: &Ledger,
+    cluster: &Cluster,
+    which: impl Fn(&Mutation) -> bool,
+    by: UndoBy,
+) -> RollbackOutcome {
+    let path = ledger.journal_path().await;
+    let entries = match journal::read(&path) {
+        Ok(contents) => contents.entries,
+        Err(e) => {
+            return RollbackOutcome { undone: Vec::new(), failed: vec![(path.display().to_string(), e.to_string())] };
+        }
+    };
+    let outstanding = journal::outstanding(&entries).into_iter().filter(|(_, m)| which(m));
+    undo_all(ledger, cluster, outstanding.map(|(seq, m)| ToUndo::journalled(seq, m)).collect(), by).await
+}
+
+/// Undoes each in turn, each through the ledger: `undoing` journalled before it runs, its end after. A journal that
+/// cannot be written is reported as a failure (the journal's path and the cause), never dropped.
+pub(super) async fn undo_all(ledger: &Ledger, cluster: &Cluster, items: Vec<ToUndo>, by: UndoBy) -> RollbackOutcome {
+    let mut outcome = RollbackOutcome::default();
+    for item in items {
+        let undo = item.mutation.undo();
+        let settle = |result: &Result<(), UndoError>| settled(&item.mutation, by, result);
+        let performed =
+            ledger.perform(Stage::Undo(item.seq), &item.mutation, None, || undo.perform(cluster), settle).await;
+        match performed.result {
+            Some(Ok(())) => outcome.undone.push(item.shown.clone()),
+            Some(Err(e)) => outcome.failed.push((item.shown.clone(), e.to_string())),
+            None => outcome.failed.push((item.shown.clone(), "not undone: its undo could not be journalled".into())),
+        }
+        for failure in performed.journal_failures {
+            outcome.failed.push(match failure {
+                MutationError::Journal { path, cause } => {
+                    (path, format!("cannot journal the undo of {}: {cause}", item.shown))
+                }
+                other => (item.shown.clone(), other.to_string()),
+            });
+        }
+    }
+    outcome
+}
+
+/// How the journal and the timeline record the end of one undo.
+fn settled(m: &Mutation, by: UndoBy, result: &Result<(), UndoError>) -> Settled {
+    let (action, target) = m.describe();
+    let mut settled = match result {
+        Ok(()) => by.undone(),
+        Err(e) => Settled::new(EntryState::UndoFailed).note(e.to_string()),
+    };
+    if let Mutation::FailNode { step, recover, .. } = m {
+        let exit_code = result.is_ok().then_some(0);
+        settled = settled.event(Event::HookRan { step: step.clone(), command: recover.join(" "), exit_code });
+    }
+    match result {
+        Ok(()) if by == UndoBy::Rollback => settled.event(Event::UndoDone { action, target }),
+        Ok(()) => settled,
+        Err(e) => settled.event(Event::UndoFailed { action, target, error: e.to_string() }),
+    }
+}
