@@ -64,6 +64,30 @@ fn report_re_renders_a_past_run_in_each_format() {
     assert_eq!(text(&out).0, md);
 }
 
+/// A run directory as a run leaves it (drill.yaml, timeline.jsonl, report.json), copied to `reports`.
+fn recorded_run(reports: &Path) -> PathBuf {
+    let run = reports.join("onprem-gpu-drain").join("20260105T093000Z");
+    std::fs::create_dir_all(&run).unwrap();
+    for name in ["drill.yaml", "timeline.jsonl", "report.json"] {
+        std::fs::copy(repo().join("tests/fixtures/run").join(name), run.join(name)).unwrap();
+    }
+    run
+}
+
+#[test]
+fn report_recomputes_a_run_from_its_timeline_byte_for_byte() {
+    let reports = tempfile::tempdir().unwrap();
+    let run = recorded_run(reports.path());
+    let recorded = std::fs::read_to_string(run.join("report.json")).unwrap();
+    assert_eq!(report(&run, "json"), recorded);
+    // figures an older logic recorded give way to today's, computed from the timeline
+    let mut stale: Value = serde_json::from_str(&recorded).unwrap();
+    stale["phases"] = Value::Array(Vec::new());
+    stale["warnings"] = Value::Array(Vec::new());
+    std::fs::write(run.join("report.json"), serde_json::to_string_pretty(&stale).unwrap()).unwrap();
+    assert_eq!(report(&run, "json"), recorded);
+}
+
 #[test]
 fn junit_validates_against_the_junit_schema() {
     let (dir, xml) = rendered("junit", "junit.xml");

@@ -764,15 +764,42 @@ mod tests {
         Format::Json.render(report).unwrap()
     }
 
-    /// Writes a run directory as a run leaves it: the drill file, the timeline, and report.json from `build`.
+    fn jsonl(observations: &[Observation]) -> String {
+        observations.iter().map(|o| serde_json::to_string(o).unwrap() + "\n").collect()
+    }
+
+    /// The files a run leaves for its report: the drill file, the timeline, and report.json from `build`.
+    fn run_files(observations: &[Observation]) -> [(&'static str, String); 3] {
+        [
+            ("drill.yaml", sample::DRILL.to_string()),
+            ("timeline.jsonl", jsonl(observations)),
+            ("report.json", json(&build(&sample::drill(), observations, &sample::meta()))),
+        ]
+    }
+
+    /// Writes a run directory as a run leaves it; returns it and its report.json.
     fn run_dir(observations: &[Observation]) -> (tempfile::TempDir, String) {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("drill.yaml"), sample::DRILL).unwrap();
-        let lines: Vec<String> = observations.iter().map(|o| serde_json::to_string(o).unwrap() + "\n").collect();
-        std::fs::write(dir.path().join("timeline.jsonl"), lines.concat()).unwrap();
-        let recorded = json(&build(&sample::drill(), observations, &sample::meta()));
-        std::fs::write(dir.path().join("report.json"), &recorded).unwrap();
+        let files = run_files(observations);
+        for (name, content) in &files {
+            std::fs::write(dir.path().join(name), content).unwrap();
+        }
+        let [.., (_, recorded)] = files;
         (dir, recorded)
+    }
+
+    /// `tests/reports.rs` re-renders this run through the binary; it must stay the sample run. `BLESS=1` rewrites it.
+    #[test]
+    fn the_run_fixture_is_the_sample_run() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run");
+        for (name, content) in run_files(&sample::timeline()) {
+            if std::env::var_os("BLESS").is_some() {
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(dir.join(name), &content).unwrap();
+            }
+            let fixture = std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+            assert!(fixture == content, "tests/fixtures/run/{name} is not the sample run; rewrite it with BLESS=1");
+        }
     }
 
     /// A small xorshift generator: reproducible cases without a property-testing crate for one test.
@@ -823,8 +850,7 @@ mod tests {
         // a run recorded before the report's facts were events keeps its recorded report
         let old: Vec<Observation> =
             sample::timeline().into_iter().filter(|o| !matches!(o.event, E::RequestsSent { .. })).collect();
-        let lines: Vec<String> = old.iter().map(|o| serde_json::to_string(o).unwrap() + "\n").collect();
-        std::fs::write(dir.path().join("timeline.jsonl"), lines.concat()).unwrap();
+        std::fs::write(dir.path().join("timeline.jsonl"), jsonl(&old)).unwrap();
         assert!(load(dir.path()).unwrap().phase(PhaseId::Rto).is_none());
     }
 
