@@ -142,7 +142,7 @@ impl NodeShape {
     }
 
     /// Whether the node may satisfy one requirement (`In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt`).
-    pub fn may_satisfy(&self, key: &str, operator: &str, values: &[String]) -> bool {
+    fn may_satisfy(&self, key: &str, operator: &str, values: &[String]) -> bool {
         match operator {
             "In" => self.may_be_in(key, values),
             "NotIn" => self.may_be_outside(key, values),
@@ -207,7 +207,7 @@ impl NodeShape {
 
 /// The DaemonSet controller adds tolerations for the node-condition taints (`node.kubernetes.io/*`) to every
 /// DaemonSet pod, and Karpenter's own taints (`karpenter.sh/*`) are transient: neither decides where a DaemonSet runs.
-pub fn daemonset_ignores(taint: &Taint) -> bool {
+fn daemonset_ignores(taint: &Taint) -> bool {
     taint.key.starts_with("node.kubernetes.io/") || taint.key.starts_with("karpenter.sh/")
 }
 

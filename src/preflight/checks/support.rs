@@ -1,6 +1,9 @@
 //! What several checks share: the findings being collected, and how they name nodes, pods and taints.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{Node, Pod, PodSpec, Taint, Toleration};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::ResourceExt;
 
 use crate::cluster::karpenter::GPU_RESOURCE;
@@ -66,14 +69,14 @@ pub(super) fn gpu_taints(node: &Node) -> Vec<Taint> {
         .collect()
 }
 
+/// The most `nvidia.com/gpu` any of these resource lists names (requests and limits, allocatable and capacity).
+pub(super) fn most_gpus<'a>(lists: impl IntoIterator<Item = Option<&'a BTreeMap<String, Quantity>>>) -> i64 {
+    lists.into_iter().flatten().filter_map(|m| m.get(GPU_RESOURCE).and_then(as_integer)).max().unwrap_or(0)
+}
+
 pub(super) fn node_gpus(node: &Node) -> i64 {
     let status = node.status.as_ref();
-    [status.and_then(|s| s.allocatable.as_ref()), status.and_then(|s| s.capacity.as_ref())]
-        .into_iter()
-        .flatten()
-        .filter_map(|m| m.get(GPU_RESOURCE).and_then(as_integer))
-        .max()
-        .unwrap_or(0)
+    most_gpus([status.and_then(|s| s.allocatable.as_ref()), status.and_then(|s| s.capacity.as_ref())])
 }
 
 pub(super) fn pod_name(p: &Pod) -> String {

@@ -1,11 +1,11 @@
 //! The workload's checks: workload-found, -gpu-request, -toleration, -affinity and -fits-limit, per controller of
 //! the workload's pods; its budget and RTO floor are judged in their own files.
 
-use k8s_openapi::api::core::v1::{Node, PodSpec, Taint};
+use k8s_openapi::api::core::v1::{Container, Node, PodSpec, Taint};
 
 use super::budget::workload_budget;
 use super::rto::rto_floor;
-use super::support::{Findings, gpu_taints, is_gpu_taint, names, taint_text, tolerations};
+use super::support::{Findings, gpu_taints, is_gpu_taint, most_gpus, names, taint_text, tolerations};
 use crate::cluster::karpenter::GPU_RESOURCE;
 use crate::cluster::quantity::as_integer;
 use crate::cluster::scheduling::{NodeShape, tolerates};
@@ -26,14 +26,9 @@ const WORKLOAD_CHECKS: &[CheckId] = &[
 ];
 
 fn pod_gpus(spec: &PodSpec) -> i64 {
-    let of = |c: &k8s_openapi::api::core::v1::Container| {
+    let of = |c: &Container| {
         let r = c.resources.as_ref();
-        [r.and_then(|r| r.requests.as_ref()), r.and_then(|r| r.limits.as_ref())]
-            .into_iter()
-            .flatten()
-            .filter_map(|m| m.get(GPU_RESOURCE).and_then(as_integer))
-            .max()
-            .unwrap_or(0)
+        most_gpus([r.and_then(|r| r.requests.as_ref()), r.and_then(|r| r.limits.as_ref())])
     };
     let containers: i64 = spec.containers.iter().map(of).sum();
     let init = spec.init_containers.iter().flatten().map(of).max().unwrap_or(0);
