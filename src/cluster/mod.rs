@@ -1,4 +1,5 @@
-//! Cluster access: the client for the chosen kubeconfig context, the Karpenter types, and read-only look-ups.
+//! Cluster access: the client for the chosen kubeconfig context, the Karpenter types, Kubernetes scheduling rules
+//! (selectors, tolerations, placement, drain selection), and read-only look-ups.
 
 pub mod drain_selection;
 pub mod karpenter;
