@@ -283,7 +283,7 @@ async fn preflight_command(
         Err(c) => return c,
     };
     let drill = loaded.as_ref().map(|l| &l.drill);
-    let targets = match preflight::Targets::resolve(drill, flags) {
+    let targets = match preflight::PreflightTargets::resolve(drill, flags) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("error: {e}");

@@ -9,6 +9,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 
+use crate::cluster::drain_selection::select_for_drain;
 use crate::cluster::karpenter::{GPU_RESOURCE, NodePool};
 use crate::cluster::policy;
 use crate::cluster::quantity::as_integer;
@@ -16,7 +17,6 @@ use crate::cluster::tolerations::{self, TaintTolerance, tolerance};
 use crate::cluster::{Cluster, first_line, is_not_found};
 use crate::drill::validate::parse_workload_ref;
 use crate::drill::{Action, CutFidelity, Drill};
-use crate::steps::drain::select_for_drain;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {

@@ -72,7 +72,9 @@ pub async fn plan_only(loaded: &LoadedDrill, target: &Target) -> Result<String, 
     let plan = plan::resolve(&cluster, &loaded.drill).await?;
     let drill = &loaded.drill;
     let verdict =
-        match preflight::run(&cluster, &preflight::Targets::of(drill), &preflight::Expectations::of(drill)).await {
+        match preflight::run(&cluster, &preflight::PreflightTargets::of(drill), &preflight::Expectations::of(drill))
+            .await
+        {
             Ok(report) => format!("{}{}\n", preflight::render::table(&report), preflight::plan_note(drill, &report)),
             Err(e) => format!("preflight could not run: {e}\n"),
         };

@@ -1,9 +1,12 @@
-//! Cluster access: the client for the chosen kubeconfig context, the Karpenter types, and read-only look-ups.
+//! Cluster access: the client for the chosen kubeconfig context, the Karpenter types, Kubernetes scheduling rules
+//! (selectors, tolerations, placement, drain selection), and read-only look-ups.
 
+pub mod drain_selection;
 pub mod karpenter;
 pub mod marks;
 pub mod policy;
 pub mod quantity;
+pub mod scheduling;
 pub mod selector;
 pub mod tolerations;
 

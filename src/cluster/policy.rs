@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::is_not_found;
 use super::marks::RUN_ANNOTATION as RUN;
-use super::selector::{self, Requirement};
+use super::selector::{self, LabelRequirement};
 use crate::drill::Cni;
 
 /// A kind of policy object the tool may create.
@@ -199,7 +199,7 @@ pub fn pod_network(namespace: &str, run_id: &str, run_label: &str, allow_cidrs: 
 /// `allow_cidrs`, so the kubelet loses the API server and the nodes go Unknown, as on a DX/VPN cut.
 pub fn host(
     kind: PolicyKind,
-    nodes: &[Requirement],
+    nodes: &[LabelRequirement],
     run_id: &str,
     run_label: &str,
     allow_cidrs: &[String],

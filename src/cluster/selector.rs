@@ -15,14 +15,14 @@ pub enum Operator {
 
 /// One comma-separated requirement of a selector.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Requirement {
+pub struct LabelRequirement {
     pub key: String,
     pub operator: Operator,
     pub values: Vec<String>,
 }
 
 /// Parses a selector string, checking every key and value, so a typo fails in validation and not at the API server.
-pub fn parse(selector: &str) -> Result<Vec<Requirement>, String> {
+pub fn parse(selector: &str) -> Result<Vec<LabelRequirement>, String> {
     if selector.trim().is_empty() {
         return Err("a selector must not be empty (it would match everything)".into());
     }
@@ -48,7 +48,7 @@ pub fn parse(selector: &str) -> Result<Vec<Requirement>, String> {
     parts.iter().map(|p| requirement(p.trim())).collect()
 }
 
-fn requirement(part: &str) -> Result<Requirement, String> {
+fn requirement(part: &str) -> Result<LabelRequirement, String> {
     if part.is_empty() {
         return Err("empty requirement between commas".into());
     }
@@ -76,7 +76,7 @@ fn requirement(part: &str) -> Result<Requirement, String> {
     }
     let key = key.trim();
     check_key(key)?;
-    Ok(Requirement { key: key.to_string(), operator, values })
+    Ok(LabelRequirement { key: key.to_string(), operator, values })
 }
 
 fn check_key(key: &str) -> Result<(), String> {
@@ -106,7 +106,7 @@ fn check_value(value: &str) -> Result<(), String> {
 }
 
 /// The selector as a `metav1.LabelSelector` (what Cilium's `nodeSelector` takes).
-pub fn to_label_selector(requirements: &[Requirement]) -> Value {
+pub fn to_label_selector(requirements: &[LabelRequirement]) -> Value {
     let mut match_labels = serde_json::Map::new();
     let mut expressions = Vec::new();
     for r in requirements {
@@ -133,7 +133,7 @@ pub fn to_label_selector(requirements: &[Requirement]) -> Value {
 }
 
 /// The selector as a Calico selector expression, which host endpoints (labelled like their nodes) are matched by.
-pub fn to_calico(requirements: &[Requirement]) -> String {
+pub fn to_calico(requirements: &[LabelRequirement]) -> String {
     let quoted = |values: &[String]| values.iter().map(|v| format!("'{v}'")).collect::<Vec<_>>().join(", ");
     requirements
         .iter()
@@ -158,7 +158,7 @@ mod tests {
         let r = parse("eks.amazonaws.com/compute-type=hybrid,gpu.model=h200").unwrap();
         assert_eq!(
             r[1],
-            Requirement { key: "gpu.model".into(), operator: Operator::Equals, values: vec!["h200".into()] }
+            LabelRequirement { key: "gpu.model".into(), operator: Operator::Equals, values: vec!["h200".into()] }
         );
         let r = parse("app in (a,b),!legacy,tier!=db,zone").unwrap();
         let ops: Vec<&Operator> = r.iter().map(|r| &r.operator).collect();

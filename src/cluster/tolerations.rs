@@ -2,8 +2,10 @@
 //! (`node.kubernetes.io/unreachable`, `node.kubernetes.io/not-ready`, both `NoExecute`): the wait before they are
 //! evicted, which belongs in the RTO of a node failure or a link cut.
 
-use k8s_openapi::api::core::v1::{Pod, Toleration};
+use k8s_openapi::api::core::v1::{Pod, Taint, Toleration};
 use serde::{Deserialize, Serialize};
+
+use super::scheduling::tolerates;
 
 pub const UNREACHABLE: &str = "node.kubernetes.io/unreachable";
 pub const NOT_READY: &str = "node.kubernetes.io/not-ready";
@@ -23,24 +25,16 @@ pub struct TaintTolerance {
     pub forever: usize,
 }
 
-fn tolerates(t: &Toleration, taint: &str) -> bool {
-    let effect = t.effect.as_deref().is_none_or(|e| e.is_empty() || e == "NoExecute");
-    let key = match t.operator.as_deref() {
-        Some("Exists") => t.key.as_deref().is_none_or(|k| k.is_empty() || k == taint),
-        // Equal: the taints the node lifecycle controller adds have no value.
-        _ => t.key.as_deref() == Some(taint) && t.value.as_deref().unwrap_or_default().is_empty(),
-    };
-    effect && key
-}
-
 /// The wait before the taint eviction controller evicts `pod` from a node with `taint`: `Some(0)` without a
 /// matching toleration, the shortest `tolerationSeconds` among those that match, `None` when they match forever.
 pub fn eviction_wait(pod: &Pod, taint: &str) -> Option<i64> {
+    // The node lifecycle controller's taints have no value.
+    let taint = Taint { key: taint.into(), effect: "NoExecute".into(), ..Default::default() };
     let matching: Vec<&Toleration> = pod
         .spec
         .as_ref()
         .and_then(|s| s.tolerations.as_ref())
-        .map(|ts| ts.iter().filter(|t| tolerates(t, taint)).collect())
+        .map(|ts| ts.iter().filter(|t| tolerates(t, &taint)).collect())
         .unwrap_or_default();
     if matching.is_empty() {
         return Some(0);

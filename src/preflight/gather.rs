@@ -1,7 +1,5 @@
 //! The read-only look-ups preflight needs, taken once into a [`Snapshot`] that the checks read without a cluster.
 
-use std::collections::BTreeSet;
-
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod, PodTemplateSpec};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -9,8 +7,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::{Api, Client, ResourceExt};
 
-use super::Targets;
-use crate::cluster::karpenter::{NODEPOOL_LABEL, NodeClaim, NodePool};
+use super::snapshot::{NodeClassLookup, PoolLookup, Snapshot, Workload};
+use super::targets::PreflightTargets;
+use crate::cluster::karpenter::{NODEPOOL_LABEL, NodeClaim, NodeClassReference, NodePool};
 use crate::cluster::{first_line, is_not_found};
 
 pub const KARPENTER_GROUP: &str = "karpenter.sh";
@@ -25,85 +24,13 @@ fn api_error(what: &str, e: &kube::Error) -> PreflightError {
     PreflightError::Api { what: what.into(), message: first_line(&e.to_string()) }
 }
 
-/// The fallback NodePool as found.
-#[derive(Debug, Clone, Default)]
-pub enum PoolLookup {
-    Found(Box<NodePool>),
-    Missing {
-        existing: Vec<String>,
-    },
-    /// `karpenter.sh/v1` NodePools are not served: the CRD check says why.
-    #[default]
-    NotServed,
-}
-
-/// The NodeClass a NodePool's nodeClassRef names, as found.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub enum NodeClassLookup {
-    /// No NodePool, or it names no NodeClass.
-    #[default]
-    NotLooked,
-    /// No served resource of that group has that kind: its CRD is missing.
-    NotServed,
-    Missing,
-    /// The role may not read it (hybrid-drill's role grants get on the NodeClasses it knows).
-    Unreadable(String),
-    Found(serde_json::Value),
-}
-
-/// A controller of the workload's pods, with the template its pods are made from.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Workload {
-    /// `Deployment`, `StatefulSet`, `ReplicaSet`, or `Pod` for a pod without a controller.
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-    pub replicas: i32,
-    pub template: PodTemplateSpec,
-    /// One of its pods as the API server admitted it, with whatever tolerations admission added.
-    pub sample_pod: Option<Pod>,
-}
-
-impl Workload {
-    pub fn object(&self) -> String {
-        format!("{} {}/{}", self.kind, self.namespace, self.name)
-    }
-}
-
-/// Everything the checks read, taken read-only in one pass.
-#[derive(Debug, Clone, Default)]
-pub struct Snapshot {
-    /// The API server's minor version (node-monitor-grace-period's default changed in 1.32).
-    pub server_minor: Option<u32>,
-    /// Versions of `karpenter.sh` the API server serves (empty: Karpenter's CRDs are not installed).
-    pub karpenter_versions: Vec<String>,
-    /// Resources served at `karpenter.sh/v1`.
-    pub karpenter_v1_resources: Vec<String>,
-    pub nodes: Vec<Node>,
-    /// Names of the nodes the on-prem selector matches.
-    pub on_prem: BTreeSet<String>,
-    /// Pods bound to the on-prem nodes.
-    pub pods_on_prem: Vec<Pod>,
-    pub daemonsets: Vec<DaemonSet>,
-    pub pool: PoolLookup,
-    pub node_class: NodeClassLookup,
-    /// The fallback NodePool's NodeClaims.
-    pub claims: Vec<NodeClaim>,
-    /// Pods bound to the fallback NodePool's nodes.
-    pub pods_on_fallback: Vec<Pod>,
-    pub workload_pods: usize,
-    pub workloads: Vec<Workload>,
-    /// The PodDisruptionBudgets of the workload's namespace.
-    pub budgets: Vec<PodDisruptionBudget>,
-}
-
 async fn pods_on(client: &Client, node: &str) -> Result<Vec<Pod>, PreflightError> {
     let pods: Api<Pod> = Api::all(client.clone());
     let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
     Ok(pods.list(&params).await.map_err(|e| api_error(&format!("pods on {node}"), &e))?.items)
 }
 
-pub async fn gather(client: &Client, targets: &Targets) -> Result<Snapshot, PreflightError> {
+pub async fn gather(client: &Client, targets: &PreflightTargets) -> Result<Snapshot, PreflightError> {
     let mut s = Snapshot {
         server_minor: client.apiserver_version().await.ok().and_then(|v| v.minor.trim_end_matches('+').parse().ok()),
         ..Snapshot::default()
@@ -159,8 +86,8 @@ pub async fn gather(client: &Client, targets: &Targets) -> Result<Snapshot, Pref
         for node in &fallback_nodes {
             s.pods_on_fallback.extend(pods_on(client, node).await?);
         }
-        if let Some(reference) = super::checks::node_class_ref(pool) {
-            s.node_class = node_class(client, &groups, &reference).await?;
+        if let Some(reference) = pool.node_class_ref() {
+            s.node_class = node_class(client, &groups, reference).await?;
         }
     }
 
@@ -177,24 +104,10 @@ pub async fn gather(client: &Client, targets: &Targets) -> Result<Snapshot, Pref
     Ok(s)
 }
 
-/// A NodePool's `nodeClassRef`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeClassRef {
-    pub group: String,
-    pub kind: String,
-    pub name: String,
-}
-
-impl NodeClassRef {
-    pub fn object(&self) -> String {
-        format!("{}.{} {}", self.kind, self.group, self.name)
-    }
-}
-
 async fn node_class(
     client: &Client,
     groups: &k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroupList,
-    reference: &NodeClassRef,
+    reference: &NodeClassReference,
 ) -> Result<NodeClassLookup, PreflightError> {
     let Some(group) = groups.groups.iter().find(|g| g.name == reference.group) else {
         return Ok(NodeClassLookup::NotServed);
@@ -366,8 +279,8 @@ mod tests {
         (Client::new(service, "default"), seen)
     }
 
-    fn targets() -> Targets {
-        Targets {
+    fn targets() -> PreflightTargets {
+        PreflightTargets {
             nodes: "a=b".into(),
             namespace: "inference".into(),
             selector: "app=x".into(),

@@ -7,9 +7,8 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{DynamicObject, EvictParams, ListParams, Patch, PatchParams, PostParams};
-use kube::core::{Selector, SelectorExt};
+
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
@@ -18,6 +17,7 @@ use super::ledger::{Ledger, Settled, Stage, transient_retry};
 use super::undo::{self, RollbackOutcome, UndoBy};
 use crate::cluster::marks::{RUN_ANNOTATION, RunId};
 use crate::cluster::policy::{PolicyKind, PolicyRef};
+use crate::cluster::scheduling::selector_matches;
 use crate::cluster::{Cluster, first_line, is_not_found};
 use crate::timeline::{Event, Timeline};
 
@@ -328,12 +328,6 @@ fn budgets_selecting(pdbs: &[PodDisruptionBudget], labels: &BTreeMap<String, Str
         .filter(|pdb| pdb.spec.as_ref().and_then(|s| s.selector.as_ref()).is_some_and(|s| selector_matches(s, labels)))
         .map(|pdb| pdb.name_any())
         .collect()
-}
-
-/// Whether a label selector (`matchLabels` and `matchExpressions`) selects these labels; one kube-core cannot parse
-/// selects nothing.
-fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
-    Selector::try_from(selector.clone()).is_ok_and(|s| s.matches(labels))
 }
 
 #[cfg(test)]

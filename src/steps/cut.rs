@@ -5,7 +5,7 @@ use kube::Api;
 
 use super::{StepContext, StepError, StepSuccess};
 use crate::cluster::policy;
-use crate::cluster::selector::{self, Operator, Requirement};
+use crate::cluster::selector::{self, LabelRequirement as Requirement, Operator};
 use crate::drill::{CutAction, CutFidelity};
 use crate::timeline::{Event, NodeRole};
 

@@ -3,7 +3,7 @@
 
 use super::{StepContext, StepError, StepSuccess};
 use crate::drill::OnDeviation;
-use crate::preflight::{self, Expectations, Status, Targets};
+use crate::preflight::{self, Expectations, PreflightTargets as Targets, Status};
 
 pub async fn preflight(ctx: &StepContext<'_>, on_deviation: OnDeviation) -> Result<StepSuccess, StepError> {
     ctx.progress.waiting("checking the fallback design (preflight)");

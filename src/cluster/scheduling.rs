@@ -1,10 +1,14 @@
-//! Where a pod may run, decided the way the scheduler and the DaemonSet controller decide it: node selectors, node
-//! affinity terms, taints and tolerations, label selectors; for real nodes and for nodes Karpenter has yet to create.
+//! Kubernetes scheduling semantics in one place: label selectors, taints and tolerations, and where a pod may run,
+//! decided the way the scheduler and the DaemonSet controller decide it (node selectors, node affinity terms), for
+//! real nodes and for the nodes a Karpenter NodePool has yet to create.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Taint, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::core::{Selector, SelectorExt};
+
+use super::karpenter::{CAPACITY_TYPE_LABEL, HYBRID_LABEL, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, NodePool};
 
 /// What one label of a node can be.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +21,22 @@ pub enum LabelValue {
     /// Operator) or from its cloud provider.
     Maybe,
 }
+
+/// Labels whose values are known, as a node shape holds them.
+fn known<'a>(labels: impl IntoIterator<Item = (&'a String, &'a String)>) -> BTreeMap<String, LabelValue> {
+    labels.into_iter().map(|(k, v)| (k.clone(), LabelValue::OneOf(BTreeSet::from([v.clone()])))).collect()
+}
+
+/// Labels every Karpenter node carries, whatever its NodePool's requirements say.
+const WELL_KNOWN_LABELS: &[&str] = &[
+    INSTANCE_TYPE_LABEL,
+    CAPACITY_TYPE_LABEL,
+    "kubernetes.io/arch",
+    "kubernetes.io/os",
+    "kubernetes.io/hostname",
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+];
 
 /// A node as far as placement is concerned: a real one, or the shape of the nodes a NodePool would create.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,19 +52,56 @@ pub struct NodeShape {
 
 impl NodeShape {
     pub fn from_node(node: &Node) -> NodeShape {
-        let labels = node
-            .metadata
-            .labels
-            .iter()
-            .flatten()
-            .map(|(k, v)| (k.clone(), LabelValue::OneOf(BTreeSet::from([v.clone()]))))
-            .collect();
         NodeShape {
             name: node.metadata.name.clone().unwrap_or_default(),
-            labels,
+            labels: known(node.metadata.labels.iter().flatten()),
             taints: node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default(),
             prospective: false,
             maybe_prefixes: Vec::new(),
+        }
+    }
+
+    /// The nodes `pool` would create: its template's labels narrowed by its `In` requirements, Karpenter's
+    /// well-known labels with values known only at launch, and its template's taints.
+    pub fn of_pool(pool: &NodePool) -> NodeShape {
+        let pool_name = pool.metadata.name.clone().unwrap_or_default();
+        let template = pool.spec.template.clone().unwrap_or_default();
+        let mut labels = known(&template.metadata.labels);
+        labels.insert(NODEPOOL_LABEL.into(), LabelValue::OneOf(BTreeSet::from([pool_name.clone()])));
+        let group = template.spec.node_class_ref.as_ref().map(|r| r.group.clone()).unwrap_or_default();
+        if group == "eks.amazonaws.com" {
+            labels.insert(HYBRID_LABEL.into(), LabelValue::OneOf(BTreeSet::from(["auto".to_string()])));
+        }
+        for r in &template.spec.requirements {
+            match r.operator.as_str() {
+                "In" => {
+                    let values: BTreeSet<String> = r.values.iter().cloned().collect();
+                    let narrowed = match labels.get(&r.key) {
+                        Some(LabelValue::OneOf(have)) => have.intersection(&values).cloned().collect(),
+                        _ => values,
+                    };
+                    labels.insert(r.key.clone(), LabelValue::OneOf(narrowed));
+                }
+                "Exists" => {
+                    labels.entry(r.key.clone()).or_insert(LabelValue::Any);
+                }
+                _ => {}
+            }
+        }
+        for key in WELL_KNOWN_LABELS {
+            labels.entry(key.to_string()).or_insert(LabelValue::Any);
+        }
+        // NFD, GPU Feature Discovery and the GPU Operator label a GPU node after it joins; the provider adds its own.
+        let mut maybe_prefixes = vec!["nvidia.com/".to_string(), "feature.node.kubernetes.io/".to_string()];
+        if !group.is_empty() {
+            maybe_prefixes.push(format!("{group}/"));
+        }
+        NodeShape {
+            name: format!("new nodes of NodePool {pool_name}"),
+            labels,
+            taints: template.spec.taints,
+            prospective: true,
+            maybe_prefixes,
         }
     }
 
@@ -85,7 +142,7 @@ impl NodeShape {
     }
 
     /// Whether the node may satisfy one requirement (`In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt`).
-    pub fn may_satisfy(&self, key: &str, operator: &str, values: &[String]) -> bool {
+    fn may_satisfy(&self, key: &str, operator: &str, values: &[String]) -> bool {
         match operator {
             "In" => self.may_be_in(key, values),
             "NotIn" => self.may_be_outside(key, values),
@@ -150,7 +207,7 @@ impl NodeShape {
 
 /// The DaemonSet controller adds tolerations for the node-condition taints (`node.kubernetes.io/*`) to every
 /// DaemonSet pod, and Karpenter's own taints (`karpenter.sh/*`) are transient: neither decides where a DaemonSet runs.
-pub fn daemonset_ignores(taint: &Taint) -> bool {
+fn daemonset_ignores(taint: &Taint) -> bool {
     taint.key.starts_with("node.kubernetes.io/") || taint.key.starts_with("karpenter.sh/")
 }
 
@@ -160,37 +217,30 @@ pub fn daemonset_may_run_on(spec: &PodSpec, node: &NodeShape) -> bool {
         && node.untolerated(spec.tolerations.as_deref().unwrap_or_default(), daemonset_ignores).is_empty()
 }
 
-/// The toleration rule of the scheduler: an empty key with `Exists` tolerates everything.
+/// Whether `toleration` tolerates `taint`, as the scheduler and the taint eviction controller read it
+/// (`Toleration.ToleratesTaint` in k8s.io/api): an empty effect matches every effect, an empty key matches every
+/// key (the API server admits that only with `Exists`), and the operator defaults to `Equal`.
 pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
-    if let Some(effect) = toleration.effect.as_deref()
-        && !effect.is_empty()
-        && effect != taint.effect
-    {
+    let effect = toleration.effect.as_deref().unwrap_or_default();
+    if !effect.is_empty() && effect != taint.effect {
         return false;
     }
     let key = toleration.key.as_deref().unwrap_or_default();
-    let exists = toleration.operator.as_deref() == Some("Exists");
-    if key.is_empty() {
-        return exists;
+    if !key.is_empty() && key != taint.key {
+        return false;
     }
-    key == taint.key
-        && (exists || toleration.value.as_deref().unwrap_or_default() == taint.value.as_deref().unwrap_or_default())
+    match toleration.operator.as_deref().unwrap_or_default() {
+        "" | "Equal" => toleration.value.as_deref().unwrap_or_default() == taint.value.as_deref().unwrap_or_default(),
+        "Exists" => true,
+        _ => false,
+    }
 }
 
-/// A metav1 LabelSelector against a set of labels; an empty selector matches everything, as PDBs read it.
+/// A metav1 LabelSelector (`matchLabels` and `matchExpressions`) against a set of labels, by kube-core's rules: an
+/// empty selector matches everything, as PodDisruptionBudgets read it; an invalid one (an unknown operator, `In`
+/// without values) matches nothing.
 pub fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
-    let by_label = selector.match_labels.iter().flatten().all(|(k, v)| labels.get(k) == Some(v));
-    let by_expression = selector.match_expressions.iter().flatten().all(|r| {
-        let values = r.values.as_deref().unwrap_or_default();
-        match r.operator.as_str() {
-            "In" => labels.get(&r.key).is_some_and(|v| values.contains(v)),
-            "NotIn" => labels.get(&r.key).is_none_or(|v| !values.contains(v)),
-            "Exists" => labels.contains_key(&r.key),
-            "DoesNotExist" => !labels.contains_key(&r.key),
-            _ => false,
-        }
-    });
-    by_label && by_expression
+    Selector::try_from(selector.clone()).is_ok_and(|s| s.matches(labels))
 }
 
 #[cfg(test)]
@@ -274,6 +324,9 @@ mod tests {
         assert!(!tolerates(&t("{key: nvidia.com/gpu, operator: Exists, effect: NoExecute}"), &taint));
         assert!(tolerates(&t("{operator: Exists}"), &taint));
         assert!(!tolerates(&t("{key: other, operator: Exists}"), &taint));
+        assert!(tolerates(&t("{key: nvidia.com/gpu, value: Exists}"), &taint), "the operator defaults to Equal");
+        assert!(!tolerates(&t("{key: nvidia.com/gpu}"), &taint), "Equal compares the value, empty included");
+        assert!(!tolerates(&t("{key: nvidia.com/gpu, operator: Near}"), &taint));
     }
 
     #[test]
@@ -285,5 +338,60 @@ mod tests {
         assert!(selector_matches(&s("{matchExpressions: [{key: app, operator: In, values: [llm]}]}"), &labels));
         assert!(selector_matches(&s("{matchExpressions: [{key: tier, operator: DoesNotExist}]}"), &labels));
         assert!(selector_matches(&s("{}"), &labels));
+        assert!(!selector_matches(&s("{matchExpressions: [{key: app, operator: Near, values: [llm]}]}"), &labels));
+        assert!(!selector_matches(&s("{matchExpressions: [{key: app, operator: In}]}"), &labels));
+    }
+
+    /// A PodDisruptionBudget written with `matchExpressions` (alone or with `matchLabels`) covers the pods it names.
+    #[test]
+    fn budgets_selecting_by_expressions_are_matched() {
+        let pod = BTreeMap::from([("app".to_string(), "llm".to_string()), ("tier".to_string(), "gpu".to_string())]);
+        let other = BTreeMap::from([("app".to_string(), "web".to_string())]);
+        let budget = |yaml: &str| -> LabelSelector {
+            from_yaml::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(yaml).spec.unwrap().selector.unwrap()
+        };
+        let by_expression = budget(
+            "metadata: {name: llm}
+spec: {maxUnavailable: 1, selector: {matchExpressions: [{key: app, operator: In, values: [llm, chat]}]}}",
+        );
+        assert!(selector_matches(&by_expression, &pod));
+        assert!(!selector_matches(&by_expression, &other));
+        let both = budget(
+            "metadata: {name: llm}
+spec: {maxUnavailable: 1, selector: {matchLabels: {tier: gpu},
+             matchExpressions: [{key: app, operator: NotIn, values: [web]}, {key: legacy, operator: DoesNotExist}]}}",
+        );
+        assert!(selector_matches(&both, &pod));
+        assert!(!selector_matches(&both, &other), "matchLabels must hold too");
+        let mut legacy = pod.clone();
+        legacy.insert("legacy".into(), "yes".into());
+        assert!(!selector_matches(&both, &legacy), "every expression must hold");
+    }
+
+    #[test]
+    fn a_nodepool_shape_holds_its_template_and_the_labels_karpenter_adds() {
+        let pool: NodePool = from_yaml(
+            "\
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: gpu-fallback}
+spec:
+  template:
+    metadata: {labels: {node-type: cloud-gpu-fallback}}
+    spec:
+      nodeClassRef: {group: eks.amazonaws.com, kind: NodeClass, name: default}
+      requirements: [{key: node.kubernetes.io/instance-type, operator: In, values: [g6.12xlarge]}]
+      taints: [{key: nvidia.com/gpu, effect: NoSchedule}]
+",
+        );
+        let shape = NodeShape::of_pool(&pool);
+        assert_eq!(shape.name, "new nodes of NodePool gpu-fallback");
+        assert!(shape.prospective);
+        assert!(shape.may_satisfy(NODEPOOL_LABEL, "In", &["gpu-fallback".into()]));
+        assert!(shape.may_satisfy(HYBRID_LABEL, "In", &["auto".into()]), "EKS Auto Mode labels its nodes");
+        assert!(!shape.may_satisfy(INSTANCE_TYPE_LABEL, "In", &["p5.48xlarge".into()]));
+        assert!(shape.may_satisfy("topology.kubernetes.io/zone", "Exists", &[]));
+        assert!(shape.may_satisfy("eks.amazonaws.com/instance-gpu-count", "Exists", &[]), "the provider's own labels");
+        assert_eq!(shape.taints.len(), 1);
     }
 }

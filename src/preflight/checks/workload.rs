@@ -1,0 +1,277 @@
+//! The workload's checks: workload-found, -gpu-request, -toleration, -affinity and -fits-limit, per controller of
+//! the workload's pods; its budget and RTO floor are judged in their own files.
+
+use k8s_openapi::api::core::v1::{Container, Node, PodSpec, Taint};
+
+use super::budget::workload_budget;
+use super::rto::rto_floor;
+use super::support::{Findings, gpu_taints, is_gpu_taint, most_gpus, names, taint_text, tolerations};
+use crate::cluster::karpenter::GPU_RESOURCE;
+use crate::cluster::quantity::as_integer;
+use crate::cluster::scheduling::{NodeShape, tolerates};
+use crate::preflight::finding::{CheckId, Status};
+use crate::preflight::snapshot::{PoolLookup, Snapshot, Workload};
+use crate::preflight::targets::{Expectations, PreflightTargets};
+
+const TOLERATION_FIX: &str =
+    "add to the pod template: tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]";
+
+const WORKLOAD_CHECKS: &[CheckId] = &[
+    CheckId::WorkloadGpuRequest,
+    CheckId::WorkloadToleration,
+    CheckId::WorkloadAffinity,
+    CheckId::WorkloadPdb,
+    CheckId::WorkloadFitsLimit,
+    CheckId::RtoFloor,
+];
+
+fn pod_gpus(spec: &PodSpec) -> i64 {
+    let of = |c: &Container| {
+        let r = c.resources.as_ref();
+        most_gpus([r.and_then(|r| r.requests.as_ref()), r.and_then(|r| r.limits.as_ref())])
+    };
+    let containers: i64 = spec.containers.iter().map(of).sum();
+    let init = spec.init_containers.iter().flatten().map(of).max().unwrap_or(0);
+    containers.max(init)
+}
+
+/// Every workload check, per controller of the workload's pods, or the reason none can run.
+pub(super) fn workloads(
+    s: &Snapshot,
+    targets: &PreflightTargets,
+    on_prem: &[&Node],
+    fallback: Option<&NodeShape>,
+    expect: &Expectations,
+    out: &mut Findings,
+) {
+    let selection = format!("Pods -n {} -l {}", targets.namespace, targets.selector);
+    if !found(s, targets, &selection, out) {
+        out.skip(WORKLOAD_CHECKS, &selection, "no workload found");
+        return;
+    }
+    let must_tolerate = must_tolerate(on_prem, fallback);
+    let hybrid: Vec<NodeShape> = on_prem.iter().map(|n| NodeShape::from_node(n)).collect();
+    let mut demand = Vec::new();
+    for w in &s.workloads {
+        let object = w.object();
+        let Some(spec) = w.template.spec.as_ref() else {
+            out.skip(&WORKLOAD_CHECKS[..4], &object, "it has no pod template");
+            continue;
+        };
+        if let Some(gpus) = gpu_request(spec, &object, out) {
+            demand.push((w, gpus));
+        }
+        workload_toleration(w, spec, &must_tolerate, &object, out);
+        workload_affinity(spec, &hybrid, fallback, &object, out);
+        workload_budget(s, w, &object, expect.drains, out);
+    }
+    fits_limit(s, &demand, &selection, &targets.node_pool, out);
+    rto_floor(s, &s.workloads[0], expect.rto_objective, out);
+}
+
+/// workload-found: the workload selector matches pods, and their controllers.
+fn found(s: &Snapshot, targets: &PreflightTargets, selection: &str, out: &mut Findings) -> bool {
+    if s.workloads.is_empty() {
+        out.fix(
+            CheckId::WorkloadFound,
+            Status::Fail,
+            selection,
+            "no pod matches the workload selector",
+            format!("check it with `kubectl get pods -n {} -l '{}'`", targets.namespace, targets.selector),
+        );
+        return false;
+    }
+    out.add(
+        CheckId::WorkloadFound,
+        Status::Pass,
+        selection,
+        format!("{} pods of {}", s.workload_pods, names(s.workloads.iter().map(Workload::object))),
+    );
+    true
+}
+
+/// The taints the workload must tolerate: the GPU taints of the hybrid nodes and of the fallback's nodes.
+fn must_tolerate(on_prem: &[&Node], fallback: Option<&NodeShape>) -> Vec<Taint> {
+    let mut taints: Vec<Taint> = on_prem.iter().flat_map(|n| gpu_taints(n)).collect();
+    if let Some(f) = fallback {
+        taints.extend(f.taints.iter().filter(|t| is_gpu_taint(t)).cloned());
+    }
+    taints.sort_by_key(taint_text);
+    taints.dedup_by_key(|t| taint_text(t));
+    if taints.is_empty() {
+        taints.push(Taint { key: GPU_RESOURCE.into(), effect: "NoSchedule".into(), ..Default::default() });
+    }
+    taints
+}
+
+/// workload-gpu-request: the workload requests `nvidia.com/gpu`; the GPUs each pod requests, if any.
+fn gpu_request(spec: &PodSpec, object: &str, out: &mut Findings) -> Option<i64> {
+    let gpus = pod_gpus(spec);
+    if gpus > 0 {
+        out.add(CheckId::WorkloadGpuRequest, Status::Pass, object, format!("each pod requests {gpus} nvidia.com/gpu"));
+        return Some(gpus);
+    }
+    out.fix(
+        CheckId::WorkloadGpuRequest,
+        Status::Fail,
+        object,
+        "requests no nvidia.com/gpu: Karpenter will not launch a GPU node for it",
+        "request the GPUs in resources.limits: {nvidia.com/gpu: N}",
+    );
+    None
+}
+
+/// workload-fits-limit: the GPU demand of every controller fits under the fallback NodePool's GPU limit.
+fn fits_limit(s: &Snapshot, demand: &[(&Workload, i64)], selection: &str, pool_name: &str, out: &mut Findings) {
+    let id = CheckId::WorkloadFitsLimit;
+    let limit = match &s.pool {
+        PoolLookup::Found(pool) => pool.spec.limits.as_ref().and_then(|l| l.get(GPU_RESOURCE)).and_then(as_integer),
+        _ => None,
+    };
+    let objects = names(demand.iter().map(|(w, _)| w.object()));
+    let limit = match limit {
+        _ if demand.is_empty() => {
+            return out.add(id, Status::Skip, selection, "not checked: no GPU demand (see workload-gpu-request)");
+        }
+        None => {
+            return out.add(
+                id,
+                Status::Skip,
+                &objects,
+                "not checked: the fallback has no GPU limit (see nodepool-limits)",
+            );
+        }
+        Some(limit) => limit,
+    };
+    let total: i64 = demand.iter().map(|(w, g)| i64::from(w.replicas) * g).sum();
+    let parts = names(demand.iter().map(|(w, g)| format!("{} x {g}", w.replicas)));
+    if total <= limit {
+        out.add(
+            id,
+            Status::Pass,
+            &objects,
+            format!("needs {total} GPUs on the fallback ({parts}), under its limit of {limit}"),
+        );
+    } else {
+        out.fix(
+            id,
+            Status::Fail,
+            &objects,
+            format!(
+                "needs {total} GPUs on the fallback ({parts}) but NodePool {pool_name} is limited to {limit}: some pods \
+                 would stay Pending"
+            ),
+            format!("raise the NodePool's nvidia.com/gpu limit to at least {total}, or run fewer replicas"),
+        );
+    }
+}
+
+/// workload-toleration: its pod template tolerates the GPU taint explicitly.
+fn workload_toleration(w: &Workload, spec: &PodSpec, taints: &[Taint], object: &str, out: &mut Findings) {
+    let id = CheckId::WorkloadToleration;
+    let declared = tolerations(Some(spec));
+    let missing: Vec<&Taint> = taints.iter().filter(|t| !declared.iter().any(|tol| tolerates(tol, t))).collect();
+    if missing.is_empty() {
+        out.add(
+            id,
+            Status::Pass,
+            object,
+            format!("its pod template tolerates {}", names(taints.iter().map(taint_text))),
+        );
+        return;
+    }
+    let admitted = w.sample_pod.as_ref().and_then(|p| p.spec.as_ref());
+    let injected = w.kind != "Pod" && missing.iter().all(|t| tolerations(admitted).iter().any(|tol| tolerates(tol, t)));
+    out.fix(
+        id,
+        Status::Fail,
+        object,
+        format!(
+            "its pod template does not tolerate {}{}: its pods cannot land on the tainted hybrid or fallback nodes",
+            names(missing.iter().map(|t| taint_text(t))),
+            if injected {
+                " (its running pods do, from an older revision or the ExtendedResourceToleration admission plugin, \
+                 which EKS does not guarantee)"
+            } else {
+                ""
+            }
+        ),
+        TOLERATION_FIX,
+    );
+}
+
+/// workload-affinity: it prefers (or requires) the hybrid nodes, and may still fall back.
+fn workload_affinity(
+    spec: &PodSpec,
+    hybrid: &[NodeShape],
+    fallback: Option<&NodeShape>,
+    object: &str,
+    out: &mut Findings,
+) {
+    let id = CheckId::WorkloadAffinity;
+    if hybrid.is_empty() {
+        out.add(id, Status::Skip, object, "not checked: no on-prem node (see gpu-taint)");
+        return;
+    }
+    let excluded: Vec<&str> = hybrid.iter().filter(|h| !h.may_be_selected_by(spec)).map(|h| h.name.as_str()).collect();
+    if excluded.len() == hybrid.len() {
+        out.fix(
+            id,
+            Status::Fail,
+            object,
+            format!("its nodeSelector or required node affinity excludes every on-prem node ({})", names(&excluded)),
+            "select the hybrid nodes, e.g. a preferred affinity for eks.amazonaws.com/compute-type In [hybrid]",
+        );
+        return;
+    }
+    let preference = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| n.preferred_during_scheduling_ignored_during_execution.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|p| p.weight > 0)
+        .find(|p| {
+            hybrid.iter().all(|h| h.may_match_term(&p.preference))
+                && fallback.is_none_or(|f| !f.may_match_term(&p.preference))
+        });
+    if fallback.is_some_and(|f| !f.may_be_selected_by(spec)) {
+        out.fix(
+            id,
+            Status::Warn,
+            object,
+            "requires the on-prem nodes: it can never fall back to the cloud, so a failure leaves it Pending until \
+             on-prem returns",
+            "if it must fall back, make the hybrid affinity preferredDuringScheduling instead of required",
+        );
+    } else if let Some(p) = preference {
+        let terms = names(
+            p.preference
+                .match_expressions
+                .iter()
+                .flatten()
+                .map(|e| format!("{} {} [{}]", e.key, e.operator, names(e.values.iter().flatten()))),
+        );
+        out.add(id, Status::Pass, object, format!("prefers the on-prem nodes (weight {}: {terms})", p.weight));
+    } else {
+        out.fix(
+            id,
+            Status::Fail,
+            object,
+            "no node affinity prefers the on-prem nodes: the scheduler may place it on cloud GPU nodes in steady \
+             state, and a return does not bring it back",
+            "add preferredDuringSchedulingIgnoredDuringExecution: [{weight: 100, preference: {matchExpressions: \
+             [{key: eks.amazonaws.com/compute-type, operator: In, values: [hybrid]}]}}]",
+        );
+    }
+    if !excluded.is_empty() {
+        out.fix(
+            id,
+            Status::Warn,
+            object,
+            format!("its nodeSelector or required node affinity excludes the on-prem nodes {}", names(&excluded)),
+            "check the on-prem selector and the workload's required affinity agree",
+        );
+    }
+}

@@ -1,0 +1,102 @@
+//! What preflight looks at (the on-prem nodes, the workload, the fallback NodePool) and what the drill being checked
+//! expects of the design, from a drill file or from flags.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::drill::{Action, Drill};
+
+/// What preflight looks at: the drill's targets, or the same given as flags.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreflightTargets {
+    /// Label selector of the hybrid (on-prem) GPU nodes.
+    pub nodes: String,
+    pub namespace: String,
+    /// Label selector of the workload's pods.
+    pub selector: String,
+    pub node_pool: String,
+}
+
+/// The targets as flags give them; each one given replaces the drill's.
+#[derive(Debug, Clone, Default)]
+pub struct TargetFlags {
+    pub nodes: Option<String>,
+    pub namespace: Option<String>,
+    pub selector: Option<String>,
+    pub node_pool: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TargetsError {
+    #[error("without a drill file, preflight needs --nodes, --namespace, --selector and --node-pool (missing: {0})")]
+    Missing(String),
+    #[error("invalid label selector `{selector}` given to {flag}: {reason}")]
+    Selector { flag: &'static str, selector: String, reason: String },
+}
+
+impl PreflightTargets {
+    pub fn of(drill: &Drill) -> PreflightTargets {
+        let t = &drill.spec.targets;
+        PreflightTargets {
+            nodes: t.on_prem.nodes.clone(),
+            namespace: t.workload.namespace.clone(),
+            selector: t.workload.selector.clone(),
+            node_pool: t.fallback.node_pool.clone(),
+        }
+    }
+
+    /// The drill's targets with the flags given in their place, or the flags alone when there is no drill.
+    pub fn resolve(drill: Option<&Drill>, flags: TargetFlags) -> Result<PreflightTargets, TargetsError> {
+        let base = drill.map(PreflightTargets::of);
+        let pick =
+            |flag: Option<String>, from: Option<&String>, name: &'static str, missing: &mut Vec<&'static str>| {
+                flag.or_else(|| from.cloned()).unwrap_or_else(|| {
+                    missing.push(name);
+                    String::new()
+                })
+            };
+        let mut missing = Vec::new();
+        let targets = PreflightTargets {
+            nodes: pick(flags.nodes, base.as_ref().map(|b| &b.nodes), "--nodes", &mut missing),
+            namespace: pick(flags.namespace, base.as_ref().map(|b| &b.namespace), "--namespace", &mut missing),
+            selector: pick(flags.selector, base.as_ref().map(|b| &b.selector), "--selector", &mut missing),
+            node_pool: pick(flags.node_pool, base.as_ref().map(|b| &b.node_pool), "--node-pool", &mut missing),
+        };
+        if !missing.is_empty() {
+            return Err(TargetsError::Missing(missing.join(", ")));
+        }
+        for (flag, selector) in [("--nodes", &targets.nodes), ("--selector", &targets.selector)] {
+            crate::drill::validate::check_label_selector(selector).map_err(|reason| TargetsError::Selector {
+                flag,
+                selector: selector.clone(),
+                reason,
+            })?;
+        }
+        Ok(targets)
+    }
+}
+
+/// What the drill being checked expects of the design; without a drill, a drain and no RTO objective.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expectations {
+    /// The drill's RTO objective, to compare with the eviction delay of a node failure.
+    pub rto_objective: Option<Duration>,
+    /// Whether the drill drains: only the Eviction API honours PodDisruptionBudgets, a lost node's taint does not.
+    pub drains: bool,
+}
+
+impl Default for Expectations {
+    fn default() -> Self {
+        Expectations { rto_objective: None, drains: true }
+    }
+}
+
+impl Expectations {
+    pub fn of(drill: &Drill) -> Expectations {
+        Expectations {
+            rto_objective: drill.spec.objectives.rto.map(|d| d.0),
+            drains: drill.spec.steps.iter().any(|s| matches!(s.action(), Some(Action::Drain(_)))),
+        }
+    }
+}
