@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::Cluster;
+use crate::cluster::Reader;
 use crate::drill::{Action, Check, Drill, OnDeviation};
+use crate::phases::PhaseId;
 
 pub use gather::{PreflightError, Snapshot, gather};
 
@@ -154,9 +155,9 @@ impl Targets {
     pub fn of(drill: &Drill) -> Targets {
         let t = &drill.spec.targets;
         Targets {
-            nodes: t.on_prem.nodes.clone(),
+            nodes: t.on_prem.nodes.to_string(),
             namespace: t.workload.namespace.clone(),
-            selector: t.workload.selector.clone(),
+            selector: t.workload.selector.to_string(),
             node_pool: t.fallback.node_pool.clone(),
         }
     }
@@ -194,15 +195,18 @@ impl Targets {
 
 /// For `hybrid-drill plan`: what the verdict means for a run of this drill.
 pub fn plan_note(drill: &Drill, report: &PreflightReport) -> String {
-    let step = drill.spec.steps.iter().find(|s| s.check == Some(Check::Preflight));
+    let step = drill.spec.steps.iter().find_map(|s| match s.action {
+        Action::Check(Check::Preflight, on_deviation) => Some((s, on_deviation)),
+        _ => None,
+    });
     let failed = report.count(Status::Fail);
     match step {
         None => "the drill has no `check: preflight` step: a run would not stop on these findings".into(),
-        Some(s) if failed > 0 && s.on_deviation != Some(OnDeviation::Warn) => {
+        Some((s, on_deviation)) if failed > 0 && on_deviation != OnDeviation::Warn => {
             format!("a run would be refused at step `{}` (exit 2) before anything is touched", s.id)
         }
-        Some(s) if failed > 0 => format!("step `{}` has onDeviation: warn: a run would go on despite these", s.id),
-        Some(s) => format!("step `{}` would let the run go on", s.id),
+        Some((s, _)) if failed > 0 => format!("step `{}` has onDeviation: warn: a run would go on despite these", s.id),
+        Some((s, _)) => format!("step `{}` would let the run go on", s.id),
     }
 }
 
@@ -273,19 +277,15 @@ impl Default for Expectations {
 impl Expectations {
     pub fn of(drill: &Drill) -> Expectations {
         Expectations {
-            rto_objective: drill.spec.objectives.rto.map(|d| d.0),
-            drains: drill.spec.steps.iter().any(|s| matches!(s.action(), Some(Action::Drain(_)))),
+            rto_objective: drill.spec.objectives.get(PhaseId::Rto),
+            drains: drill.spec.steps.iter().any(|s| matches!(s.action, Action::Drain(_))),
         }
     }
 }
 
 /// Reads the cluster (never changes it) and checks the design against the targets.
-pub async fn run(
-    cluster: &Cluster,
-    targets: &Targets,
-    expect: &Expectations,
-) -> Result<PreflightReport, PreflightError> {
-    let snapshot = gather(&cluster.client, targets).await?;
+pub async fn run(reader: &Reader, targets: &Targets, expect: &Expectations) -> Result<PreflightReport, PreflightError> {
+    let snapshot = gather(reader.client(), targets).await?;
     let findings = checks::evaluate(&snapshot, targets, expect);
-    Ok(PreflightReport::new(&cluster.context, &cluster.server, targets.clone(), findings))
+    Ok(PreflightReport::new(reader.context(), reader.server(), targets.clone(), findings))
 }

@@ -6,14 +6,12 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::ListParams;
-use kube::runtime::wait::{await_condition, conditions};
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
 use tokio::time::Instant;
 
 use super::{StepContext, StepError, StepSuccess};
 use crate::safety::Eviction;
-use crate::timeline::Event;
+use crate::timeline::{Event, FaultKind};
 
 /// kubectl drain leaves DaemonSet pods (their controller ignores cordons) and mirror pods (the kubelet owns them).
 pub fn is_evictable(pod: &Pod) -> bool {
@@ -37,17 +35,18 @@ pub async fn drain(
     deadline: Instant,
     timeout: Duration,
 ) -> Result<StepSuccess, StepError> {
-    ctx.timeline.record(Event::FaultInjected { step: step.into(), kind: "drain".into() });
+    ctx.timeline.record(Event::FaultInjected { step: step.into(), kind: FaultKind::Drain.to_string() });
     for node in ctx.on_prem_nodes {
         ctx.mutator.cordon(node).await?;
     }
-    let all_pods: Api<Pod> = Api::all(ctx.cluster.client.clone());
     let mut targets = Vec::new();
     for node in ctx.on_prem_nodes {
-        let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
-        let list =
-            all_pods.list(&params).await.map_err(|e| StepError::Failed(format!("cannot list pods on {node}: {e}")))?;
-        targets.extend(list.items.into_iter().filter(is_evictable).map(|p| (node.clone(), p)));
+        let pods = ctx
+            .reader
+            .pods_on(node)
+            .await
+            .map_err(|e| StepError::Failed(format!("cannot list pods on {node}: {e}")))?;
+        targets.extend(pods.into_iter().filter(is_evictable).map(|p| (node.clone(), p)));
     }
     ctx.progress.waiting(&format!("evicting {} pods from {} nodes", targets.len(), ctx.on_prem_nodes.len()));
     let results = join_all(targets.iter().map(|(node, pod)| evict_until_done(ctx, node, pod, deadline))).await;
@@ -68,17 +67,12 @@ pub async fn drain(
     // kubectl drain returns once the evicted pods are gone; so does this, watch-driven and bounded.
     ctx.progress.waiting(&format!("waiting for {} evicted pods to terminate", targets.len()));
     let gone = join_all(targets.iter().map(|(_, pod)| {
-        let api: Api<Pod> = Api::namespaced(ctx.cluster.client.clone(), &pod.namespace().unwrap_or_default());
-        let (name, uid) = (pod.name_any(), pod.uid().unwrap_or_default());
+        let (namespace, name, uid) =
+            (pod.namespace().unwrap_or_default(), pod.name_any(), pod.uid().unwrap_or_default());
         async move {
             // A watch broken by an API server restart is re-established until the deadline.
             loop {
-                match tokio::time::timeout_at(
-                    deadline,
-                    await_condition(api.clone(), &name, conditions::is_deleted(&uid)),
-                )
-                .await
-                {
+                match tokio::time::timeout_at(deadline, ctx.reader.pod_deleted(&namespace, &name, &uid)).await {
                     Ok(Ok(_)) => return true,
                     Ok(Err(_)) => tokio::time::sleep(Duration::from_secs(1)).await,
                     Err(_) => return false,

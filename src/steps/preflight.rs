@@ -7,7 +7,7 @@ use crate::preflight::{self, Expectations, Status, Targets};
 
 pub async fn preflight(ctx: &StepContext<'_>, on_deviation: OnDeviation) -> Result<StepSuccess, StepError> {
     ctx.progress.waiting("checking the fallback design (preflight)");
-    let report = preflight::run(ctx.cluster, &Targets::of(ctx.drill), &Expectations::of(ctx.drill))
+    let report = preflight::run(ctx.reader, &Targets::of(ctx.drill), &Expectations::of(ctx.drill))
         .await
         .map_err(|e| StepError::Failed(e.to_string()))?;
     let failed = report.summary(Status::Fail);
