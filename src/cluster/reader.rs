@@ -23,7 +23,7 @@ pub struct Reader {
 /// A request other than a read reached the read-only client: a bug, refused before it left the process.
 #[derive(Debug, thiserror::Error)]
 #[error("refused {method} {uri}: this handle only reads; changes go through the mutator")]
-pub struct WriteRefused {
+struct WriteRefused {
     method: Method,
     uri: http::Uri,
 }

@@ -538,11 +538,10 @@ mod tests {
 
     #[test]
     fn a_validated_step_holds_its_one_action_and_its_timeout() {
-        let source = drill_source(
+        let drill = valid(
             "",
             "    - {id: c, cut: {fidelity: host, cni: cilium}, timeout: 5m}\n    - {id: r, restore: cut}\n    - {id: b, return: {restart: statefulset/db}}\n",
         );
-        let drill = crate::drill::from_source(std::path::Path::new("d.yaml"), source).unwrap().drill;
         let steps = &drill.spec.steps;
         assert!(matches!(
             steps[0].action,
@@ -562,11 +561,10 @@ mod tests {
     fn detection_and_restore_objectives_are_settable_and_judged() {
         use crate::phases::Verdict;
         use crate::timeline::{Event as E, NodeRole};
-        let source = drill_source(
+        let drill = valid(
             "  objectives: {phases: {detection: 10s, restore: 5s}}\n",
             "    - {id: c, cut: {fidelity: host, cni: calico}}\n    - {id: r, restore: cut}\n",
         );
-        let drill = crate::drill::from_source(std::path::Path::new("d.yaml"), source).unwrap().drill;
         let on = NodeRole::OnPrem;
         let events = vec![
             (1.0, None, E::FaultInjected { step: "c".into(), kind: "cut (host)".into() }),
@@ -583,6 +581,10 @@ mod tests {
         let restore = analysis.phase("restore").unwrap();
         assert_eq!((restore.objective_seconds, restore.verdict), (Some(5.0), Verdict::Met), "{restore:?}");
         assert!(analysis.objectives_missed.contains(&"detection".to_string()), "{:?}", analysis.objectives_missed);
+    }
+
+    fn valid(spec: &str, steps: &str) -> Drill {
+        crate::drill::from_source(std::path::Path::new("d.yaml"), drill_source(spec, steps)).unwrap().drill
     }
 
     fn objectives(objectives: &str) -> Result<Drill, Vec<Diagnostic>> {
