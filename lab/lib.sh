@@ -7,7 +7,10 @@ CACHE_ROOT=${HYBRID_LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hybrid-drill-lab}
 CACHE_KEY=$(sha256sum "$LAB_DIR/versions.env" | cut -c1-16)
 BIN_DIR=$CACHE_ROOT/$CACHE_KEY/bin
 SRC_DIR=$CACHE_ROOT/$CACHE_KEY/src
-export KUBECONFIG=$RUN_DIR/kubeconfig
+# A lab component that sources this file (the host firewall stand-in, the hooks it calls) acts as the identity lab/up
+# gave it (LAB_IDENTITY_KUBECONFIG); everything else as the lab's admin.
+export KUBECONFIG=${LAB_IDENTITY_KUBECONFIG:-$RUN_DIR/kubeconfig}
+ADMIN_KUBECONFIG=$RUN_DIR/kubeconfig
 
 log() { printf '[lab %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -28,9 +31,33 @@ SCHEDULER_PORT=20259
 KWOK_PORT=20247
 KARPENTER_METRICS_PORT=20080
 KARPENTER_HEALTH_PORT=20081
-# Start order; down stops them in reverse. host-firewall is a lab stand-in (lab/host-firewall-stand-in), not a binary.
-COMPONENTS="etcd kube-apiserver kube-controller-manager kube-scheduler kwok karpenter host-firewall"
+TOKEN_WEBHOOK_PORT=20443
+# Start order; down stops them in reverse. host-firewall (lab/host-firewall-stand-in) and token-webhook
+# (lab/token-webhook) are lab stand-ins, scripts in lab/, not binaries.
+COMPONENTS="etcd token-webhook kube-apiserver kube-controller-manager kube-scheduler kwok karpenter host-firewall"
 STAND_IN_HOST_FIREWALL=$LAB_DIR/host-firewall-stand-in
+STAND_IN_TOKEN_WEBHOOK=$LAB_DIR/token-webhook
+# The API server's audit log (lab/audit-policy.yaml): JSON lines, Metadata level, for checking phase boundaries.
+AUDIT_LOG=$LOG_DIR/audit.log
+# A kubeconfig for the same cluster and context whose user authenticates like an EKS user: an exec plugin
+# (lab/exec-credential) issuing short-lived tokens that the token webhook refuses once expired.
+EXEC_KUBECONFIG=$RUN_DIR/kubeconfig-exec
+
+# --- The lab profile: how fast the simulated world is. `fast` for tests and CI; `realistic` scales the seed's real
+# cluster (minutes of image pull and model load, EC2 boot, real grace periods and tolerations, consolidateAfter 5m).
+# Chosen by LAB_PROFILE at lab/up and kept in lab/.run/profile for the lab's life (lab/down, then lab/up to change it).
+LAB_PROFILE=${LAB_PROFILE:-$(cat "$RUN_DIR/profile" 2>/dev/null || echo fast)}
+case $LAB_PROFILE in
+  fast)
+    POD_PULL_MS=200 POD_PULL_TEXT=200ms POD_INIT_MS=100 POD_START_MS=100 POD_LOAD_MS=300 POD_LOAD_JITTER_MS=600
+    NODE_MONITOR_GRACE=20s NODE_MONITOR_PERIOD=2s NODE_LEASE_SECONDS=20 TOLERATION_SECONDS=30
+    CONSOLIDATE_AFTER=20s NODE_REGISTRATION_DELAY=0s KARPENTER_BATCH_IDLE=500ms KARPENTER_BATCH_MAX=3s ;;
+  realistic)
+    POD_PULL_MS=150000 POD_PULL_TEXT=2m30s POD_INIT_MS=45000 POD_START_MS=3000 POD_LOAD_MS=90000 POD_LOAD_JITTER_MS=150000
+    NODE_MONITOR_GRACE=50s NODE_MONITOR_PERIOD=5s NODE_LEASE_SECONDS=40 TOLERATION_SECONDS=300
+    CONSOLIDATE_AFTER=5m NODE_REGISTRATION_DELAY=90s KARPENTER_BATCH_IDLE=1s KARPENTER_BATCH_MAX=10s ;;
+  *) echo "[lab] error: LAB_PROFILE=$LAB_PROFILE: use fast or realistic" >&2; exit 2 ;;
+esac
 
 kc() { kubectl --kubeconfig "$KUBECONFIG" --context "$LAB_CONTEXT" "$@"; }
 
@@ -40,7 +67,7 @@ pid_of() { cat "$PID_DIR/$1.pid" 2>/dev/null || true; }
 alive() {
   local pid; pid=$(pid_of "$1")
   [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null &&
-    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -e "$CACHE_ROOT/" -e "$STAND_IN_HOST_FIREWALL"
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -e "$CACHE_ROOT/" -e "$STAND_IN_HOST_FIREWALL" -e "$STAND_IN_TOKEN_WEBHOOK"
 }
 
 # stop_components COMPONENT...: TERM them together, wait up to 10 s, KILL survivors; forgets their pids.

@@ -342,7 +342,7 @@ fn report_command(run_dir: &Path, format: Format, pushgateway: Option<&str>) -> 
         }
     }
     if let Some(url) = pushgateway {
-        if let Err(e) = block_on_result(crate::report::push::push(url, &report)) {
+        if let Err(e) = block_on_result(crate::pushgateway::push(url, &report)) {
             eprintln!("error: {e}");
             return EXIT_INVALID;
         }

@@ -9,6 +9,7 @@ pub mod phases;
 pub mod plan;
 pub mod preflight;
 pub mod progress;
+mod pushgateway;
 pub mod report;
 pub mod run;
 pub mod safety;

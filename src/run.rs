@@ -368,7 +368,7 @@ impl<'a> Run<'a> {
         let mut report = assemble_report(self.loaded, ran, &observations, analysis, stopped, outcome);
         report.warnings.extend(self.warnings.raised);
         if let Some(url) = &opts.pushgateway
-            && let Err(e) = report::push::push(url, &report).await
+            && let Err(e) = crate::pushgateway::push(url, &report).await
         {
             // The drill's verdict stands; the report says the metrics did not leave.
             self.warnings.timeline.record(Event::Warning { message: format!("metrics not pushed: {e}") });

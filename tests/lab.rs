@@ -441,6 +441,39 @@ fn the_drain_drill_passes_with_only_the_committed_role_and_leaks_no_secret() {
     eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
 }
 
+/// Tokens issued so far by the lab's exec credential plugin (one line each in its log).
+fn exec_tokens_issued() -> usize {
+    let log = kubeconfig().with_file_name("logs").join("exec-credential.log");
+    std::fs::read_to_string(log).map(|text| text.lines().count()).unwrap_or(0)
+}
+
+#[test]
+fn the_drain_drill_passes_as_an_exec_plugin_user_whose_token_expires_mid_drill() {
+    let _lab = lock_lab();
+    reset_lab();
+    // As an EKS user through `aws eks get-token`: short-lived tokens from an exec plugin, refused by the API server's
+    // token webhook once expired, and only the committed role (lab/manifests/50-operator-rbac.yaml).
+    let exec_kubeconfig = kubeconfig().with_file_name("kubeconfig-exec");
+    let before = exec_tokens_issued();
+    let drill = Drill::new();
+    let out = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
+        .arg("run")
+        .arg(repo().join("drills/drain.yaml"))
+        .args(["--yes", "--output", "json", "--reports-dir"])
+        .arg(drill.reports.path())
+        .arg("--kubeconfig")
+        .arg(&exec_kubeconfig)
+        // Clients refresh 60 s before expiry: a 75 s token is replaced 15 s into the drill, well before its end.
+        .env("LAB_TOKEN_TTL", "75")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let issued = exec_tokens_issued() - before;
+    assert!(issued >= 2, "the drill ran on {issued} token(s): the exec credential was never refreshed mid-drill");
+    eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
+}
+
 fn deployment_spec() -> Value {
     let mut spec = kubectl_json(&["get", "deployment", "llm-inference", "-n", "inference"])["spec"].clone();
     // kubectl's own restart mark is the one change a return step makes on purpose.

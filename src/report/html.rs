@@ -1,32 +1,47 @@
 //! `report.html`: one self-contained page per run, for the change record: the verdict, a Gantt chart of the phases
 //! with the drill's events and milestones in inline SVG, the objectives, steps, fidelity, fallback cost and overlap.
+//! Written with maud: every value is escaped where it is interpolated, in text and attributes alike.
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
 
-use super::page::{esc, page, tick_step, time_axis};
-use super::{Marker, Report, human_seconds, seconds_cell, verdict_word};
-use crate::phases::{Phase, Verdict};
+use maud::{Markup, html};
+
+use super::page::{Coord, page, tick_step, time_axis};
+use super::{Marker, Notable, Report, human_seconds, seconds_cell, verdict_word};
+use crate::phases::{Boundary, Phase, Verdict};
 use crate::timeline::rfc3339;
 
 pub fn render(report: &Report) -> String {
-    let mut b = String::new();
-    header(&mut b, report);
-    timeline(&mut b, report);
-    phases(&mut b, report);
-    steps(&mut b, report);
-    let _ = writeln!(b, "<section><h2>Fidelity</h2><p>{}</p></section>", esc(&report.fidelity));
-    fallback(&mut b, report);
-    overlap(&mut b, report);
-    restore_and_warnings(&mut b, report);
-    events(&mut b, report);
-    let _ = writeln!(
-        b,
-        "<section><h2>Drill file as run</h2><p class=\"muted\">{}</p><pre>{}</pre></section>",
-        esc(&report.drill.file),
-        esc(report.drill.source.trim_end())
-    );
-    page(&format!("Drill report: {} · {}", report.drill.name, report.run_id), &b)
+    let body = html! {
+        (header(report))
+        (timeline(report))
+        (phases(report))
+        (steps(report))
+        section { h2 { "Fidelity" } p { (report.fidelity) } }
+        (fallback(report))
+        (overlap(report))
+        (restore_and_warnings(report))
+        (events(report))
+        section {
+            h2 { "Drill file as run" }
+            p class="muted" { (report.drill.file) }
+            pre { (report.drill.source.trim_end()) }
+        }
+    };
+    page(&format!("Drill report: {} · {}", report.drill.name, report.run_id), body)
+}
+
+// The only places this page reads a phase's name, so that a typed name changes them alone.
+fn phase_name(p: &Phase) -> &str {
+    p.name.as_str()
+}
+
+fn is_rto(p: &Phase) -> bool {
+    p.name == "rto"
+}
+
+fn rto(report: &Report) -> Option<&Phase> {
+    report.phases.iter().find(|p| is_rto(p))
 }
 
 /// The CSS class of a phase's verdict; also names its bar in the chart.
@@ -40,65 +55,26 @@ fn verdict_class(p: &Phase) -> &'static str {
     }
 }
 
-fn outcome_class(report: &Report) -> &'static str {
-    match report.outcome {
-        super::Outcome::Passed => "passed",
-        super::Outcome::ObjectiveMissed => "objective-missed",
-        super::Outcome::Aborted => "aborted",
-        super::Outcome::RestoreFailed => "restore-failed",
-        super::Outcome::Refused => "refused",
+fn figure(value: &str, label: &str, class: &str) -> Markup {
+    html! {
+        div class="figure" { div class={ "value " (class) } { (value) } div class="label" { (label) } }
     }
 }
 
-fn header(b: &mut String, report: &Report) {
-    let _ = writeln!(b, "<header><h1>Drill report: {}</h1>", esc(&report.drill.name));
-    if let Some(d) = &report.drill.description {
-        let _ = writeln!(b, "<p class=\"muted\">{}</p>", esc(d));
-    }
-    let _ = writeln!(
-        b,
-        "<p><span class=\"badge verdict {}\" id=\"verdict\">{}</span></p>",
-        outcome_class(report),
-        esc(report.outcome.as_str())
-    );
-    if let Some(reason) = &report.abort_reason {
-        let _ = writeln!(b, "<div class=\"callout\"><strong>Stopped because:</strong> {}</div>", esc(reason));
-    }
-    let _ = write!(b, "<div class=\"figures\">");
-    let figure = |b: &mut String, value: &str, label: &str, class: &str| {
-        let _ = write!(
-            b,
-            "<div class=\"figure\"><div class=\"value {class}\">{}</div><div class=\"label\">{}</div></div>",
-            esc(value),
-            esc(label)
-        );
-    };
-    if let Some(rto) = report.phases.iter().find(|p| p.name == "rto") {
-        let label = match rto.objective_seconds {
-            Some(o) => format!("RTO · objective {} · {}", human_seconds(o), verdict_word(rto)),
-            None => "RTO · no objective".into(),
-        };
-        figure(b, &seconds_cell(rto.seconds), &label, verdict_class(rto));
-    }
+fn header(report: &Report) -> Markup {
     let judged: Vec<&Phase> = report.phases.iter().filter(|p| p.objective_seconds.is_some()).collect();
     let met = judged.iter().filter(|p| p.verdict == Verdict::Met).count();
-    let class = if met == judged.len() { "met" } else { "missed" };
-    figure(b, &format!("{met} / {}", judged.len()), "objectives met", class);
     let f = &report.fallback;
-    figure(b, &format!("{:.3}", f.gpu_hours), &format!("fallback GPU-hours · {} nodes", f.nodes), "");
     let cost = f.estimated_cost.map(|c| format!("${c:.2}")).unwrap_or_else(|| "-".into());
-    figure(b, &cost, "estimated fallback cost", "");
     let peak = match f.gpu_limit {
         Some(limit) => format!("peak GPUs · limit {limit}{}", if f.overrun { " · OVERRUN" } else { "" }),
         None => "peak GPUs".into(),
     };
-    figure(b, &f.max_gpus.to_string(), &peak, if f.overrun { "missed" } else { "" });
-    let _ = write!(b, "</div>\n<table class=\"details\">");
     let cluster = format!(
         "context {}, {} (Kubernetes {})",
         report.cluster.context, report.cluster.server, report.cluster.version
     );
-    for (k, v) in [
+    let details = [
         ("Run", report.run_id.clone()),
         ("Started", rfc3339(&report.started)),
         ("Finished", rfc3339(&report.finished)),
@@ -106,10 +82,37 @@ fn header(b: &mut String, report: &Report) {
         ("Drill file", report.drill.file.clone()),
         ("Tool", format!("hybrid-drill {}", report.tool_version)),
         ("API requests", format!("{} (watch gaps: {})", report.api_requests, report.watch_gaps)),
-    ] {
-        let _ = write!(b, "<tr><th>{k}</th><td>{}</td></tr>", esc(&v));
+    ];
+    html! {
+        header {
+            h1 { "Drill report: " (report.drill.name) }
+            @if let Some(d) = &report.drill.description { p class="muted" { (d) } }
+            p { span class={ "badge verdict " (report.outcome.slug()) } id="verdict" { (report.outcome.as_str()) } }
+            @if let Some(reason) = &report.abort_reason {
+                div class="callout" { strong { "Stopped because:" } " " (reason) }
+            }
+            div class="figures" {
+                @if let Some(rto) = rto(report) {
+                    @let label = match rto.objective_seconds {
+                        Some(o) => format!("RTO · objective {} · {}", human_seconds(o), verdict_word(rto)),
+                        None => "RTO · no objective".into(),
+                    };
+                    (figure(&seconds_cell(rto.seconds), &label, verdict_class(rto)))
+                }
+                (figure(
+                    &format!("{met} / {}", judged.len()),
+                    "objectives met",
+                    if met == judged.len() { "met" } else { "missed" },
+                ))
+                (figure(&format!("{:.3}", f.gpu_hours), &format!("fallback GPU-hours · {} nodes", f.nodes), ""))
+                (figure(&cost, "estimated fallback cost", ""))
+                (figure(&f.max_gpus.to_string(), &peak, if f.overrun { "missed" } else { "" }))
+            }
+            table class="details" {
+                @for (k, v) in &details { tr { th { (k) } td { (v) } } }
+            }
+        }
     }
-    let _ = writeln!(b, "</table></header>");
 }
 
 // Chart geometry, in SVG user units; the SVG scales to the page width.
@@ -120,7 +123,7 @@ const LANE: f64 = 24.0;
 const EVENT_LANE: f64 = 18.0;
 const MILESTONE_ROW: f64 = 20.0;
 
-fn seconds_of(b: &crate::phases::Boundary) -> f64 {
+fn seconds_of(b: &Boundary) -> f64 {
     b.t_ms as f64 / 1000.0
 }
 
@@ -150,7 +153,33 @@ impl Window {
     }
 }
 
-fn timeline(b: &mut String, report: &Report) {
+/// The recovery drawn again on its own scale: from the fault until the service was restored and every phase that
+/// began before the return had ended.
+struct Zoom {
+    window: Window,
+    from: f64,
+    to: f64,
+    phases: Vec<Phase>,
+}
+
+/// The recovery (fault to service restored) often lasts a small part of a drill whose reclaim waits for
+/// consolidation: it gets a chart of its own, so its phases can be read. `None` when the recovery was not observed
+/// or already fills much of the chart.
+fn recovery_zoom(report: &Report, whole: Window) -> Option<Zoom> {
+    let rto = rto(report)?;
+    let (from, restored) = (seconds_of(rto.from.as_ref()?), seconds_of(rto.to.as_ref()?));
+    let returned = report.milestones.iter().find(|m| m.label == "return started").map(seconds_of);
+    let phases: Vec<Phase> = report
+        .phases
+        .iter()
+        .filter(|p| p.from.as_ref().is_some_and(|f| returned.is_none_or(|r| seconds_of(f) < r)))
+        .cloned()
+        .collect();
+    let to = phases.iter().filter_map(|p| p.to.as_ref()).map(seconds_of).fold(restored, f64::max);
+    (to - from < 0.4 * (whole.end - whole.start)).then(|| Zoom { window: Window::new(from, to), from, to, phases })
+}
+
+fn timeline(report: &Report) -> Markup {
     let ends = report
         .phases
         .iter()
@@ -160,68 +189,69 @@ fn timeline(b: &mut String, report: &Report) {
         .chain(report.notable_events.iter().map(|n| n.t_seconds))
         .chain(report.milestones.iter().map(seconds_of));
     let whole = Window::new(0.0, ends.fold(0.0, f64::max));
-    let _ = writeln!(b, "<section><h2>Timeline</h2>");
-    let _ = writeln!(b, "<figure style=\"margin:0\">{}</figure>", chart(report, "gantt", whole, &report.phases));
-    legend(b);
-
-    // The recovery (fault to service restored) often lasts a small part of a drill whose reclaim waits for
-    // consolidation: drawn again on its own scale, so its phases can be read.
-    let recovery_end = report.phases.iter().find(|p| p.name == "rto").and_then(|p| p.to.as_ref()).map(seconds_of);
-    let t0 = report.phases.iter().find(|p| p.name == "rto").and_then(|p| p.from.as_ref()).map(seconds_of);
-    if let (Some(t0), Some(restored)) = (t0, recovery_end) {
-        let returned = report.milestones.iter().find(|m| m.label == "return started").map(seconds_of);
-        let recovery: Vec<crate::phases::Phase> = report
-            .phases
-            .iter()
-            .filter(|p| p.from.as_ref().is_some_and(|f| returned.is_none_or(|r| seconds_of(f) < r)))
-            .cloned()
-            .collect();
-        let end = recovery.iter().filter_map(|p| p.to.as_ref()).map(seconds_of).fold(restored, f64::max);
-        if end - t0 < 0.4 * (whole.end - whole.start) {
-            let zoom = Window::new(t0, end);
-            let _ = writeln!(
-                b,
-                "<h3>Recovery, zoomed: from the fault (+{}) until the service was restored and every phase before the return had ended (+{})</h3><figure style=\"margin:0\">{}</figure>",
-                human_seconds(t0),
-                human_seconds(end),
-                chart(report, "gantt-recovery", zoom, &recovery)
-            );
+    html! {
+        section {
+            h2 { "Timeline" }
+            figure style="margin:0" { (chart(report, "gantt", whole, &report.phases)) }
+            (legend())
+            @if let Some(zoom) = recovery_zoom(report, whole) {
+                h3 {
+                    "Recovery, zoomed: from the fault (+" (human_seconds(zoom.from))
+                    ") until the service was restored and every phase before the return had ended (+"
+                    (human_seconds(zoom.to)) ")"
+                }
+                figure style="margin:0" { (chart(report, "gantt-recovery", zoom.window, &zoom.phases)) }
+            }
+            table {
+                thead {
+                    tr {
+                        th class="num" { "#" } th { "Milestone" } th class="num" { "t" } th { "Received" }
+                        th { "Server time" }
+                    }
+                }
+                tbody {
+                    @for (n, m) in report.milestones.iter().enumerate() {
+                        tr {
+                            td class="num" { (n + 1) }
+                            td { (m.label) }
+                            td class="num" { "+" (human_seconds(seconds_of(m))) }
+                            td { (rfc3339(&m.received)) }
+                            td { (time_or_dash(m.server_time.as_ref())) }
+                        }
+                    }
+                }
+            }
         }
     }
+}
 
-    let _ = write!(
-        b,
-        "<table><thead><tr><th class=\"num\">#</th><th>Milestone</th><th class=\"num\">t</th><th>Received</th><th>Server time</th></tr></thead><tbody>"
-    );
-    for (n, m) in report.milestones.iter().enumerate() {
-        let _ = write!(
-            b,
-            "<tr><td class=\"num\">{}</td><td>{}</td><td class=\"num\">+{}</td><td>{}</td><td>{}</td></tr>",
-            n + 1,
-            esc(&m.label),
-            human_seconds(seconds_of(m)),
-            rfc3339(&m.received),
-            m.server_time.as_ref().map(rfc3339).unwrap_or_else(|| "-".into())
-        );
+fn time_or_dash(t: Option<&chrono::DateTime<chrono::Utc>>) -> String {
+    t.map(rfc3339).unwrap_or_else(|| "-".into())
+}
+
+fn legend() -> Markup {
+    let swatch = |style: &str, text: &str| html! { span { span class="swatch" style=(style) {} (text) } };
+    html! {
+        div class="legend" {
+            (swatch("background:var(--met)", "objective met"))
+            (swatch("background:var(--missed)", "objective missed or not measured"))
+            (swatch("background:var(--none)", "no objective"))
+            (swatch("border:1px dashed var(--incomplete)", "end not observed"))
+            (swatch("background:var(--ink);width:3px", "objective (from the phase's start)"))
+            span { "numbers: the milestones below · time from the drill's start, tool clock" }
+        }
     }
-    let _ = writeln!(b, "</tbody></table></section>");
 }
 
-fn legend(b: &mut String) {
-    let _ = writeln!(
-        b,
-        "<div class=\"legend\"><span><span class=\"swatch\" style=\"background:var(--met)\"></span>objective met</span>\
-         <span><span class=\"swatch\" style=\"background:var(--missed)\"></span>objective missed or not measured</span>\
-         <span><span class=\"swatch\" style=\"background:var(--none)\"></span>no objective</span>\
-         <span><span class=\"swatch\" style=\"border:1px dashed var(--incomplete)\"></span>end not observed</span>\
-         <span><span class=\"swatch\" style=\"background:var(--ink);width:3px\"></span>objective (from the phase's start)</span>\
-         <span>numbers: the milestones below · time from the drill's start, tool clock</span></div>"
-    );
+/// A mark above the chart for one milestone, or for several that would overlap, labelled with their range (`3–7`).
+struct MilestoneMark {
+    label: String,
+    x: f64,
+    members: Vec<usize>,
 }
 
-/// Milestones that would overlap on the chart share one mark, labelled with their range (`3–7`).
-fn milestone_marks(report: &Report, w: Window) -> Vec<(String, f64, Vec<usize>)> {
-    let mut marks: Vec<(String, f64, Vec<usize>)> = Vec::new();
+fn milestone_marks(report: &Report, w: Window) -> Vec<MilestoneMark> {
+    let mut marks: Vec<MilestoneMark> = Vec::new();
     for (i, m) in report.milestones.iter().enumerate() {
         let t = seconds_of(m);
         if !w.contains(t) {
@@ -229,12 +259,12 @@ fn milestone_marks(report: &Report, w: Window) -> Vec<(String, f64, Vec<usize>)>
         }
         let x = w.x(t);
         match marks.last_mut() {
-            Some((_, first_x, members)) if x - *first_x < 16.0 => members.push(i),
-            _ => marks.push((String::new(), x, vec![i])),
+            Some(mark) if x - mark.x < 16.0 => mark.members.push(i),
+            _ => marks.push(MilestoneMark { label: String::new(), x, members: vec![i] }),
         }
     }
-    for (label, _, members) in &mut marks {
-        *label = match (members.first(), members.last()) {
+    for mark in &mut marks {
+        mark.label = match (mark.members.first(), mark.members.last()) {
             (Some(a), Some(z)) if a != z => format!("{}–{}", a + 1, z + 1),
             (Some(a), _) => (a + 1).to_string(),
             _ => String::new(),
@@ -243,109 +273,119 @@ fn milestone_marks(report: &Report, w: Window) -> Vec<(String, f64, Vec<usize>)>
     marks
 }
 
-/// One Gantt chart: milestone marks, a lane of event markers per kind, a lane per phase, over the window `w`.
-fn chart(report: &Report, id: &str, w: Window, phases: &[crate::phases::Phase]) -> String {
-    let x = |t: f64| w.x(t);
-    // Marks whose labels would still collide go on further rows.
+/// Milestone marks with the half width of their label and their row: marks whose labels would still collide go on
+/// further rows. Also returns how many rows there are.
+fn place_marks(marks: Vec<MilestoneMark>) -> (Vec<(MilestoneMark, f64, usize)>, usize) {
     let mut rows: Vec<f64> = Vec::new();
     let mut placed = Vec::new();
-    for (label, mx, members) in milestone_marks(report, w) {
-        let half = 5.0 + 3.2 * label.chars().count() as f64;
-        let row = match rows.iter().position(|right| mx - half >= *right + 2.0) {
+    for mark in marks {
+        let half = 5.0 + 3.2 * mark.label.chars().count() as f64;
+        let row = match rows.iter().position(|right| mark.x - half >= *right + 2.0) {
             Some(r) => r,
             None => {
                 rows.push(f64::MIN);
                 rows.len() - 1
             }
         };
-        rows[row] = mx + half;
-        placed.push((label, mx, half, row, members));
+        rows[row] = mark.x + half;
+        placed.push((mark, half, row));
     }
-    let mut lanes: BTreeMap<Marker, Vec<&super::Notable>> = BTreeMap::new();
+    (placed, rows.len())
+}
+
+/// One Gantt chart: milestone marks, a lane of event markers per kind, a lane per phase, over the window `w`.
+fn chart(report: &Report, id: &str, w: Window, phases: &[Phase]) -> Markup {
+    let (placed, rows) = place_marks(milestone_marks(report, w));
+    let mut lanes: BTreeMap<Marker, Vec<&Notable>> = BTreeMap::new();
     for n in report.notable_events.iter().filter(|n| w.contains(n.t_seconds)) {
         lanes.entry(n.kind).or_default().push(n);
     }
-    let events_top = rows.len().max(1) as f64 * MILESTONE_ROW + 6.0;
+    let events_top = rows.max(1) as f64 * MILESTONE_ROW + 6.0;
     let phases_top = events_top + lanes.len() as f64 * EVENT_LANE + 8.0;
     let overlap_lanes = usize::from(report.overlap.is_some());
     let bottom = phases_top + (phases.len() + overlap_lanes) as f64 * LANE + 4.0;
     let height = bottom + 22.0;
-
-    let mut svg = String::new();
-    let _ = write!(
-        svg,
-        r##"<svg id="{id}" viewBox="0 0 {WIDTH} {height:.0}" role="img" aria-label="Timeline of the drill's phases"><defs><pattern id="hatch-{id}" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#f0f0f0"/><line x1="0" y1="0" x2="0" y2="6" stroke="#b0b0b0" stroke-width="2"/></pattern></defs>"##
-    );
-    time_axis(&mut svg, (w.start, w.end, w.step), X0, X1, events_top - 4.0, bottom);
-    for (label, mx, half, row, members) in &placed {
-        let cy = *row as f64 * MILESTONE_ROW + 10.0;
-        let title: Vec<String> = members
-            .iter()
-            .map(|i| {
-                let m = &report.milestones[*i];
-                format!("{}. {} at +{}", i + 1, m.label, human_seconds(seconds_of(m)))
-            })
-            .collect();
-        let _ = write!(
-            svg,
-            r#"<g class="milestone-mark"><title>{}</title><line class="milestone-line" x1="{mx:.1}" y1="{:.1}" x2="{mx:.1}" y2="{bottom:.1}"/><rect class="milestone" x="{:.1}" y="{:.1}" width="{:.1}" height="16" rx="8"/><text class="milestone-n" x="{mx:.1}" y="{:.1}" text-anchor="middle">{}</text></g>"#,
-            esc(&title.join("\n")),
-            cy + 8.0,
-            mx - half,
-            cy - 8.0,
-            2.0 * half,
-            cy + 3.5,
-            esc(label),
-        );
-    }
-    let _ = write!(svg, r#"<text class="tick" x="4" y="14">milestones</text>"#);
-    for (i, (kind, notables)) in lanes.iter().enumerate() {
-        let y = events_top + i as f64 * EVENT_LANE + EVENT_LANE / 2.0;
-        let _ = write!(
-            svg,
-            r#"<g class="event-lane" data-kind="{0}"><text class="lane-label sub" x="4" y="{1:.1}">{0}</text>"#,
-            esc(kind.label()),
-            y + 4.0
-        );
-        for n in notables {
-            let _ = write!(
-                svg,
-                r##"<path class="marker-{}" d="M{:.1} {:.1} l5 5 l-5 5 l-5 -5 z" fill="{}" stroke="#fff" stroke-width="0.8"><title>+{} {}</title></path>"##,
-                kind_slug(*kind),
-                x(n.t_seconds),
-                y - 5.0,
-                marker_color(*kind),
-                human_seconds(n.t_seconds),
-                esc(&n.what)
-            );
+    html! {
+        svg id=(id) viewBox={ "0 0 " (WIDTH) " " (format!("{height:.0}")) } role="img"
+            aria-label="Timeline of the drill's phases" {
+            defs {
+                pattern id={ "hatch-" (id) } width="6" height="6" patternUnits="userSpaceOnUse"
+                    patternTransform="rotate(45)" {
+                    rect width="6" height="6" fill="#f0f0f0" {}
+                    line x1="0" y1="0" x2="0" y2="6" stroke="#b0b0b0" stroke-width="2" {}
+                }
+            }
+            (time_axis((w.start, w.end, w.step), X0, X1, events_top - 4.0, bottom))
+            @for (mark, half, row) in &placed {
+                @let cy = *row as f64 * MILESTONE_ROW + 10.0;
+                (milestone_mark(report, mark, *half, cy, bottom))
+            }
+            text class="tick" x="4" y="14" { "milestones" }
+            @for (i, (kind, notables)) in lanes.iter().enumerate() {
+                (event_lane(*kind, notables, events_top + i as f64 * EVENT_LANE + EVENT_LANE / 2.0, w))
+            }
+            @for (i, p) in phases.iter().enumerate() {
+                (phase_lane(p, phases_top + i as f64 * LANE, w, id))
+            }
+            @if let Some(o) = &report.overlap {
+                (overlap_lane(o, phases_top + phases.len() as f64 * LANE, w))
+            }
         }
-        let _ = write!(svg, "</g>");
     }
-    for (i, p) in phases.iter().enumerate() {
-        let y = phases_top + i as f64 * LANE;
-        phase_lane(&mut svg, p, y, &x, id);
+}
+
+fn milestone_mark(report: &Report, mark: &MilestoneMark, half: f64, cy: f64, bottom: f64) -> Markup {
+    let title: Vec<String> = mark
+        .members
+        .iter()
+        .map(|i| {
+            let m = &report.milestones[*i];
+            format!("{}. {} at +{}", i + 1, m.label, human_seconds(seconds_of(m)))
+        })
+        .collect();
+    let x = Coord(mark.x);
+    html! {
+        g class="milestone-mark" {
+            title { (title.join("\n")) }
+            line class="milestone-line" x1=(x) y1=(Coord(cy + 8.0)) x2=(x) y2=(Coord(bottom)) {}
+            rect class="milestone" x=(Coord(mark.x - half)) y=(Coord(cy - 8.0)) width=(Coord(2.0 * half)) height="16"
+                rx="8" {}
+            text class="milestone-n" x=(x) y=(Coord(cy + 3.5)) text-anchor="middle" { (mark.label) }
+        }
     }
-    if let Some(o) = &report.overlap {
-        let y = phases_top + phases.len() as f64 * LANE;
-        let from = seconds_of(&o.from);
-        let (to, text) = match (&o.to, o.seconds) {
-            (Some(to), Some(s)) => (seconds_of(to), human_seconds(s)),
-            _ => (w.end, "not confirmed gone".to_string()),
-        };
-        let _ = write!(
-            svg,
-            r#"<g class="lane" data-phase="overlap"><text class="lane-label" x="4" y="{:.1}">overlap (split brain)</text><rect class="bar-overlap" x="{:.1}" y="{:.1}" width="{:.1}" height="14" rx="2"><title>old pods on-prem and replacements Ready at once</title></rect><text class="value" x="{:.1}" y="{:.1}">{}</text></g>"#,
-            y + 16.0,
-            x(from),
-            y + 5.0,
-            (x(to) - x(from)).max(2.0),
-            X1 + 10.0,
-            y + 16.0,
-            esc(&text)
-        );
+}
+
+fn event_lane(kind: Marker, notables: &[&Notable], y: f64, w: Window) -> Markup {
+    html! {
+        g class="event-lane" data-kind=(kind.label()) {
+            text class="lane-label sub" x="4" y=(Coord(y + 4.0)) { (kind.label()) }
+            @for n in notables {
+                path class={ "marker-" (kind_slug(kind)) }
+                    d=(format!("M{:.1} {:.1} l5 5 l-5 5 l-5 -5 z", w.x(n.t_seconds), y - 5.0))
+                    fill=(marker_color(kind)) stroke="#fff" stroke-width="0.8" {
+                    title { "+" (human_seconds(n.t_seconds)) " " (n.what) }
+                }
+            }
+        }
     }
-    let _ = write!(svg, "</svg>");
-    svg
+}
+
+fn overlap_lane(o: &super::OverlapWindow, y: f64, w: Window) -> Markup {
+    let from = seconds_of(&o.from);
+    let (to, text) = match (&o.to, o.seconds) {
+        (Some(to), Some(s)) => (seconds_of(to), human_seconds(s)),
+        _ => (w.end, "not confirmed gone".to_string()),
+    };
+    html! {
+        g class="lane" data-phase="overlap" {
+            text class="lane-label" x="4" y=(Coord(y + 16.0)) { "overlap (split brain)" }
+            rect class="bar-overlap" x=(Coord(w.x(from))) y=(Coord(y + 5.0))
+                width=(Coord((w.x(to) - w.x(from)).max(2.0))) height="14" rx="2" {
+                title { "old pods on-prem and replacements Ready at once" }
+            }
+            text class="value" x=(Coord(X1 + 10.0)) y=(Coord(y + 16.0)) { (text) }
+        }
+    }
 }
 
 fn kind_slug(kind: Marker) -> &'static str {
@@ -374,262 +414,252 @@ fn marker_color(kind: Marker) -> &'static str {
     }
 }
 
-fn phase_lane(svg: &mut String, p: &Phase, y: f64, x: &impl Fn(f64) -> f64, chart: &str) {
-    let label = match (&p.parent, p.name.as_str()) {
-        (Some(_), name) => format!("└ {name}"),
-        (None, "rto") => "RTO".into(),
-        (None, name) => name.into(),
-    };
+/// A phase's lane label: `RTO`, a top-level phase by its name, a sub-phase indented under its parent.
+fn lane_label(p: &Phase) -> String {
+    match &p.parent {
+        Some(_) => format!("└ {}", phase_name(p)),
+        None if is_rto(p) => "RTO".into(),
+        None => phase_name(p).into(),
+    }
+}
+
+fn phase_lane(p: &Phase, y: f64, w: Window, chart: &str) -> Markup {
+    let label = lane_label(p);
     let (indent, class) = if p.parent.is_some() { (20.0, "lane-label sub") } else { (4.0, "lane-label") };
-    let weight = if p.name == "rto" { r#" font-weight="700""# } else { "" };
-    let _ = write!(
-        svg,
-        r#"<g class="lane" data-phase="{}"><text class="{class}" x="{indent}" y="{:.1}"{weight}>{}</text>"#,
-        esc(&p.name),
-        y + 16.0,
-        esc(&label)
-    );
-    let from = p.from.as_ref().map(|b| b.t_ms as f64 / 1000.0);
-    let to = p.to.as_ref().map(|b| b.t_ms as f64 / 1000.0);
+    let weight = is_rto(p).then_some("700");
+    let from = p.from.as_ref().map(seconds_of);
+    let to = p.to.as_ref().map(seconds_of);
     let title = format!(
         "{}: {} → {}",
         label.trim_start_matches("└ "),
         p.from.as_ref().map_or("not observed", |b| b.label.as_str()),
         p.to.as_ref().map_or("not observed", |b| b.label.as_str())
     );
-    match (from, to) {
-        (Some(f), Some(t)) => {
-            let _ = write!(
-                svg,
-                r#"<rect class="bar-{}" x="{:.1}" y="{:.1}" width="{:.1}" height="14" rx="2"><title>{}</title></rect>"#,
-                verdict_class(p),
-                x(f),
-                y + 5.0,
-                (x(t) - x(f)).max(2.0),
-                esc(&title)
-            );
-        }
-        (Some(f), None) => {
-            let _ = write!(
-                svg,
-                r#"<rect class="bar-incomplete" fill="url(#hatch-{chart})" x="{:.1}" y="{:.1}" width="{:.1}" height="14"><title>{}</title></rect>"#,
-                x(f),
-                y + 5.0,
-                (X1 - x(f)).max(2.0),
-                esc(&title)
-            );
-        }
-        _ => {
-            let _ = write!(
-                svg,
-                r#"<text class="tick" x="{:.1}" y="{:.1}">not observed<title>{}</title></text>"#,
-                X0 + 4.0,
-                y + 16.0,
-                esc(&title)
-            );
-        }
-    }
-    if let (Some(f), Some(o)) = (from, p.objective_seconds)
-        && x(f + o) < X1
-    {
-        let ox = x(f + o);
-        let _ = write!(
-            svg,
-            r#"<line class="objective" x1="{ox:.1}" y1="{:.1}" x2="{ox:.1}" y2="{:.1}"><title>objective {}</title></line>"#,
-            y + 2.0,
-            y + 22.0,
-            human_seconds(o)
-        );
-    }
+    let objective = match (from, p.objective_seconds) {
+        (Some(f), Some(o)) if w.x(f + o) < X1 => Some((w.x(f + o), o)),
+        _ => None,
+    };
     let value = match (p.seconds, p.objective_seconds) {
         (Some(s), Some(o)) => format!("{} / {}", human_seconds(s), human_seconds(o)),
         (Some(s), None) => human_seconds(s),
         (None, _) => "-".into(),
     };
-    let _ = write!(
-        svg,
-        r#"<text class="value" x="{:.1}" y="{:.1}">{}</text><text class="value {}" x="{:.1}" y="{:.1}" text-anchor="end">{}</text></g>"#,
-        X1 + 10.0,
-        y + 16.0,
-        esc(&value),
-        verdict_class(p),
-        WIDTH - 4.0,
-        y + 16.0,
-        if p.verdict == Verdict::NoObjective { String::new() } else { esc(verdict_word(p)) }
-    );
+    let (bar_y, text_y) = (Coord(y + 5.0), Coord(y + 16.0));
+    html! {
+        g class="lane" data-phase=(phase_name(p)) {
+            text class=(class) x=(indent) y=(text_y) font-weight=[weight] { (label) }
+            @match (from, to) {
+                (Some(f), Some(t)) => {
+                    rect class={ "bar-" (verdict_class(p)) } x=(Coord(w.x(f))) y=(bar_y)
+                        width=(Coord((w.x(t) - w.x(f)).max(2.0))) height="14" rx="2" { title { (title) } }
+                }
+                (Some(f), None) => {
+                    rect class="bar-incomplete" fill={ "url(#hatch-" (chart) ")" } x=(Coord(w.x(f))) y=(bar_y)
+                        width=(Coord((X1 - w.x(f)).max(2.0))) height="14" { title { (title) } }
+                }
+                _ => {
+                    text class="tick" x=(Coord(X0 + 4.0)) y=(text_y) { "not observed" title { (title) } }
+                }
+            }
+            @if let Some((ox, o)) = objective {
+                line class="objective" x1=(Coord(ox)) y1=(Coord(y + 2.0)) x2=(Coord(ox)) y2=(Coord(y + 22.0)) {
+                    title { "objective " (human_seconds(o)) }
+                }
+            }
+            text class="value" x=(Coord(X1 + 10.0)) y=(text_y) { (value) }
+            text class={ "value " (verdict_class(p)) } x=(Coord(WIDTH - 4.0)) y=(text_y) text-anchor="end" {
+                @if p.verdict != Verdict::NoObjective { (verdict_word(p)) }
+            }
+        }
+    }
 }
 
-fn phases(b: &mut String, report: &Report) {
+fn phases(report: &Report) -> Markup {
     let judged: Vec<&Phase> = report.phases.iter().filter(|p| p.objective_seconds.is_some()).collect();
     let missed = judged.iter().filter(|p| p.verdict != Verdict::Met).count();
-    let _ = writeln!(
-        b,
-        "<section><h2>Phases and objectives</h2><p>{} objectives: {} met, {missed} missed or not measured.{}</p>",
-        judged.len(),
-        judged.len() - missed,
-        if report.objectives_missed.is_empty() {
-            String::new()
-        } else {
-            format!(" Missed: {}.", esc(&report.objectives_missed.join(", ")))
+    html! {
+        section {
+            h2 { "Phases and objectives" }
+            p {
+                (judged.len()) " objectives: " (judged.len() - missed) " met, " (missed) " missed or not measured."
+                @if !report.objectives_missed.is_empty() { " Missed: " (report.objectives_missed.join(", ")) "." }
+            }
+            p class="muted" {
+                "Durations are on the tool's clock (sub-second); the server column gives the same phase from the \
+                 objects' own timestamps (whole seconds) where both ends have one."
+            }
+            div class="scroll" {
+                table {
+                    thead {
+                        tr {
+                            th { "Phase" } th { "From" } th { "To" } th class="num" { "Duration" }
+                            th class="num" { "Server clock" } th class="num" { "Objective" } th { "Verdict" }
+                            th { "Note" }
+                        }
+                    }
+                    tbody { @for p in &report.phases { (phase_row(p)) } }
+                }
+            }
         }
-    );
-    let _ = write!(
-        b,
-        "<p class=\"muted\">Durations are on the tool's clock (sub-second); the server column gives the same phase from the objects' own timestamps (whole seconds) where both ends have one.</p>\
-         <div class=\"scroll\"><table><thead><tr><th>Phase</th><th>From</th><th>To</th><th class=\"num\">Duration</th><th class=\"num\">Server clock</th><th class=\"num\">Objective</th><th>Verdict</th><th>Note</th></tr></thead><tbody>"
-    );
-    for p in &report.phases {
-        let name = match (&p.parent, p.name.as_str()) {
-            (Some(_), n) => format!("&nbsp;&nbsp;└ {}", esc(n)),
-            (None, "rto") => "<strong>RTO</strong>".into(),
-            (None, n) => esc(n),
-        };
-        let _ = write!(
-            b,
-            "<tr><td>{name}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
-            esc(p.from.as_ref().map_or("-", |x| x.label.as_str())),
-            esc(p.to.as_ref().map_or("-", |x| x.label.as_str())),
-            seconds_cell(p.seconds),
-            p.server_seconds.map(|s| format!("{s}s")).unwrap_or_else(|| "-".into()),
-            seconds_cell(p.objective_seconds),
-            verdict_badge(p),
-            esc(p.note.as_deref().unwrap_or(""))
-        );
-    }
-    let _ = writeln!(b, "</tbody></table></div></section>");
-}
-
-fn verdict_badge(p: &Phase) -> String {
-    match p.verdict {
-        Verdict::NoObjective => "<span class=\"muted\">no objective</span>".into(),
-        _ => format!("<span class=\"badge {}\">{}</span>", verdict_class(p), esc(verdict_word(p))),
     }
 }
 
-fn steps(b: &mut String, report: &Report) {
-    let _ = write!(
-        b,
-        "<section><h2>Steps</h2><table><thead><tr><th>Step</th><th>Action</th><th>Outcome</th><th class=\"num\">Duration</th><th>Detail</th></tr></thead><tbody>"
-    );
-    for s in &report.steps {
-        let _ = write!(
-            b,
-            "<tr><td>{}</td><td><code>{}</code></td><td><span class=\"badge {}\">{}</span></td><td class=\"num\">{}</td><td>{}</td></tr>",
-            esc(&s.id),
-            esc(&s.action),
-            esc(&s.outcome),
-            esc(&s.outcome),
-            seconds_cell(s.seconds),
-            esc(&s.message)
-        );
+fn phase_row(p: &Phase) -> Markup {
+    let boundary = |b: Option<&Boundary>| b.map_or("-", |b| b.label.as_str()).to_string();
+    html! {
+        tr {
+            td {
+                @if p.parent.is_some() { "\u{a0}\u{a0}" (lane_label(p)) }
+                @else if is_rto(p) { strong { "RTO" } }
+                @else { (phase_name(p)) }
+            }
+            td { (boundary(p.from.as_ref())) }
+            td { (boundary(p.to.as_ref())) }
+            td class="num" { (seconds_cell(p.seconds)) }
+            td class="num" { (p.server_seconds.map(|s| format!("{s}s")).unwrap_or_else(|| "-".into())) }
+            td class="num" { (seconds_cell(p.objective_seconds)) }
+            td {
+                @if p.verdict == Verdict::NoObjective { span class="muted" { "no objective" } }
+                @else { span class={ "badge " (verdict_class(p)) } { (verdict_word(p)) } }
+            }
+            td { (p.note.as_deref().unwrap_or("")) }
+        }
     }
-    let _ = writeln!(b, "</tbody></table></section>");
 }
 
-fn fallback(b: &mut String, report: &Report) {
+fn steps(report: &Report) -> Markup {
+    html! {
+        section {
+            h2 { "Steps" }
+            table {
+                thead {
+                    tr { th { "Step" } th { "Action" } th { "Outcome" } th class="num" { "Duration" } th { "Detail" } }
+                }
+                tbody {
+                    @for s in &report.steps {
+                        tr {
+                            td { (s.id) }
+                            td { code { (s.action) } }
+                            td { span class={ "badge " (s.outcome) } { (s.outcome) } }
+                            td class="num" { (seconds_cell(s.seconds)) }
+                            td { (s.message) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn fallback(report: &Report) -> Markup {
     let f = &report.fallback;
-    let _ = write!(
-        b,
-        "<section><h2>Fallback</h2><p>{} cloud nodes, {:.3} node-hours, <strong>{:.3} GPU-hours</strong>, peak {} GPUs.</p>",
-        f.nodes, f.node_hours, f.gpu_hours, f.max_gpus
-    );
-    match f.estimated_cost {
-        Some(c) => {
-            let _ = write!(b, "<p>Estimated cost: <strong>${c:.2}</strong> (the drill's on-demand price table).</p>");
-        }
-        None => {
-            let _ = write!(b, "<p>Estimated cost: not computed (add <code>spec.pricing</code> to the drill).</p>");
+    html! {
+        section {
+            h2 { "Fallback" }
+            p {
+                (f.nodes) " cloud nodes, " (format!("{:.3}", f.node_hours)) " node-hours, "
+                strong { (format!("{:.3}", f.gpu_hours)) " GPU-hours" } ", peak " (f.max_gpus) " GPUs."
+            }
+            @match f.estimated_cost {
+                Some(c) => p {
+                    "Estimated cost: " strong { (format!("${c:.2}")) } " (the drill's on-demand price table)."
+                },
+                None => p { "Estimated cost: not computed (add " code { "spec.pricing" } " to the drill)." },
+            }
+            @if !f.by_instance_type.is_empty() {
+                table {
+                    thead { tr { th { "Instance type" } th class="num" { "Node-hours" } } }
+                    tbody {
+                        @for (it, hours) in &f.by_instance_type {
+                            tr { td { (it) } td class="num" { (format!("{hours:.3}")) } }
+                        }
+                    }
+                }
+            }
+            @if !f.unpriced_instance_types.is_empty() {
+                p { "No price given for: " (f.unpriced_instance_types.join(", ")) "." }
+            }
+            @if let Some(limit) = f.gpu_limit {
+                @if f.overrun {
+                    div class="callout" id="overrun" {
+                        strong { "Overrun:" } " the fallback peaked at " (f.max_gpus)
+                        " GPUs, above its NodePool limit of " (limit)
+                        ". Karpenter's limits are eventually consistent: a burst can exceed them."
+                    }
+                } @else {
+                    p { "NodePool GPU limit: " (limit) " (not exceeded)." }
+                }
+            }
+            @if let Some(ceiling) = f.ceiling {
+                @if f.over_ceiling {
+                    div class="callout" id="over-ceiling" {
+                        strong { "Above the drill's ceiling:" } " the fallback peaked at " (f.max_gpus) " GPUs, above "
+                        code { "guards.maxFallbackGpus" } " " (ceiling)
+                        "; the guard stopped the drill and restored the cluster."
+                    }
+                } @else {
+                    p { "Drill ceiling (guards.maxFallbackGpus): " (ceiling) " (not exceeded)." }
+                }
+            }
         }
     }
-    if !f.by_instance_type.is_empty() {
-        let _ =
-            write!(b, "<table><thead><tr><th>Instance type</th><th class=\"num\">Node-hours</th></tr></thead><tbody>");
-        for (it, hours) in &f.by_instance_type {
-            let _ = write!(b, "<tr><td>{}</td><td class=\"num\">{hours:.3}</td></tr>", esc(it));
-        }
-        let _ = write!(b, "</tbody></table>");
-    }
-    if !f.unpriced_instance_types.is_empty() {
-        let _ = write!(b, "<p>No price given for: {}.</p>", esc(&f.unpriced_instance_types.join(", ")));
-    }
-    if let Some(limit) = f.gpu_limit {
-        if f.overrun {
-            let _ = write!(
-                b,
-                "<div class=\"callout\" id=\"overrun\"><strong>Overrun:</strong> the fallback peaked at {} GPUs, above its NodePool limit of {limit}. Karpenter's limits are eventually consistent: a burst can exceed them.</div>",
-                f.max_gpus
-            );
-        } else {
-            let _ = write!(b, "<p>NodePool GPU limit: {limit} (not exceeded).</p>");
-        }
-    }
-    if let Some(ceiling) = f.ceiling {
-        if f.over_ceiling {
-            let _ = write!(
-                b,
-                "<div class=\"callout\" id=\"over-ceiling\"><strong>Above the drill's ceiling:</strong> the fallback peaked at {} GPUs, above <code>guards.maxFallbackGpus</code> {ceiling}; the guard stopped the drill and restored the cluster.</div>",
-                f.max_gpus
-            );
-        } else {
-            let _ = write!(b, "<p>Drill ceiling (guards.maxFallbackGpus): {ceiling} (not exceeded).</p>");
-        }
-    }
-    let _ = writeln!(b, "</section>");
 }
 
-fn overlap(b: &mut String, report: &Report) {
+fn overlap(report: &Report) -> Markup {
     let Some(o) = &report.overlap else {
-        return;
+        return html! {};
     };
     let sentence = super::overlap_sentence(o);
-    let _ = writeln!(
-        b,
-        "<section id=\"overlap\"><h2>Overlap window (split brain)</h2><div class=\"callout note\">{}{}</div></section>",
-        sentence[..1].to_uppercase(),
-        esc(&sentence[1..])
-    );
-}
-
-fn restore_and_warnings(b: &mut String, report: &Report) {
-    if let Some(rb) = &report.rollback {
-        let _ = write!(b, "<section><h2>Restore</h2><ul>");
-        for u in &rb.undone {
-            let _ = write!(b, "<li>restored: {}</li>", esc(u));
+    let mut chars = sentence.chars();
+    let first = chars.next().map(|c| c.to_uppercase().to_string()).unwrap_or_default();
+    html! {
+        section id="overlap" {
+            h2 { "Overlap window (split brain)" }
+            div class="callout note" { (first) (chars.as_str()) }
         }
-        for u in &rb.failed {
-            let _ = write!(b, "<li class=\"missed\"><strong>NOT RESTORED:</strong> {}</li>", esc(u));
-        }
-        if rb.undone.is_empty() && rb.failed.is_empty() {
-            let _ = write!(b, "<li>nothing needed undoing</li>");
-        }
-        let _ = writeln!(b, "</ul></section>");
-    }
-    if !report.warnings.is_empty() {
-        let _ = write!(b, "<section><h2>Warnings</h2><ul>");
-        for w in &report.warnings {
-            let _ = write!(b, "<li>{}</li>", esc(w));
-        }
-        let _ = writeln!(b, "</ul></section>");
     }
 }
 
-fn events(b: &mut String, report: &Report) {
-    let _ = write!(
-        b,
-        "<section><h2>Notable events</h2><table><thead><tr><th class=\"num\">t</th><th>Kind</th><th>Event</th><th>Server time</th></tr></thead><tbody>"
-    );
-    for n in &report.notable_events {
-        let _ = write!(
-            b,
-            "<tr><td class=\"num\">+{}</td><td><span class=\"swatch\" style=\"background:{}\"></span>{}</td><td>{}</td><td>{}</td></tr>",
-            human_seconds(n.t_seconds),
-            marker_color(n.kind),
-            esc(n.kind.label()),
-            esc(&n.what),
-            n.server_time.as_ref().map(rfc3339).unwrap_or_else(|| "-".into())
-        );
+fn restore_and_warnings(report: &Report) -> Markup {
+    html! {
+        @if let Some(rb) = &report.rollback {
+            section {
+                h2 { "Restore" }
+                ul {
+                    @for u in &rb.undone { li { "restored: " (u) } }
+                    @for u in &rb.failed { li class="missed" { strong { "NOT RESTORED:" } " " (u) } }
+                    @if rb.undone.is_empty() && rb.failed.is_empty() { li { "nothing needed undoing" } }
+                }
+            }
+        }
+        @if !report.warnings.is_empty() {
+            section { h2 { "Warnings" } ul { @for w in &report.warnings { li { (w) } } } }
+        }
     }
-    let _ = writeln!(b, "</tbody></table></section>");
+}
+
+fn events(report: &Report) -> Markup {
+    html! {
+        section {
+            h2 { "Notable events" }
+            table {
+                thead { tr { th class="num" { "t" } th { "Kind" } th { "Event" } th { "Server time" } } }
+                tbody {
+                    @for n in &report.notable_events {
+                        tr {
+                            td class="num" { "+" (human_seconds(n.t_seconds)) }
+                            td {
+                                span class="swatch" style={ "background:" (marker_color(n.kind)) } {}
+                                (n.kind.label())
+                            }
+                            td { (n.what) }
+                            td { (time_or_dash(n.server_time.as_ref())) }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -672,6 +702,17 @@ mod tests {
         assert!(html.contains("&lt;timings shortened&gt;"));
         assert!(!html.contains("<h200>") && !html.contains("<timings"));
         assert!(html.contains("@media print"));
+    }
+
+    #[test]
+    fn values_in_attributes_cannot_leave_them() {
+        let mut report = sample::report();
+        report.steps[0].outcome = r#"x" onmouseover="alert(1)"#.into();
+        report.notable_events[0].what = "</title><script>".into();
+        let html = render(&report);
+        assert!(html.contains(r#"class="badge x&quot; onmouseover=&quot;alert(1)""#), "outcome escaped in the class");
+        assert!(!html.contains(r#"" onmouseover"#) && !html.contains("<script"));
+        assert!(html.contains("&lt;/title&gt;&lt;script&gt;"));
     }
 
     #[test]

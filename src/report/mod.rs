@@ -7,7 +7,6 @@ pub mod junit;
 pub mod markdown;
 mod page;
 pub mod prometheus;
-pub mod push;
 #[cfg(test)]
 pub(crate) mod sample;
 pub mod terminal;
@@ -410,7 +409,7 @@ impl Format {
             Format::Html => html::render(report),
             Format::Json => serde_json::to_string_pretty(report).map_err(RenderError::Json)? + "\n",
             Format::Junit => junit::render(report).map_err(RenderError::Junit)?,
-            Format::Prometheus => prometheus::render(report),
+            Format::Prometheus => prometheus::render(report).map_err(RenderError::Metrics)?,
         })
     }
 }
@@ -421,6 +420,8 @@ pub enum RenderError {
     Json(serde_json::Error),
     #[error("cannot write the JUnit XML: {0}")]
     Junit(quick_junit::SerializeError),
+    #[error("cannot encode the metrics: {0}")]
+    Metrics(std::fmt::Error),
 }
 
 /// Writes every format of the report into the run directory.

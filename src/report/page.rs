@@ -1,23 +1,8 @@
-//! What the HTML pages (the run report and the history) share: escaping, the page shell with its inline style
-//! sheet, and the time axis of their SVG charts. Pages load nothing from anywhere: no script, font or style sheet.
+//! What the HTML pages (the run report and the history) share: the page shell with its inline style sheet, the
+//! number formats of SVG coordinates, and the time axis of their charts. Pages load nothing from anywhere: no script,
+//! font or style sheet. Markup is written with maud, which escapes every interpolated value: text cannot become markup.
 
-use std::fmt::Write;
-
-/// Escapes text for HTML and SVG, in element content and in quoted attributes alike.
-pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            _ => out.push(c),
-        }
-    }
-    out
-}
+use maud::{DOCTYPE, Markup, PreEscaped, Render, html};
 
 const STYLE: &str = r#"
 :root { --met: #2e7d32; --missed: #c62828; --none: #3f51b5; --incomplete: #8a8a8a; --overlap: #ef6c00;
@@ -90,17 +75,35 @@ svg .objective-line { stroke: var(--missed); stroke-width: 1; stroke-dasharray: 
 "#;
 
 /// A complete HTML document around `body`.
-pub fn page(title: &str, body: &str) -> String {
-    format!(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n{body}</body>\n</html>\n",
-        esc(title)
-    )
+pub(super) fn page(title: &str, body: Markup) -> String {
+    let document = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) }
+                // The style sheet is this file's own constant, and CSS must not be entity-escaped.
+                style { (PreEscaped(STYLE)) }
+            }
+            body { (body) }
+        }
+    };
+    document.into_string() + "\n"
+}
+
+/// An SVG coordinate or length, written with one decimal: enough for a chart that scales to the page width.
+#[derive(Clone, Copy)]
+pub(super) struct Coord(pub f64);
+
+impl Render for Coord {
+    fn render_to(&self, buffer: &mut String) {
+        format_args!("{:.1}", self.0).render_to(buffer);
+    }
 }
 
 /// A compact duration for axis ticks: `45s`, `2m`, `2m30s`, `1h15m`.
-pub fn short_seconds(s: f64) -> String {
+fn short_seconds(s: f64) -> String {
     let s = s.round() as u64;
     match (s / 3600, (s % 3600) / 60, s % 60) {
         (0, 0, sec) => format!("{sec}s"),
@@ -112,39 +115,40 @@ pub fn short_seconds(s: f64) -> String {
 }
 
 /// A tick label that stays readable for phases of a second as well as of an hour.
-pub fn tick_label(v: f64, step: f64) -> String {
+pub(super) fn tick_label(v: f64, step: f64) -> String {
     if step < 1.0 { format!("{v:.1}s") } else { short_seconds(v) }
 }
 
 /// A round tick step for an axis of `span` seconds, giving at most `ticks` steps.
-pub fn tick_step(span: f64, ticks: f64) -> f64 {
+pub(super) fn tick_step(span: f64, ticks: f64) -> f64 {
     const STEPS: [f64; 17] =
         [0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0];
     STEPS.into_iter().find(|step| span / step <= ticks).unwrap_or_else(|| (span / ticks / 3600.0).ceil() * 3600.0)
 }
 
 /// The end of an axis that starts at 0 and must show `max` in at most `ticks` steps, and that step.
-pub fn axis(max: f64, ticks: f64) -> (f64, f64) {
+pub(super) fn axis(max: f64, ticks: f64) -> (f64, f64) {
     let max = if max.is_finite() && max > 0.0 { max } else { 1.0 };
     let step = tick_step(max, ticks);
     ((max / step - 1e-9).ceil() * step, step)
 }
 
-/// Draws vertical grid lines and tick labels every `step` seconds from `start` to `end`, mapped to x0..x1, the grid
+/// The values from `start` to `end` (inclusive, give or take rounding) every `step`.
+pub(super) fn ticks(start: f64, end: f64, step: f64) -> impl Iterator<Item = f64> {
+    std::iter::successors(Some(start), move |t| Some(t + step)).take_while(move |t| *t <= end + 1e-9)
+}
+
+/// Vertical grid lines and tick labels every `step` seconds from `start` to `end`, mapped to x0..x1, the grid
 /// spanning top..bottom and the labels under it.
-pub fn time_axis(svg: &mut String, (start, end, step): (f64, f64, f64), x0: f64, x1: f64, top: f64, bottom: f64) {
-    let mut t = start;
-    while t <= end + 1e-9 {
-        let x = x0 + (t - start) / (end - start) * (x1 - x0);
-        let _ = write!(
-            svg,
-            r#"<line class="grid" x1="{x:.1}" y1="{top:.1}" x2="{x:.1}" y2="{bottom:.1}"/><text class="tick" x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            bottom + 14.0,
-            tick_label(t, step)
-        );
-        t += step;
+pub(super) fn time_axis((start, end, step): (f64, f64, f64), x0: f64, x1: f64, top: f64, bottom: f64) -> Markup {
+    html! {
+        @for t in ticks(start, end, step) {
+            @let x = Coord(x0 + (t - start) / (end - start) * (x1 - x0));
+            line class="grid" x1=(x) y1=(Coord(top)) x2=(x) y2=(Coord(bottom)) {}
+            text class="tick" x=(x) y=(Coord(bottom + 14.0)) text-anchor="middle" { (tick_label(t, step)) }
+        }
+        line class="axis" x1=(x0) y1=(Coord(bottom)) x2=(x1) y2=(Coord(bottom)) {}
     }
-    let _ = write!(svg, r#"<line class="axis" x1="{x0}" y1="{bottom:.1}" x2="{x1}" y2="{bottom:.1}"/>"#);
 }
 
 #[cfg(test)]
@@ -152,8 +156,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn escapes_everything_markup_could_use() {
-        assert_eq!(esc(r#"<a href="x">'&'</a>"#), "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
+    fn text_and_attributes_are_escaped() {
+        let hostile = r#"<a href="x">'&'</a>"#;
+        let doc = page(hostile, html! { p title=(hostile) { (hostile) } });
+        assert!(doc.contains("<title>&lt;a href=&quot;x&quot;&gt;'&amp;'&lt;/a&gt;</title>"), "{doc}");
+        assert!(doc.contains(r#"<p title="&lt;a href=&quot;x&quot;&gt;'&amp;'&lt;/a&gt;">"#), "{doc}");
+        assert!(!doc.contains("<a href"));
+        assert!(doc.starts_with("<!DOCTYPE html>") && doc.contains("@media print"));
     }
 
     #[test]
@@ -167,5 +176,6 @@ mod tests {
         assert_eq!(axis(0.0, 10.0), (1.0, 0.1));
         assert_eq!(short_seconds(150.0), "2m30s");
         assert_eq!(short_seconds(3600.0), "1h");
+        assert_eq!(ticks(0.0, 0.3, 0.1).count(), 4);
     }
 }

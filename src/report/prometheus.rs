@@ -1,140 +1,186 @@
 //! `metrics.prom`: the run in Prometheus text exposition format (0.0.4), for node-exporter's textfile collector or a
-//! Pushgateway. Gauges only, and no sample timestamps: both consumers reject them; the run's time is a gauge.
+//! Pushgateway, written by prometheus-client's text encoder (names, label escaping, number spelling). Gauges only, and
+//! no sample timestamps: both consumers reject them; the run's time is a gauge.
 
-use std::fmt::Write;
+use std::borrow::Cow;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, prometheus_text};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
 
 use super::{Outcome, Report};
-use crate::phases::Verdict;
+use crate::phases::{Phase, Verdict};
 
 /// The content type of the format, for a push.
-pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
 
-/// Escapes a label value: backslash, double quote and line feed.
-fn label(v: &str) -> String {
-    v.replace('\\', r"\\").replace('"', "\\\"").replace('\n', r"\n")
+const PREFIX: &str = "hybrid_drill";
+
+/// Every outcome, each a sample of `hybrid_drill_outcome`: 1 for the run's, 0 for the others.
+const OUTCOMES: [Outcome; 5] =
+    [Outcome::Passed, Outcome::ObjectiveMissed, Outcome::Aborted, Outcome::RestoreFailed, Outcome::Refused];
+
+/// One gauge family, its samples known when the report is. A report is a snapshot, so its families are constants
+/// handed to the encoder in the order written here (a registered `Family` of live gauges would list its label sets
+/// in hash order, and `Registry::register` appends a full stop to every help text).
+#[derive(Debug)]
+struct Gauge {
+    name: &'static str,
+    help: &'static str,
+    /// Labels besides `drill` (which the registry adds to every sample), and the value.
+    samples: Vec<(Vec<(&'static str, String)>, f64)>,
 }
 
-struct Family<'a> {
-    out: &'a mut String,
-    drill: String,
-}
-
-impl Family<'_> {
-    fn header(&mut self, name: &str, help: &str) {
-        let _ = writeln!(self.out, "# HELP hybrid_drill_{name} {help}\n# TYPE hybrid_drill_{name} gauge");
+impl Gauge {
+    fn single(name: &'static str, help: &'static str, value: f64) -> Gauge {
+        Gauge { name, help, samples: vec![(Vec::new(), value)] }
     }
+}
 
-    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
-        let mut all = format!("drill=\"{}\"", self.drill);
-        for (k, v) in labels {
-            let _ = write!(all, ",{k}=\"{}\"", label(v));
+#[derive(Debug)]
+struct RunGauges(Vec<Gauge>);
+
+impl Collector for RunGauges {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        for gauge in &self.0 {
+            let mut family = encoder.encode_descriptor(gauge.name, gauge.help, None, MetricType::Gauge)?;
+            for (labels, value) in &gauge.samples {
+                let mut sample = family.encode_family(labels)?;
+                // Whole numbers as integers (`6`, not `6.0`), as Go's clients write them and as this file always had.
+                if value.fract() == 0.0 && value.abs() < 1e15 {
+                    sample.encode_gauge(&(*value as i64))?;
+                } else {
+                    sample.encode_gauge(value)?;
+                }
+            }
         }
-        let _ = writeln!(self.out, "hybrid_drill_{name}{{{all}}} {}", number(value));
-    }
-
-    fn gauge(&mut self, name: &str, help: &str, value: f64) {
-        self.header(name, help);
-        self.sample(name, &[], value);
+        Ok(())
     }
 }
 
-/// Numbers as Go's parser reads them: no exponent surprises for ordinary values, `NaN` and `+Inf` spelled out.
-fn number(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v.is_infinite() {
-        if v > 0.0 { "+Inf".into() } else { "-Inf".into() }
-    } else if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{}", v as i64)
-    } else {
-        format!("{v}")
-    }
+// The only place this file reads a phase's name, so that a typed name changes it alone.
+fn phase_label(p: &Phase) -> String {
+    p.name.clone()
 }
 
-pub fn render(report: &Report) -> String {
-    let mut out = String::new();
-    let mut m = Family { out: &mut out, drill: label(&report.drill.name) };
+fn is_rto(p: &Phase) -> bool {
+    p.name == "rto"
+}
 
-    m.header("phase_duration_seconds", "Duration of each phase of the drill's last run, on the tool's clock.");
-    for p in &report.phases {
-        if let Some(s) = p.seconds {
-            m.sample("phase_duration_seconds", &[("phase", &p.name)], s);
-        }
-    }
-    m.header("phase_objective_seconds", "The objective of each phase that has one.");
-    for p in &report.phases {
-        if let Some(o) = p.objective_seconds {
-            m.sample("phase_objective_seconds", &[("phase", &p.name)], o);
-        }
-    }
-    m.header("phase_objective_met", "1 if the phase met its objective, 0 if it missed it or was not measured.");
-    for p in report.phases.iter().filter(|p| p.objective_seconds.is_some()) {
-        m.sample("phase_objective_met", &[("phase", &p.name)], f64::from(u8::from(p.verdict == Verdict::Met)));
-    }
-    if let Some(rto) = report.phases.iter().find(|p| p.name == "rto").and_then(|p| p.seconds) {
-        m.gauge("rto_seconds", "Recovery time: from the fault (t0) until the service was restored.", rto);
-    }
-    if let Some(o) = report.phases.iter().find(|p| p.name == "rto").and_then(|p| p.objective_seconds) {
-        m.gauge("rto_objective_seconds", "The drill's RTO objective.", o);
-    }
-    m.header("outcome", "1 for the outcome of the drill's last run, 0 for the others.");
-    for (outcome, name) in [
-        (Outcome::Passed, "passed"),
-        (Outcome::ObjectiveMissed, "objective-missed"),
-        (Outcome::Aborted, "aborted"),
-        (Outcome::RestoreFailed, "restore-failed"),
-        (Outcome::Refused, "refused"),
-    ] {
-        m.sample("outcome", &[("outcome", name)], f64::from(u8::from(report.outcome == outcome)));
-    }
-    m.gauge(
-        "exit_code",
-        "The exit code of the drill's last run (0 passed, 1 objective missed, 2 refused, 3 aborted, 4 restore failed).",
-        f64::from(report.exit_code),
-    );
-    m.gauge(
-        "objectives_missed",
-        "How many objectives the last run missed or did not measure.",
-        report.objectives_missed.len() as f64,
-    );
+fn by_phase(name: &'static str, help: &'static str, report: &Report, value: impl Fn(&Phase) -> Option<f64>) -> Gauge {
+    let samples = report.phases.iter().filter_map(|p| Some((vec![("phase", phase_label(p))], value(p)?))).collect();
+    Gauge { name, help, samples }
+}
+
+fn bit(b: bool) -> f64 {
+    f64::from(u8::from(b))
+}
+
+fn gauges(report: &Report) -> Vec<Gauge> {
+    let rto = report.phases.iter().find(|p| is_rto(p));
     let f = &report.fallback;
-    m.gauge("fallback_gpu_hours", "GPU-hours spent on cloud fallback nodes during the run.", f.gpu_hours);
-    m.gauge("fallback_node_hours", "Node-hours spent on cloud fallback nodes during the run.", f.node_hours);
-    m.gauge("fallback_nodes", "Cloud fallback nodes the run brought up.", f.nodes as f64);
-    m.gauge("fallback_max_gpus", "Peak GPUs held by the fallback NodePool during the run.", f.max_gpus as f64);
-    m.gauge("fallback_overrun", "1 if the fallback exceeded its NodePool's GPU limit.", f64::from(u8::from(f.overrun)));
-    if f.ceiling.is_some() {
-        m.gauge(
-            "fallback_over_ceiling",
-            "1 if the fallback exceeded the drill's guards.maxFallbackGpus (which aborts the drill).",
-            f64::from(u8::from(f.over_ceiling)),
-        );
-    }
-    if let Some(cost) = f.estimated_cost {
-        m.gauge(
-            "fallback_estimated_cost_dollars",
-            "Estimated on-demand cost of the fallback, from the drill's price table.",
-            cost,
-        );
-    }
-    if let Some(s) = report.overlap.as_ref().and_then(|o| o.seconds) {
-        m.gauge(
-            "overlap_seconds",
-            "How long old on-prem pods and cloud replacements may both have run (split brain).",
-            s,
-        );
-    }
-    m.gauge(
-        "run_start_timestamp_seconds",
-        "When the drill's last run started, in Unix seconds.",
-        report.started.timestamp_millis() as f64 / 1000.0,
-    );
-    m.gauge(
-        "run_finish_timestamp_seconds",
-        "When the drill's last run finished, in Unix seconds.",
-        report.finished.timestamp_millis() as f64 / 1000.0,
-    );
-    out
+    let optional = [
+        rto.and_then(|p| p.seconds).map(|s| {
+            Gauge::single("rto_seconds", "Recovery time: from the fault (t0) until the service was restored.", s)
+        }),
+        rto.and_then(|p| p.objective_seconds)
+            .map(|o| Gauge::single("rto_objective_seconds", "The drill's RTO objective.", o)),
+    ];
+    let mut all = vec![
+        by_phase(
+            "phase_duration_seconds",
+            "Duration of each phase of the drill's last run, on the tool's clock.",
+            report,
+            |p| p.seconds,
+        ),
+        by_phase("phase_objective_seconds", "The objective of each phase that has one.", report, |p| {
+            p.objective_seconds
+        }),
+        by_phase(
+            "phase_objective_met",
+            "1 if the phase met its objective, 0 if it missed it or was not measured.",
+            report,
+            |p| p.objective_seconds.map(|_| bit(p.verdict == Verdict::Met)),
+        ),
+    ];
+    all.extend(optional.into_iter().flatten());
+    all.push(Gauge {
+        name: "outcome",
+        help: "1 for the outcome of the drill's last run, 0 for the others.",
+        samples: OUTCOMES
+            .iter()
+            .map(|o| (vec![("outcome", o.slug().to_string())], bit(report.outcome == *o)))
+            .collect(),
+    });
+    all.extend([
+        Gauge::single(
+            "exit_code",
+            "The exit code of the drill's last run (0 passed, 1 objective missed, 2 refused, 3 aborted, 4 restore failed).",
+            f64::from(report.exit_code),
+        ),
+        Gauge::single(
+            "objectives_missed",
+            "How many objectives the last run missed or did not measure.",
+            report.objectives_missed.len() as f64,
+        ),
+        Gauge::single("fallback_gpu_hours", "GPU-hours spent on cloud fallback nodes during the run.", f.gpu_hours),
+        Gauge::single("fallback_node_hours", "Node-hours spent on cloud fallback nodes during the run.", f.node_hours),
+        Gauge::single("fallback_nodes", "Cloud fallback nodes the run brought up.", f.nodes as f64),
+        Gauge::single(
+            "fallback_max_gpus",
+            "Peak GPUs held by the fallback NodePool during the run.",
+            f.max_gpus as f64,
+        ),
+        Gauge::single("fallback_overrun", "1 if the fallback exceeded its NodePool's GPU limit.", bit(f.overrun)),
+    ]);
+    let optional = [
+        f.ceiling.map(|_| {
+            Gauge::single(
+                "fallback_over_ceiling",
+                "1 if the fallback exceeded the drill's guards.maxFallbackGpus (which aborts the drill).",
+                bit(f.over_ceiling),
+            )
+        }),
+        f.estimated_cost.map(|cost| {
+            Gauge::single(
+                "fallback_estimated_cost_dollars",
+                "Estimated on-demand cost of the fallback, from the drill's price table.",
+                cost,
+            )
+        }),
+        report.overlap.as_ref().and_then(|o| o.seconds).map(|s| {
+            Gauge::single(
+                "overlap_seconds",
+                "How long old on-prem pods and cloud replacements may both have run (split brain).",
+                s,
+            )
+        }),
+    ];
+    all.extend(optional.into_iter().flatten());
+    all.extend([
+        Gauge::single(
+            "run_start_timestamp_seconds",
+            "When the drill's last run started, in Unix seconds.",
+            report.started.timestamp_millis() as f64 / 1000.0,
+        ),
+        Gauge::single(
+            "run_finish_timestamp_seconds",
+            "When the drill's last run finished, in Unix seconds.",
+            report.finished.timestamp_millis() as f64 / 1000.0,
+        ),
+    ]);
+    all
+}
+
+/// The run's metrics; an error only if the encoder refuses a value, which writing gauges to a string never does.
+pub fn render(report: &Report) -> Result<String, std::fmt::Error> {
+    let drill = (Cow::Borrowed("drill"), Cow::Owned(report.drill.name.clone()));
+    let mut registry = Registry::with_prefix_and_labels(PREFIX, std::iter::once(drill));
+    registry.register_collector(Box::new(RunGauges(gauges(report))));
+    let mut text = String::new();
+    prometheus_text::encode(&mut text, &registry)?;
+    Ok(text)
 }
 
 #[cfg(test)]
@@ -144,7 +190,7 @@ mod tests {
 
     #[test]
     fn phases_rto_outcome_and_cost_are_gauges_labelled_by_drill() {
-        let text = render(&sample::report());
+        let text = render(&sample::report()).unwrap();
         for line in [
             r#"hybrid_drill_phase_duration_seconds{drill="onprem-gpu-drain",phase="provisioning"} 6"#,
             r#"hybrid_drill_phase_duration_seconds{drill="onprem-gpu-drain",phase="launched"} 1.5"#,
@@ -170,12 +216,14 @@ mod tests {
     }
 
     #[test]
-    fn label_values_are_escaped() {
+    fn label_values_are_escaped_and_numbers_spelled_as_go_reads_them() {
         let mut report = sample::report();
         report.drill.name = "a\"b\\c\nd".into();
-        let text = render(&report);
+        report.fallback.gpu_hours = f64::NAN;
+        report.fallback.nodes = 2;
+        let text = render(&report).unwrap();
         assert!(text.contains(r#"drill="a\"b\\c\nd""#), "{text}");
-        assert_eq!(number(f64::NAN), "NaN");
-        assert_eq!(number(2.0), "2");
+        assert!(text.lines().any(|l| l.starts_with("hybrid_drill_fallback_gpu_hours{") && l.ends_with("} NaN")));
+        assert!(text.lines().any(|l| l.starts_with("hybrid_drill_fallback_nodes{") && l.ends_with("} 2")));
     }
 }

@@ -1,9 +1,10 @@
 //! Pushes a run's metrics to a Prometheus Pushgateway: one PUT per run, replacing the group `job="hybrid-drill",
-//! drill="<name>"` so a phase the last run did not reach does not keep an older run's value.
+//! drill="<name>"` so a phase the last run did not reach does not keep an older run's value. The network side of
+//! `metrics.prom`, kept out of `report`, whose renderers are pure.
 
 use std::time::Duration;
 
-use super::{Report, prometheus};
+use crate::report::{Report, prometheus};
 // reqwest's own message names only the request; the reason (refused, timed out, DNS) is down its source chain.
 use crate::cluster::error_chain;
 
@@ -15,10 +16,12 @@ pub enum PushError {
     Send { url: String, reason: String },
     #[error("the Pushgateway at {url} answered {status}: {body}")]
     Rejected { url: String, status: reqwest::StatusCode, body: String },
+    #[error("cannot encode the metrics: {0}")]
+    Encode(std::fmt::Error),
 }
 
 /// The group URL of a drill's metrics under a Pushgateway base URL.
-pub fn group_url(base: &str, drill: &str) -> Result<reqwest::Url, PushError> {
+fn group_url(base: &str, drill: &str) -> Result<reqwest::Url, PushError> {
     let invalid = |reason: String| PushError::Url { url: base.into(), reason };
     let mut url = reqwest::Url::parse(base).map_err(|e| invalid(e.to_string()))?;
     if !matches!(url.scheme(), "http" | "https") {
@@ -36,6 +39,7 @@ pub fn group_url(base: &str, drill: &str) -> Result<reqwest::Url, PushError> {
 
 pub async fn push(base: &str, report: &Report) -> Result<(), PushError> {
     let url = group_url(base, &report.drill.name)?;
+    let metrics = prometheus::render(report).map_err(PushError::Encode)?;
     let shown = url.to_string();
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
@@ -44,7 +48,7 @@ pub async fn push(base: &str, report: &Report) -> Result<(), PushError> {
     let response = client
         .put(url)
         .header(reqwest::header::CONTENT_TYPE, prometheus::CONTENT_TYPE)
-        .body(prometheus::render(report))
+        .body(metrics)
         .send()
         .await
         .map_err(|e| PushError::Send { url: shown.clone(), reason: error_chain(&e) })?;
