@@ -114,10 +114,10 @@ impl Stopped {
         }
     }
 
-    fn outcome(&self, analysis: &Analysis) -> Outcome {
+    fn outcome(&self, objectives_met: bool) -> Outcome {
         match (&self.stop, self.restore_failed) {
             (_, true) => Outcome::RestoreFailed,
-            (Stop::Completed, _) if analysis.objectives_missed.is_empty() => Outcome::Passed,
+            (Stop::Completed, _) if objectives_met => Outcome::Passed,
             (Stop::Completed, _) => Outcome::ObjectiveMissed,
             (Stop::Refused(_), _) => Outcome::Refused,
             _ => Outcome::Aborted,
@@ -335,7 +335,7 @@ impl<'a> Run<'a> {
         drop(self.watches);
         let observations = self.timeline.observations();
         let analysis = phases::analyse(drill, &observations);
-        let outcome = stopped.outcome(&analysis);
+        let outcome = stopped.outcome(analysis.objectives_missed.is_empty());
         if analysis.fallback.overrun {
             self.warnings.raise(format!(
                 "the fallback peaked at {} GPUs, above its NodePool limit of {} (Karpenter's limits are eventually consistent)",
@@ -548,4 +548,25 @@ fn second_signal_notice(dir: PathBuf, progress: Progress) -> JoinHandle<()> {
             ));
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stopped(stop: Stop, restore_failed: bool) -> Stopped {
+        Stopped { stop, rollback: None, restore_failed }
+    }
+
+    #[test]
+    fn the_outcome_follows_the_stop_and_the_restore() {
+        assert_eq!(stopped(Stop::Completed, false).outcome(true), Outcome::Passed);
+        assert_eq!(stopped(Stop::Completed, false).outcome(false), Outcome::ObjectiveMissed);
+        assert_eq!(stopped(Stop::Refused("r".into()), false).outcome(true), Outcome::Refused);
+        assert_eq!(stopped(Stop::StepFailed("f".into()), false).outcome(true), Outcome::Aborted);
+        assert_eq!(stopped(Stop::Aborted("a".into()), true).outcome(true), Outcome::RestoreFailed);
+        assert_eq!(stopped(Stop::Completed, false).abort_reason(), None);
+        assert_eq!(stopped(Stop::Aborted("SIGINT".into()), false).abort_reason().as_deref(), Some("SIGINT"));
+        assert_eq!(exit_code(Outcome::Refused), i32::from(crate::exit::EXIT_INVALID));
+    }
 }
