@@ -5,10 +5,10 @@ use std::collections::{BTreeMap, HashSet};
 
 use super::diagnostics::Diagnostic;
 use super::model::{
-    Action, Check, CutAction, CutEnforcement, DEFAULT_STEP_TIMEOUT, Drill, DrillSpec, DrillTargets, ExecAction,
-    ExpectedCluster, FallbackTarget, Guards, HttpProbe, Metadata, NODE_PLACEHOLDER, NodeFailureAction, Objectives,
-    OnDeviation, OnPremTarget, ParsedSelector, RestoreTarget, RestoredWhen, ReturnAction, Step, WorkloadKind,
-    WorkloadRef, WorkloadTarget,
+    Action, Check, CutAction, CutEnforcement, CutFidelity, DEFAULT_STEP_TIMEOUT, Drill, DrillSpec, DrillTargets,
+    ExecAction, ExpectedCluster, FallbackTarget, Guards, HttpProbe, Metadata, NODE_PLACEHOLDER, NodeFailureAction,
+    Objectives, OnDeviation, OnPremTarget, ParsedSelector, RestoreTarget, RestoredWhen, ReturnAction, Step,
+    WorkloadKind, WorkloadRef, WorkloadTarget,
 };
 use super::parse::{SpanMap, index, join, suggest};
 use super::raw::{self, API_VERSION, KIND, STEP_ACTIONS};
@@ -288,7 +288,6 @@ impl Validator<'_> {
 
     /// A cut says whose firewall enforces it (for `host`), and a later `restore: cut` ends it.
     fn cut(&mut self, steps: &[raw::Step], i: usize, at: &str, cut: &raw::CutAction) -> Option<CutAction> {
-        use super::model::CutFidelity;
         let enforcement = match (cut.fidelity, cut.cni) {
             (CutFidelity::Host, Some(cni)) => Some(CutEnforcement::Host(cni)),
             (CutFidelity::PodNetwork, None) => Some(CutEnforcement::PodNetwork),
