@@ -237,7 +237,8 @@ fn phase(
 /// Cuts the phases of a drill out of its timeline.
 pub fn analyse(drill: &Drill, obs: &[Observation]) -> Analysis {
     let tl = Timeline { obs };
-    let objective = |name: &str| drill.spec.objectives.phases.get(name).map(|d| d.as_secs_f64());
+    let objective =
+        |name: &str| name.parse().ok().and_then(|id| drill.spec.objectives.get(id)).map(|d| d.as_secs_f64());
     let b = |label: &str, o: Option<&Observation>| o.map(|o| Boundary::of(label, o));
     let end = u64::MAX;
     let mut phases = Vec::new();
@@ -395,7 +396,7 @@ pub fn analyse(drill: &Drill, obs: &[Observation]) -> Analysis {
         phases.push(phase("load", Some("startup"), b("image pulled", pulled), b("workload pods Ready", ready), None));
     }
 
-    let rto_objective = drill.spec.objectives.rto.map(|d| d.0.as_secs_f64());
+    let rto_objective = drill.spec.objectives.get(PhaseId::Rto).map(|d| d.as_secs_f64());
     let mut rto = phase("rto", None, t0_b.clone(), b("service restored", restored), rto_objective);
     if restored.is_some()
         && tl.first(t0_seq, |e| matches!(e, Event::ServiceLost { .. })).is_none_or(|o| o.seq >= ret_seq)
@@ -411,7 +412,7 @@ pub fn analyse(drill: &Drill, obs: &[Observation]) -> Analysis {
         _ => "recovery hooks ran",
     };
     let nodes_back = restore.and_then(|r| tl.first(r.seq, |e| matches!(e, Event::OnPremReady { .. })));
-    let restores = drill.spec.steps.iter().any(|s| s.restore.is_some());
+    let restores = drill.spec.steps.iter().any(|s| matches!(s.action, crate::drill::Action::Restore(_)));
     if restores {
         phases.push(phase(
             "restore",
@@ -661,7 +662,11 @@ spec:
     #[test]
     fn a_host_cut_yields_detection_taint_toleration_and_restore() {
         let mut d = drill();
-        d.spec.steps.push(serde_json::from_value(serde_json::json!({"id": "r", "restore": "cut"})).unwrap());
+        d.spec.steps.push(crate::drill::Step {
+            id: "r".into(),
+            timeout: crate::drill::DEFAULT_STEP_TIMEOUT,
+            action: crate::drill::Action::Restore(crate::drill::RestoreTarget::Cut),
+        });
         let (on, fb) = (NodeRole::OnPrem, NodeRole::Fallback);
         let tolerance = crate::cluster::tolerations::TaintTolerance {
             taint: tolerations::UNREACHABLE.into(),
