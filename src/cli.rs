@@ -1,4 +1,4 @@
-//! Command-line interface: clap definitions, dispatch, and the mapping of outcomes to exit codes.
+//! Command-line interface: clap definitions and dispatch; exit codes come from `exit`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -6,30 +6,14 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::cluster::marks::RunId;
-use crate::cluster::{Cluster, Target};
+use crate::cluster::{self, Cluster, Target};
 use crate::drill;
+use crate::exit::{EXIT_INVALID, EXIT_OBJECTIVE_MISSED, EXIT_PASSED, EXIT_RESTORE_FAILED};
 use crate::preflight;
 use crate::report::history::{self, History};
-use crate::report::{Format, Outcome, terminal};
+use crate::report::{Format, terminal};
 use crate::run::{self, RunOptions};
 use crate::safety;
-
-pub const EXIT_PASSED: u8 = 0;
-pub const EXIT_OBJECTIVE_MISSED: u8 = 1;
-pub const EXIT_INVALID: u8 = 2;
-pub const EXIT_ABORTED: u8 = 3;
-pub const EXIT_RESTORE_FAILED: u8 = 4;
-
-pub fn exit_code(outcome: Outcome) -> i32 {
-    i32::from(match outcome {
-        Outcome::Passed => EXIT_PASSED,
-        Outcome::ObjectiveMissed => EXIT_OBJECTIVE_MISSED,
-        Outcome::Aborted => EXIT_ABORTED,
-        Outcome::RestoreFailed => EXIT_RESTORE_FAILED,
-        // A refused drill touched nothing: like any other set-up problem.
-        Outcome::Refused => EXIT_INVALID,
-    })
-}
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -292,7 +276,7 @@ async fn preflight_command(
     };
     // A drill names its cluster; without one, the kubeconfig's context (or --context) is the one checked.
     let connected = match drill {
-        Some(d) => run::connect(target, &d.spec.cluster.context).await.map(|(c, _)| c),
+        Some(d) => cluster::connect(target, &d.spec.cluster.context).await.map(|(c, _)| c),
         None => match Cluster::connect(target).await {
             Ok(c) => c.ping().await.map(|_| c),
             Err(e) => Err(e),
@@ -306,7 +290,7 @@ async fn preflight_command(
         }
     };
     let expect = drill.map(preflight::Expectations::of).unwrap_or_default();
-    let report = match preflight::run(&cluster, &targets, &expect).await {
+    let report = match preflight::run(&cluster.reader(), &targets, &expect).await {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");

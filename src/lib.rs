@@ -3,6 +3,7 @@
 pub mod cli;
 pub mod cluster;
 pub mod drill;
+pub mod exit;
 pub mod monitor;
 pub mod phases;
 pub mod plan;

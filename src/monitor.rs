@@ -131,12 +131,12 @@ impl Monitor {
                     }
                     let _ = derived_tx.send(after);
                 }
-                let service_deadline = guards.max_service_down.zip(down_since).map(|(bound, since)| since + bound.0);
+                let service_deadline = guards.max_service_down.zip(down_since).map(|(bound, since)| since + bound);
                 tokio::select! {
                     r = changes.changed() => if r.is_err() { break },
                     r = probe_rx.changed() => if r.is_err() { break },
                     _ = sleep_until(service_deadline) => {
-                        let bound = guards.max_service_down.map(|b| humantime::format_duration(b.0).to_string()).unwrap_or_default();
+                        let bound = guards.max_service_down.map(|b| humantime::format_duration(b).to_string()).unwrap_or_default();
                         trip(&guard_tx, &timeline, "maxServiceDown", format!("the service has been unavailable for longer than {bound}"));
                         down_since = None;
                     }
@@ -164,7 +164,7 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 
 /// Probes the service endpoint forever; `Some(true)` once it has answered as expected enough times in a row.
 async fn run_probe(probe: HttpProbe, out: watch::Sender<Option<bool>>, timeline: Timeline) {
-    let client = match reqwest::Client::builder().timeout(probe.timeout.0).build() {
+    let client = match reqwest::Client::builder().timeout(probe.timeout).build() {
         Ok(c) => c,
         Err(e) => {
             timeline.record(Event::ProbeResult { ok: false, detail: format!("cannot build an HTTP client: {e}") });
@@ -196,6 +196,6 @@ async fn run_probe(probe: HttpProbe, out: watch::Sender<Option<bool>>, timeline:
             *v = now;
             changed
         });
-        tokio::time::sleep(probe.interval.0.max(Duration::from_millis(100))).await;
+        tokio::time::sleep(probe.interval.max(Duration::from_millis(100))).await;
     }
 }

@@ -15,8 +15,7 @@ use crate::cluster::policy;
 use crate::cluster::quantity::as_integer;
 use crate::cluster::tolerations::{self, TaintTolerance, tolerance};
 use crate::cluster::{Cluster, first_line, is_not_found};
-use crate::drill::validate::parse_workload_ref;
-use crate::drill::{Action, CutFidelity, Drill};
+use crate::drill::{Action, CutEnforcement, Drill, WorkloadKind};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
@@ -111,8 +110,8 @@ pub async fn resolve(cluster: &Cluster, drill: &Drill) -> Result<Plan, PlanError
     let pool_gpu_limit = pool.spec.limits.as_ref().and_then(|l| l.get(GPU_RESOURCE)).and_then(as_integer);
 
     let nodes: Api<Node> = Api::all(client.clone());
-    let selector = &targets.on_prem.nodes;
-    let node_list = nodes.list(&ListParams::default().labels(selector)).await.map_err(|e| api_error("nodes", &e))?;
+    let selector = targets.on_prem.nodes.to_string();
+    let node_list = nodes.list(&ListParams::default().labels(&selector)).await.map_err(|e| api_error("nodes", &e))?;
     if node_list.items.is_empty() {
         return Err(PlanError::NoNodes { selector: selector.clone() });
     }
@@ -133,7 +132,7 @@ pub async fn resolve(cluster: &Cluster, drill: &Drill) -> Result<Plan, PlanError
 
     let workload: Api<Pod> = Api::namespaced(client.clone(), &targets.workload.namespace);
     let pods = workload
-        .list(&ListParams::default().labels(&targets.workload.selector))
+        .list(&ListParams::default().labels(targets.workload.selector.as_str()))
         .await
         .map_err(|e| api_error("workload pods", &e))?
         .items;
@@ -141,39 +140,45 @@ pub async fn resolve(cluster: &Cluster, drill: &Drill) -> Result<Plan, PlanError
     if workload_pods == 0 {
         return Err(PlanError::NoWorkload {
             namespace: targets.workload.namespace.clone(),
-            selector: targets.workload.selector.clone(),
+            selector: targets.workload.selector.to_string(),
         });
     }
 
     for step in &drill.spec.steps {
-        if let Some(Action::Return(ret)) = step.action()
+        if let Action::Return(ret) = &step.action
             && let Some(target) = &ret.restart
-            && let Ok((kind, name)) = parse_workload_ref(target)
         {
-            let ns = &targets.workload.namespace;
-            let found = match kind.as_str() {
-                "statefulset" => {
-                    Api::<StatefulSet>::namespaced(client.clone(), ns).get_opt(&name).await.map(|o| o.is_some())
+            let (ns, name) = (&targets.workload.namespace, &target.name);
+            let found = match target.kind {
+                WorkloadKind::StatefulSet => {
+                    Api::<StatefulSet>::namespaced(client.clone(), ns).get_opt(name).await.map(|o| o.is_some())
                 }
-                _ => Api::<Deployment>::namespaced(client.clone(), ns).get_opt(&name).await.map(|o| o.is_some()),
+                WorkloadKind::Deployment => {
+                    Api::<Deployment>::namespaced(client.clone(), ns).get_opt(name).await.map(|o| o.is_some())
+                }
             }
-            .map_err(|e| api_error(&format!("{kind}/{name}"), &e))?;
+            .map_err(|e| api_error(&target.to_string(), &e))?;
             if !found {
-                return Err(PlanError::NoRestartTarget { step: step.id.clone(), kind, name, namespace: ns.clone() });
+                return Err(PlanError::NoRestartTarget {
+                    step: step.id.clone(),
+                    kind: target.kind.to_string(),
+                    name: name.clone(),
+                    namespace: ns.clone(),
+                });
             }
         }
     }
 
     let mut unreachable = false;
     for step in &drill.spec.steps {
-        match step.action() {
-            Some(Action::Cut(cut)) => {
+        match &step.action {
+            Action::Cut(cut) => {
                 unreachable = true;
-                if let (CutFidelity::Host, Some(cni)) = (cut.fidelity, cut.cni) {
+                if let CutEnforcement::Host(cni) = cut.enforcement {
                     policy::host_firewall(client, &cluster.context, cni).await?;
                 }
             }
-            Some(Action::NodeFailure(failure)) => {
+            Action::NodeFailure(failure) => {
                 unreachable = true;
                 for hook in [&failure.fail, &failure.recover] {
                     check_hook(&step.id, hook)?;
@@ -191,7 +196,7 @@ pub async fn resolve(cluster: &Cluster, drill: &Drill) -> Result<Plan, PlanError
         (Vec::new(), Vec::new())
     };
 
-    let drains = drill.spec.steps.iter().any(|s| matches!(s.action(), Some(Action::Drain(_))));
+    let drains = drill.spec.steps.iter().any(|s| matches!(s.action, Action::Drain(_)));
     let mut pods_to_evict = Vec::new();
     let mut pods_protected = Vec::new();
     if drains {
@@ -336,8 +341,8 @@ their pods may keep running next to the fallback's replacements; fence it (lease
         }
         out.push_str("  steps, in order:\n");
         for s in &drill.spec.steps {
-            let action = s.action().map(|a| crate::steps::action_name(&a)).unwrap_or_default();
-            out.push_str(&format!("    {:<12} {action} (timeout {})\n", s.id, humantime::format_duration(s.timeout())));
+            let action = s.action.name();
+            out.push_str(&format!("    {:<12} {action} (timeout {})\n", s.id, humantime::format_duration(s.timeout)));
         }
         out
     }

@@ -1,5 +1,6 @@
-//! Running a drill: set-up checks, confirmation, the steps under signals, guards and the deadline, restore on any
-//! stop, then phases and reports.
+//! Running a drill as a `Run` in four stages: set up (connect, plan, confirm, run directory, watches), execute (the
+//! steps under signals, guards and the deadline), stop (restore after an abort, or a refusal), and finish (phases,
+//! report, writing). Every warning, the rollback and the request count go to the timeline as they happen.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -7,8 +8,9 @@ use std::time::Duration;
 
 use chrono::Utc;
 use tokio::signal::unix::{SignalKind, signal};
+use tokio::task::JoinHandle;
 
-use crate::cluster::{Cluster, ClusterError, Target};
+use crate::cluster::{self, Cluster, ClusterError, Reader, Target};
 use crate::drill::{Action, Drill, LoadedDrill, ReturnAction};
 use crate::monitor::Monitor;
 use crate::phases;
@@ -59,31 +61,274 @@ pub struct RunResult {
     pub run_dir: PathBuf,
 }
 
-pub async fn connect(target: &Target, expected_context: &str) -> Result<(Cluster, String), ClusterError> {
-    let cluster = Cluster::connect(target).await?;
-    cluster.expect_context(expected_context)?;
-    let version = cluster.ping().await?;
-    Ok((cluster, version))
-}
-
 /// `hybrid-drill plan`: resolves everything read-only and says what a run would do.
 pub async fn plan_only(loaded: &LoadedDrill, target: &Target) -> Result<String, SetupError> {
-    let (cluster, version) = connect(target, &loaded.drill.spec.cluster.context).await?;
-    let plan = plan::resolve(&cluster, &loaded.drill).await?;
     let drill = &loaded.drill;
-    let verdict =
-        match preflight::run(&cluster, &preflight::PreflightTargets::of(drill), &preflight::Expectations::of(drill))
-            .await
-        {
-            Ok(report) => format!("{}{}\n", preflight::render::table(&report), preflight::plan_note(drill, &report)),
-            Err(e) => format!("preflight could not run: {e}\n"),
-        };
+    let (cluster, version) = cluster::connect(target, &drill.spec.cluster.context).await?;
+    let plan = plan::resolve(&cluster, drill).await?;
+    let targets = preflight::PreflightTargets::of(drill);
+    let verdict = match preflight::run(&cluster.reader(), &targets, &preflight::Expectations::of(drill)).await {
+        Ok(report) => format!("{}{}\n", preflight::render::table(&report), preflight::plan_note(drill, &report)),
+        Err(e) => format!("preflight could not run: {e}\n"),
+    };
     Ok(format!(
         "context {} ({}, Kubernetes {version})\n{}\n{verdict}nothing was changed\n",
         cluster.context,
         cluster.server,
         plan.describe(drill)
     ))
+}
+
+/// Runs a drill through its four stages.
+pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, SetupError> {
+    // Registered before anything is touched, so a signal never kills the process mid-change.
+    let signals = tokio::spawn(interrupted());
+    let mut run = Run::set_up(loaded, opts).await?;
+    let stop = run.execute(signals).await;
+    let stopped = run.stop(stop).await;
+    run.finish(stopped, opts).await
+}
+
+/// Why the steps stopped.
+enum Stop {
+    Completed,
+    StepFailed(String),
+    Aborted(String),
+    /// A step refused the drill before anything was changed (a failed preflight).
+    Refused(String),
+}
+
+/// How the stop stage left the cluster.
+struct Stopped {
+    stop: Stop,
+    restore_failed: bool,
+}
+
+impl Stopped {
+    fn outcome(&self, objectives_met: bool) -> Outcome {
+        match (&self.stop, self.restore_failed) {
+            (_, true) => Outcome::RestoreFailed,
+            (Stop::Completed, _) if objectives_met => Outcome::Passed,
+            (Stop::Completed, _) => Outcome::ObjectiveMissed,
+            (Stop::Refused(_), _) => Outcome::Refused,
+            _ => Outcome::Aborted,
+        }
+    }
+}
+
+/// Warnings for the report: each is a timeline event, which `report::build` reads back.
+struct Warnings {
+    timeline: Timeline,
+}
+
+impl Warnings {
+    fn raise(&mut self, message: String) {
+        self.timeline.record(Event::Warning { message });
+    }
+}
+
+/// A drill under way: what set-up connected, resolved and started, and what the steps have done so far.
+struct Run<'a> {
+    loaded: &'a LoadedDrill,
+    cluster: Cluster,
+    reader: Reader,
+    version: String,
+    plan: Plan,
+    dir: PathBuf,
+    timeline: Timeline,
+    progress: Progress,
+    follow: JoinHandle<()>,
+    view: SharedView,
+    watches: Watches,
+    monitor: Monitor,
+    mutator: Mutator,
+    warnings: Warnings,
+}
+
+impl<'a> Run<'a> {
+    /// Connects, resolves the plan, asks for confirmation, creates the run directory and starts the watches; fails
+    /// with nothing touched.
+    async fn set_up(loaded: &'a LoadedDrill, opts: &RunOptions) -> Result<Run<'a>, SetupError> {
+        let drill = &loaded.drill;
+        let (cluster, version) = cluster::connect(&opts.target, &drill.spec.cluster.context).await?;
+        let plan = plan::resolve(&cluster, drill).await?;
+        confirm(&plan, loaded, &cluster.context, opts.yes)?;
+
+        let (dir, run_id) = run_dir(&opts.reports_dir, &drill.metadata.name)?;
+        let io = |source| SetupError::RunDir { path: dir.display().to_string(), source };
+        std::fs::write(dir.join("drill.yaml"), &loaded.source).map_err(io)?;
+        let timeline = Timeline::create(&dir.join("timeline.jsonl")).map_err(io)?;
+        let journal = Journal::create(&dir.join("journal.jsonl")).map_err(io)?;
+        let progress = Progress::new(opts.json);
+        let follow = progress.follow(&timeline);
+        progress.line(&format!(
+            "hybrid-drill: running {} against {} · run directory {}",
+            drill.metadata.name,
+            cluster.context,
+            dir.display()
+        ));
+        timeline.record(Event::DrillStarted {
+            drill: drill.metadata.name.clone(),
+            run_id: run_id.clone(),
+            context: cluster.context.clone(),
+        });
+
+        let view = SharedView::default();
+        let mut watches = Watches::start(&cluster, drill, &view, &timeline);
+        watches.synced(Duration::from_secs(60)).await.map_err(SetupError::Watches)?;
+        timeline.record(view.read(|v| baseline(v, &plan)));
+        if !plan.tolerations.is_empty() {
+            timeline.record(Event::TolerationsRead { tolerations: plan.tolerations.clone() });
+        }
+        if let Some(delay) = plan.eviction_delay() {
+            progress.line(delay.trim_end());
+        }
+        let monitor = Monitor::start(drill, &view, &timeline);
+        let mutator = Mutator::new(cluster.clone(), journal, timeline.clone(), run_id);
+        let mut warnings = Warnings { timeline: timeline.clone() };
+        if let Some(warning) = plan.split_brain_warning() {
+            progress.line(&format!("WARNING: {warning}"));
+            warnings.raise(warning);
+        }
+        Ok(Run {
+            loaded,
+            reader: cluster.reader(),
+            cluster,
+            version,
+            plan,
+            dir,
+            timeline,
+            progress,
+            follow,
+            view,
+            watches,
+            monitor,
+            mutator,
+            warnings,
+        })
+    }
+
+    /// Runs the steps in order until one fails or refuses, a signal arrives, a guard trips or the deadline passes.
+    async fn execute(&mut self, signals: JoinHandle<&'static str>) -> Stop {
+        let Run { loaded, reader, plan, timeline, progress, view, monitor, mutator, warnings, .. } = self;
+        let drill = &loaded.drill;
+        let mut ctx = StepContext {
+            reader,
+            drill,
+            view,
+            timeline,
+            mutator,
+            derived: monitor.derived.clone(),
+            progress,
+            on_prem_nodes: &plan.on_prem_nodes,
+        };
+        let deadline = drill.spec.guards.deadline;
+        let run_steps = async {
+            for (i, step) in drill.spec.steps.iter().enumerate() {
+                progress.step(&format!("[{}/{}] {}", i + 1, drill.spec.steps.len(), step.id));
+                timeline.record(Event::StepStarted { step: step.id.clone(), action: step.action.name() });
+                let result = steps::run_step(&mut ctx, step).await;
+                let (outcome, message) = match &result {
+                    Ok(success) if success.warning => (StepOutcome::Warned, success.message.clone()),
+                    Ok(success) => (StepOutcome::Passed, success.message.clone()),
+                    Err(e) => (StepOutcome::Failed, e.to_string()),
+                };
+                if outcome == StepOutcome::Warned {
+                    warnings.raise(format!("step {}: {message}", step.id));
+                }
+                timeline.record(Event::StepFinished { step: step.id.clone(), outcome, message: message.clone() });
+                match result {
+                    Ok(_) => {}
+                    Err(StepError::Refused(_)) => {
+                        return Stop::Refused(format!("step {} refused the drill: {message}", step.id));
+                    }
+                    Err(_) => return Stop::StepFailed(format!("step {} failed: {message}", step.id)),
+                }
+            }
+            Stop::Completed
+        };
+        let stop = tokio::select! {
+            stop = run_steps => stop,
+            signal = signals => Stop::Aborted(format!("interrupted by {}", signal.unwrap_or("a signal"))),
+            _ = tokio::time::sleep(deadline) => Stop::Aborted(format!("the drill's deadline of {} passed", humantime::format_duration(deadline))),
+            message = guard_tripped(monitor.guard.clone()) => Stop::Aborted(message),
+        };
+        stop
+    }
+
+    /// After a failure or an abort, undoes every change the drill made; after a refusal there is nothing to undo.
+    async fn stop(&mut self, stop: Stop) -> Stopped {
+        let mut stopped = Stopped { stop, restore_failed: false };
+        let reason = match &stopped.stop {
+            Stop::Completed => return stopped,
+            Stop::Refused(reason) => {
+                // Validation puts the refusing step before any change, so there is nothing to restore.
+                self.timeline.record(Event::Aborted { reason: reason.clone() });
+                self.progress.line(&format!("refusing the drill: {reason}; nothing was changed"));
+                return stopped;
+            }
+            Stop::StepFailed(reason) | Stop::Aborted(reason) => reason.clone(),
+        };
+        self.timeline.record(Event::Aborted { reason: reason.clone() });
+        self.progress.line(&format!("aborting: {reason}; restoring the cluster"));
+        let notice = second_signal_notice(self.dir.clone(), self.progress.clone());
+        let outcome = self.mutator.rollback().await;
+        notice.abort();
+        stopped.restore_failed = !outcome.restored();
+        self.timeline.record(Event::RollbackFinished {
+            undone: outcome.undone,
+            failed: outcome.failed.into_iter().map(|(what, why)| format!("{what}: {why}")).collect(),
+        });
+        if let Some(warning) = self.view.read(|v| displaced_workload_warning(&self.loaded.drill, v)) {
+            self.warnings.raise(warning);
+        }
+        stopped
+    }
+
+    /// Stops watching, cuts the timeline into phases, judges the run, then writes (and maybe pushes) its report.
+    async fn finish(mut self, stopped: Stopped, opts: &RunOptions) -> Result<RunResult, SetupError> {
+        let drill = &self.loaded.drill;
+        drop(self.monitor);
+        drop(self.watches);
+        let observations = self.timeline.observations();
+        let analysis = phases::analyse(drill, &observations);
+        let outcome = stopped.outcome(analysis.objectives_missed.is_empty());
+        if analysis.fallback.overrun {
+            self.warnings.raise(format!(
+                "the fallback peaked at {} GPUs, above its NodePool limit of {} (Karpenter's limits are eventually consistent)",
+                analysis.fallback.max_gpus,
+                analysis.fallback.gpu_limit.unwrap_or_default()
+            ));
+        }
+        if self.cluster.is_lab() {
+            self.warnings.raise(
+                "this ran against the lab: its timings are shortened (see lab/README.md) and are not a real cluster's"
+                    .into(),
+            );
+        }
+        self.timeline.record(Event::RequestsSent { total: self.cluster.requests_sent() });
+        self.timeline.record(Event::DrillFinished { outcome: outcome.as_str().into() });
+        self.follow.abort();
+        self.progress.finish();
+        let meta = RunMeta {
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            drill_file: self.loaded.path.display().to_string(),
+            drill_source: self.loaded.source.clone(),
+            cluster_server: self.cluster.server.clone(),
+            cluster_version: self.version,
+        };
+        let mut report = report::build(drill, &self.timeline.observations(), &meta);
+        if let Some(url) = &opts.pushgateway
+            && let Err(e) = crate::pushgateway::push(url, &report).await
+        {
+            // The drill's verdict stands; the report says the metrics did not leave.
+            self.warnings.timeline.record(Event::Warning { message: format!("metrics not pushed: {e}") });
+            report.warnings.push(format!("metrics not pushed: {e}"));
+        }
+        let io = |source| SetupError::RunDir { path: self.dir.display().to_string(), source };
+        write_reports(&self.dir, &report).map_err(io)?;
+        Ok(RunResult { report, run_dir: self.dir })
+    }
 }
 
 fn confirm(plan: &Plan, loaded: &LoadedDrill, context: &str, yes: bool) -> Result<(), SetupError> {
@@ -108,6 +353,23 @@ fn run_dir(base: &Path, drill: &str) -> Result<(PathBuf, String), SetupError> {
     Ok((dir, format!("{drill}-{}", stamp.to_lowercase())))
 }
 
+/// The state of the drilled objects before anything is touched.
+fn baseline(v: &ClusterView, plan: &Plan) -> Event {
+    Event::Baseline {
+        on_prem_nodes: v.on_prem_nodes().count(),
+        workload_pods: v.pods.len(),
+        ready_pods: v.ready_pods(),
+        fallback_nodeclaims: v.claims.len(),
+        fallback_nodes: v.fallback_nodes().count(),
+        fallback_gpu_limit: plan.pool_gpu_limit,
+        on_prem_pods: v
+            .live_pods()
+            .filter(|p| p.node.as_deref().is_some_and(|n| v.role_of(n) == NodeRole::OnPrem))
+            .map(|p| p.name.clone())
+            .collect(),
+    }
+}
+
 async fn interrupted() -> &'static str {
     let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
         return std::future::pending().await;
@@ -129,198 +391,6 @@ async fn guard_tripped(mut guard: tokio::sync::watch::Receiver<Option<String>>) 
     }
 }
 
-enum Stop {
-    Completed,
-    StepFailed(String),
-    Aborted(String),
-    /// A step refused the drill before anything was changed (a failed preflight).
-    Refused(String),
-}
-
-pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, SetupError> {
-    let drill = &loaded.drill;
-    // Registered before anything is touched, so a signal never kills the process mid-change.
-    let signals = tokio::spawn(interrupted());
-    let (cluster, version) = connect(&opts.target, &drill.spec.cluster.context).await?;
-    let plan = plan::resolve(&cluster, drill).await?;
-    confirm(&plan, loaded, &cluster.context, opts.yes)?;
-
-    let (dir, run_id) = run_dir(&opts.reports_dir, &drill.metadata.name)?;
-    let io = |source| SetupError::RunDir { path: dir.display().to_string(), source };
-    std::fs::write(dir.join("drill.yaml"), &loaded.source).map_err(io)?;
-    let timeline = Timeline::create(&dir.join("timeline.jsonl")).map_err(io)?;
-    let journal = Journal::create(&dir.join("journal.jsonl")).map_err(io)?;
-    let progress = Progress::new(opts.json);
-    let follow = progress.follow(&timeline);
-    progress.line(&format!(
-        "hybrid-drill: running {} against {} · run directory {}",
-        drill.metadata.name,
-        cluster.context,
-        dir.display()
-    ));
-    timeline.record(Event::DrillStarted {
-        drill: drill.metadata.name.clone(),
-        run_id: run_id.clone(),
-        context: cluster.context.clone(),
-    });
-
-    let view = SharedView::default();
-    let mut watches = Watches::start(&cluster, drill, &view, &timeline);
-    watches.synced(Duration::from_secs(60)).await.map_err(SetupError::Watches)?;
-    let baseline = view.read(|v| Event::Baseline {
-        on_prem_nodes: v.on_prem_nodes().count(),
-        workload_pods: v.pods.len(),
-        ready_pods: v.ready_pods(),
-        fallback_nodeclaims: v.claims.len(),
-        fallback_nodes: v.fallback_nodes().count(),
-        fallback_gpu_limit: plan.pool_gpu_limit,
-        on_prem_pods: v
-            .live_pods()
-            .filter(|p| p.node.as_deref().is_some_and(|n| v.role_of(n) == NodeRole::OnPrem))
-            .map(|p| p.name.clone())
-            .collect(),
-    });
-    timeline.record(baseline);
-    if !plan.tolerations.is_empty() {
-        timeline.record(Event::TolerationsRead { tolerations: plan.tolerations.clone() });
-    }
-    if let Some(delay) = plan.eviction_delay() {
-        progress.line(delay.trim_end());
-    }
-    let monitor = Monitor::start(drill, &view, &timeline);
-    let mutator = Mutator::new(cluster.clone(), journal, timeline.clone(), run_id.clone());
-
-    // Every fact the report shows is a timeline event: `report::build` reads them back.
-    let warn = |message: String| timeline.record(Event::Warning { message });
-    if let Some(warning) = plan.split_brain_warning() {
-        progress.line(&format!("WARNING: {warning}"));
-        warn(warning);
-    }
-    let mut ctx = StepContext {
-        cluster: &cluster,
-        drill,
-        view: &view,
-        timeline: &timeline,
-        mutator: &mutator,
-        derived: monitor.derived.clone(),
-        progress: &progress,
-        on_prem_nodes: &plan.on_prem_nodes,
-    };
-
-    let deadline = drill.spec.guards.deadline.0;
-    let stop = {
-        let run_steps = async {
-            for (i, step) in drill.spec.steps.iter().enumerate() {
-                let action = step.action().map(|a| steps::action_name(&a)).unwrap_or_default();
-                progress.step(&format!("[{}/{}] {}", i + 1, drill.spec.steps.len(), step.id));
-                timeline.record(Event::StepStarted { step: step.id.clone(), action });
-                match steps::run_step(&mut ctx, step).await {
-                    Ok(success) => {
-                        let outcome = if success.warning { StepOutcome::Warned } else { StepOutcome::Passed };
-                        let message = success.message;
-                        timeline.record(Event::StepFinished {
-                            step: step.id.clone(),
-                            outcome,
-                            message: message.clone(),
-                        });
-                        if success.warning {
-                            warn(format!("step {}: {message}", step.id));
-                        }
-                    }
-                    Err(e) => {
-                        let message = e.to_string();
-                        timeline.record(Event::StepFinished {
-                            step: step.id.clone(),
-                            outcome: StepOutcome::Failed,
-                            message: message.clone(),
-                        });
-                        if matches!(e, StepError::Refused(_)) {
-                            return Stop::Refused(format!("step {} refused the drill: {message}", step.id));
-                        }
-                        return Stop::StepFailed(format!("step {} failed: {message}", step.id));
-                    }
-                }
-            }
-            Stop::Completed
-        };
-        tokio::select! {
-            stop = run_steps => stop,
-            signal = signals => Stop::Aborted(format!("interrupted by {}", signal.unwrap_or("a signal"))),
-            _ = tokio::time::sleep(deadline) => Stop::Aborted(format!("the drill's deadline of {} passed", humantime::format_duration(deadline))),
-            message = guard_tripped(monitor.guard.clone()) => Stop::Aborted(message),
-        }
-    };
-
-    let mut restore_failed = false;
-    if let Stop::StepFailed(reason) | Stop::Aborted(reason) = &stop {
-        timeline.record(Event::Aborted { reason: reason.clone() });
-        progress.line(&format!("aborting: {reason}; restoring the cluster"));
-        let notice = second_signal_notice(dir.clone(), progress.clone());
-        let outcome = mutator.rollback().await;
-        notice.abort();
-        restore_failed = !outcome.restored();
-        timeline.record(Event::RollbackFinished {
-            undone: outcome.undone,
-            failed: outcome.failed.into_iter().map(|(what, why)| format!("{what}: {why}")).collect(),
-        });
-        if let Some(warning) = view.read(|v| displaced_workload_warning(drill, v)) {
-            warn(warning);
-        }
-    }
-    if let Stop::Refused(reason) = &stop {
-        // Validation puts the refusing step before any change, so there is nothing to restore.
-        timeline.record(Event::Aborted { reason: reason.clone() });
-        progress.line(&format!("refusing the drill: {reason}; nothing was changed"));
-    }
-
-    drop(monitor);
-    drop(watches);
-    let observations = timeline.observations();
-    let analysis = phases::analyse(drill, &observations);
-    let outcome = match (&stop, restore_failed) {
-        (_, true) => Outcome::RestoreFailed,
-        (Stop::Completed, _) if analysis.objectives_missed.is_empty() => Outcome::Passed,
-        (Stop::Completed, _) => Outcome::ObjectiveMissed,
-        (Stop::Refused(_), _) => Outcome::Refused,
-        _ => Outcome::Aborted,
-    };
-    if analysis.fallback.overrun {
-        warn(format!(
-            "the fallback peaked at {} GPUs, above its NodePool limit of {} (Karpenter's limits are eventually consistent)",
-            analysis.fallback.max_gpus,
-            analysis.fallback.gpu_limit.unwrap_or_default()
-        ));
-    }
-    if cluster.context == "hybrid-lab" {
-        warn(
-            "this ran against the lab: its timings are shortened (see lab/README.md) and are not a real cluster's"
-                .into(),
-        );
-    }
-    timeline.record(Event::RequestsSent { total: cluster.requests_sent() });
-    timeline.record(Event::DrillFinished { outcome: outcome.as_str().into() });
-    follow.abort();
-    progress.finish();
-    let meta = RunMeta {
-        tool_version: env!("CARGO_PKG_VERSION").into(),
-        drill_file: loaded.path.display().to_string(),
-        drill_source: loaded.source.clone(),
-        cluster_server: cluster.server.clone(),
-        cluster_version: version,
-    };
-    let mut report = report::build(drill, &timeline.observations(), &meta);
-    if let Some(url) = &opts.pushgateway
-        && let Err(e) = crate::pushgateway::push(url, &report).await
-    {
-        // The drill's verdict stands; the report says the metrics did not leave.
-        let message = format!("metrics not pushed: {e}");
-        timeline.record(Event::Warning { message: message.clone() });
-        report.warnings.push(message);
-    }
-    write_reports(&dir, &report).map_err(io)?;
-    Ok(RunResult { report, run_dir: dir })
-}
-
 /// After an abort, the restore has undone the drill's changes but moved no pod: pods evicted to the fallback stay
 /// there, on cloud GPUs, until the workload is restarted. Says how many and the command that brings them back.
 fn displaced_workload_warning(drill: &Drill, view: &ClusterView) -> Option<String> {
@@ -335,8 +405,8 @@ fn displaced_workload_warning(drill: &Drill, view: &ClusterView) -> Option<Strin
         .spec
         .steps
         .iter()
-        .find_map(|s| match s.action() {
-            Some(Action::Return(ReturnAction { restart: Some(target), .. })) => Some(target),
+        .find_map(|s| match &s.action {
+            Action::Return(ReturnAction { restart: Some(target), .. }) => Some(target),
             _ => None,
         })
         .map(|target| format!("`kubectl rollout restart {target} -n {}`", workload.namespace))
@@ -356,7 +426,7 @@ pub fn write_reports(dir: &Path, report: &Report) -> std::io::Result<()> {
 }
 
 /// While restoring, a further Ctrl-C does not skip the restore: it says what remains and how to finish.
-fn second_signal_notice(dir: PathBuf, progress: Progress) -> tokio::task::JoinHandle<()> {
+fn second_signal_notice(dir: PathBuf, progress: Progress) -> JoinHandle<()> {
     tokio::spawn(async move {
         loop {
             let _ = interrupted().await;
@@ -366,4 +436,24 @@ fn second_signal_notice(dir: PathBuf, progress: Progress) -> tokio::task::JoinHa
             ));
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stopped(stop: Stop, restore_failed: bool) -> Stopped {
+        Stopped { stop, restore_failed }
+    }
+
+    #[test]
+    fn the_outcome_follows_the_stop_and_the_restore() {
+        assert_eq!(stopped(Stop::Completed, false).outcome(true), Outcome::Passed);
+        assert_eq!(stopped(Stop::Completed, false).outcome(false), Outcome::ObjectiveMissed);
+        assert_eq!(stopped(Stop::Refused("r".into()), false).outcome(true), Outcome::Refused);
+        assert_eq!(stopped(Stop::StepFailed("f".into()), false).outcome(true), Outcome::Aborted);
+        assert_eq!(stopped(Stop::Aborted("a".into()), true).outcome(true), Outcome::RestoreFailed);
+        // The abort reason is the Aborted event's now: report::tests reads it back from the timeline.
+        assert_eq!(crate::exit::exit_code(Outcome::Refused), i32::from(crate::exit::EXIT_INVALID));
+    }
 }

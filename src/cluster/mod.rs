@@ -6,6 +6,7 @@ pub mod karpenter;
 pub mod marks;
 pub mod policy;
 pub mod quantity;
+pub mod reader;
 pub mod scheduling;
 pub mod selector;
 pub mod tolerations;
@@ -17,6 +18,8 @@ use std::task::{Context, Poll};
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
+
+pub use reader::Reader;
 
 /// Every (API group, resource, verb) the tool uses; deploy/clusterrole.yaml must grant exactly these.
 pub const PERMISSIONS: &[(&str, &str, &[&str])] = &[
@@ -60,7 +63,8 @@ pub enum ClusterError {
 /// A client bound to one kubeconfig context, counting every request it sends.
 #[derive(Clone)]
 pub struct Cluster {
-    pub client: Client,
+    /// The client that can write: only the mutator and read-only set-up code (plan, watches, preflight) use it.
+    pub(crate) client: Client,
     pub context: String,
     pub server: String,
     requests: Arc<AtomicU64>,
@@ -113,6 +117,16 @@ impl Cluster {
         })
     }
 
+    /// The handle steps read through; it cannot write. Needs a Tokio runtime.
+    pub fn reader(&self) -> Reader {
+        Reader::new(self)
+    }
+
+    /// Whether this is the local lab, whose timings are shortened and are not a real cluster's.
+    pub fn is_lab(&self) -> bool {
+        self.context == LAB_CONTEXT
+    }
+
     pub fn requests_sent(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
     }
@@ -127,6 +141,17 @@ impl Cluster {
         let client = Client::new(CountRequests { inner: service, count: requests.clone() }, "default");
         (Cluster { client, context: "mock".into(), server: "http://mock".into(), requests }, handle)
     }
+}
+
+/// The kubeconfig context lab/ creates.
+const LAB_CONTEXT: &str = "hybrid-lab";
+
+/// The cluster a drill names, proven to answer: the context checked, then one request. Returns the server's version.
+pub async fn connect(target: &Target, expected_context: &str) -> Result<(Cluster, String), ClusterError> {
+    let cluster = Cluster::connect(target).await?;
+    cluster.expect_context(expected_context)?;
+    let version = cluster.ping().await?;
+    Ok((cluster, version))
 }
 
 /// An error with its causes, `outer: inner: root`, repeated causes folded.

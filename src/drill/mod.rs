@@ -1,8 +1,10 @@
-//! The drill file: its model, parsing with locations, validation, JSON Schema and diagnostics.
+//! The drill file: parsing with locations, validation into the typed model, JSON Schema and diagnostics. The raw
+//! form serde reads stays in here; the crate sees only the validated [`Drill`].
 
 pub mod diagnostics;
-pub mod model;
+mod model;
 pub mod parse;
+mod raw;
 pub mod validate;
 
 use std::path::{Path, PathBuf};
@@ -58,17 +60,14 @@ pub fn from_source(path: &Path, source: String) -> Result<LoadedDrill, DrillErro
         source_text: source_text.to_string(),
         diagnostics,
     };
-    let (drill, spans) = parse::parse_drill(&source).map_err(|d| invalid(vec![d], &source))?;
-    let problems = validate::validate(&drill, &spans);
-    if !problems.is_empty() {
-        return Err(invalid(problems, &source));
-    }
+    let (raw, spans) = parse::parse_drill(&source).map_err(|d| invalid(vec![d], &source))?;
+    let drill = validate::validate(&raw, &spans).map_err(|problems| invalid(problems, &source))?;
     Ok(LoadedDrill { drill, path: path.to_path_buf(), source })
 }
 
 /// The JSON Schema of the drill format, for editors.
 pub fn json_schema() -> serde_json::Value {
-    let mut schema = serde_json::to_value(schemars::schema_for!(Drill)).unwrap_or_default();
+    let mut schema = serde_json::to_value(schemars::schema_for!(raw::Drill)).unwrap_or_default();
     if let Some(obj) = schema.as_object_mut() {
         obj.insert("$id".into(), "https://hybrid-drill.io/schemas/drill-v1alpha1.json".into());
     }

@@ -1,277 +1,153 @@
-//! The drill file's typed model: what a user writes, as serde and JSON Schema see it.
+//! The validated drill the rest of the crate sees: every step holds exactly one action, every reference and selector
+//! is parsed, every default applied. Only `validate` builds it, so nothing after validation meets an invalid drill.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
-pub const API_VERSION: &str = "hybrid-drill.io/v1alpha1";
-pub const KIND: &str = "Drill";
+use crate::cluster::selector::{self, LabelRequirement};
+use crate::phases::PhaseId;
 
 /// A failure drill: what to break, what to watch, what counts as restored, and how fast it must be.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-#[schemars(title = "hybrid-drill Drill")]
+#[derive(Debug, Clone)]
 pub struct Drill {
-    /// Always `hybrid-drill.io/v1alpha1`.
-    pub api_version: String,
-    /// Always `Drill`.
-    pub kind: String,
     pub metadata: Metadata,
     pub spec: DrillSpec,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[derive(Debug, Clone)]
 pub struct Metadata {
-    /// Names the drill; reports are filed under `reports/<name>/`. Lowercase letters, digits and `-`.
     pub name: String,
-    /// Free text shown at the top of every report.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[derive(Debug, Clone)]
 pub struct DrillSpec {
-    pub cluster: ClusterIdentity,
-    pub targets: Targets,
-    #[serde(default)]
+    pub cluster: ExpectedCluster,
+    pub targets: DrillTargets,
     pub objectives: Objectives,
-    #[serde(default)]
     pub guards: Guards,
-    /// Fallback cost estimate: on-demand price per hour of each fallback instance type, in dollars.
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub pricing: std::collections::BTreeMap<String, f64>,
-    /// Run in order. A failing step aborts the drill and restores the cluster.
+    /// On-demand price per hour of each fallback instance type, in dollars.
+    pub pricing: BTreeMap<String, f64>,
     pub steps: Vec<Step>,
 }
 
 /// The cluster this drill is meant for: the tool refuses to run against any other.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ClusterIdentity {
-    /// The kubeconfig context the drill must run in.
+#[derive(Debug, Clone)]
+pub struct ExpectedCluster {
     pub context: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Targets {
+#[derive(Debug, Clone)]
+pub struct DrillTargets {
     pub on_prem: OnPremTarget,
     pub workload: WorkloadTarget,
     pub fallback: FallbackTarget,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[derive(Debug, Clone)]
 pub struct OnPremTarget {
-    /// Label selector of the on-prem GPU nodes, e.g. `eks.amazonaws.com/compute-type=hybrid`.
-    pub nodes: String,
+    pub nodes: ParsedSelector,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[derive(Debug, Clone)]
 pub struct WorkloadTarget {
     pub namespace: String,
-    /// Label selector of the workload's pods, e.g. `app=llm-inference`.
-    pub selector: String,
+    pub selector: ParsedSelector,
     pub restored_when: RestoredWhen,
 }
 
 /// What "service restored" means for this workload; every criterion given must hold.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[derive(Debug, Clone)]
 pub struct RestoredWhen {
-    /// At least this many of the workload's pods Ready.
+    /// At least one.
     pub ready_pods: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<HttpProbe>,
 }
 
 /// An HTTP(S) probe of the service's endpoint, which must answer as expected several times in a row.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[derive(Debug, Clone)]
 pub struct HttpProbe {
     pub url: String,
-    /// The status code that counts as a success.
-    #[serde(default = "default_expect_status")]
     pub expect_status: u16,
-    /// How many successes in a row restore the service.
-    #[serde(default = "default_consecutive")]
     pub consecutive: u32,
-    #[serde(default = "default_probe_interval")]
-    pub interval: HumanDuration,
-    /// Per-request timeout.
-    #[serde(default = "default_probe_timeout")]
-    pub timeout: HumanDuration,
+    pub interval: Duration,
+    pub timeout: Duration,
 }
 
-fn default_expect_status() -> u16 {
-    200
-}
-fn default_consecutive() -> u32 {
-    3
-}
-fn default_probe_interval() -> HumanDuration {
-    HumanDuration(Duration::from_secs(2))
-}
-fn default_probe_timeout() -> HumanDuration {
-    HumanDuration(Duration::from_secs(2))
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[derive(Debug, Clone)]
 pub struct FallbackTarget {
-    /// The Karpenter NodePool (`karpenter.sh/v1`) that provides cloud GPU capacity.
     pub node_pool: String,
 }
 
-/// Budgets the drill is judged against. A missed objective does not abort the drill.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Objectives {
-    /// Fault injected to service restored.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rto: Option<HumanDuration>,
-    /// A budget per phase.
-    #[serde(default)]
-    pub phases: PhaseObjectives,
+/// A Kubernetes label selector as the drill wrote it, parsed once: the text for reports and the API server's
+/// `labelSelector` parameter, the requirements for the objects that select the same way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedSelector {
+    text: String,
+    requirements: Vec<LabelRequirement>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct PhaseObjectives {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub eviction: Option<HumanDuration>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending: Option<HumanDuration>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provisioning: Option<HumanDuration>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scheduling: Option<HumanDuration>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub startup: Option<HumanDuration>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub r#return: Option<HumanDuration>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reclaim: Option<HumanDuration>,
-}
+impl ParsedSelector {
+    pub fn parse(text: &str) -> Result<ParsedSelector, String> {
+        Ok(ParsedSelector { requirements: selector::parse(text)?, text: text.to_string() })
+    }
 
-impl PhaseObjectives {
-    pub fn get(&self, phase: &str) -> Option<Duration> {
-        let budget = match phase {
-            "eviction" => &self.eviction,
-            "pending" => &self.pending,
-            "provisioning" => &self.provisioning,
-            "scheduling" => &self.scheduling,
-            "startup" => &self.startup,
-            "return" => &self.r#return,
-            "reclaim" => &self.reclaim,
-            _ => &None,
-        };
-        budget.as_ref().map(|d| d.0)
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    pub fn requirements(&self) -> &[LabelRequirement] {
+        &self.requirements
     }
 }
 
-/// Limits that abort the drill and restore the cluster when crossed.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Guards {
-    /// Refuse to start when the on-prem selector matches more nodes than this.
-    #[serde(default = "default_max_nodes")]
-    pub max_nodes: u32,
-    /// Abort when the fallback NodePool holds more GPUs than this.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_fallback_gpus: Option<u64>,
-    /// Abort when the whole drill takes longer than this.
-    #[serde(default = "default_deadline")]
-    pub deadline: HumanDuration,
-    /// Abort when the service stays unavailable (its `restoredWhen` criterion failing) longer than this.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_service_down: Option<HumanDuration>,
-    /// Namespaces the drill never touches: their pods are not evicted. Default `[kube-system]`.
-    #[serde(default = "default_protected")]
-    pub protected_namespaces: Vec<String>,
+impl fmt::Display for ParsedSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
 }
 
-fn default_protected() -> Vec<String> {
-    vec!["kube-system".to_string()]
+/// Budgets the drill is judged against, one per phase (the RTO included). A missed objective does not abort it.
+#[derive(Debug, Clone, Default)]
+pub struct Objectives {
+    pub(super) rto: Option<Duration>,
+    pub(super) phases: BTreeMap<PhaseId, Duration>,
 }
 
-fn default_max_nodes() -> u32 {
-    4
-}
-fn default_deadline() -> HumanDuration {
-    HumanDuration(Duration::from_secs(3600))
-}
-
-impl Default for Guards {
-    fn default() -> Self {
-        Guards {
-            max_nodes: default_max_nodes(),
-            max_fallback_gpus: None,
-            deadline: default_deadline(),
-            max_service_down: None,
-            protected_namespaces: default_protected(),
+impl Objectives {
+    /// The budget of a phase; `PhaseId::Rto` reads `objectives.rto`.
+    pub fn get(&self, id: PhaseId) -> Option<Duration> {
+        match id {
+            PhaseId::Rto => self.rto,
+            phase => self.phases.get(&phase).copied(),
         }
     }
 }
 
-/// One step: an `id`, an optional `timeout`, and exactly one action key.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Step {
-    /// Unique within the drill; names the step in progress and reports.
-    pub id: String,
-    /// Bound on the step; it fails (and the drill is restored) when crossed. Default 10m.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout: Option<HumanDuration>,
-    /// Check the cluster against the drill's expected state (`steady-state`) or design (`preflight`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub check: Option<Check>,
-    /// What a `check` does when the cluster deviates: `fail` (default) or `warn`. For `preflight`, `warn` turns its
-    /// failed checks into warnings and lets the drill go on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub on_deviation: Option<OnDeviation>,
-    /// Cordon, then evict through the Eviction API honouring PodDisruptionBudgets. This is the fault (t0).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub drain: Option<NodeTargetRef>,
-    /// Cut the on-prem side off the cloud side, as a DX/VPN link cut would (the fault, t0); `restore: cut` ends it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cut: Option<CutAction>,
-    /// Fail the on-prem nodes with the drill's own hooks (a BMC power-off...): the fault, t0.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_failure: Option<NodeFailureAction>,
-    /// End a fault: remove the cut's policies, or run the node failure's recovery hooks; then wait for the
-    /// on-prem nodes to be Ready.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub restore: Option<RestoreTarget>,
-    /// Mark the nodes unschedulable without evicting anything (does not trigger a fallback by itself).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cordon: Option<NodeTargetRef>,
-    /// Make the nodes schedulable again.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub uncordon: Option<NodeTargetRef>,
-    /// Wait, watch-driven, until a condition holds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wait_for: Option<WaitCondition>,
-    /// Move the workload back on-prem.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub r#return: Option<ReturnAction>,
-    /// Run a command (paging, a BMC power-off...); it fails the step when it exits non-zero.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exec: Option<ExecAction>,
-    /// Wait this long, observing.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pause: Option<HumanDuration>,
+/// Limits that abort the drill and restore the cluster when crossed.
+#[derive(Debug, Clone)]
+pub struct Guards {
+    pub max_nodes: u32,
+    pub max_fallback_gpus: Option<u64>,
+    pub deadline: Duration,
+    pub max_service_down: Option<Duration>,
+    pub protected_namespaces: Vec<String>,
 }
 
-pub const STEP_ACTIONS: &[&str] =
-    &["check", "drain", "cut", "nodeFailure", "restore", "cordon", "uncordon", "waitFor", "return", "exec", "pause"];
+/// One step: its id, its bound, and the one thing it does.
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub id: String,
+    pub timeout: Duration,
+    pub action: Action,
+}
 
-/// The resolved action of a step.
+pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(600);
+
 #[derive(Debug, Clone)]
 pub enum Action {
     Check(Check, OnDeviation),
@@ -287,66 +163,32 @@ pub enum Action {
     Pause(Duration),
 }
 
-impl Step {
-    /// The action keys present, in declaration order of [`STEP_ACTIONS`].
-    pub fn action_keys(&self) -> Vec<&'static str> {
-        let present = [
-            self.check.is_some(),
-            self.drain.is_some(),
-            self.cut.is_some(),
-            self.node_failure.is_some(),
-            self.restore.is_some(),
-            self.cordon.is_some(),
-            self.uncordon.is_some(),
-            self.wait_for.is_some(),
-            self.r#return.is_some(),
-            self.exec.is_some(),
-            self.pause.is_some(),
-        ];
-        STEP_ACTIONS.iter().zip(present).filter(|(_, p)| *p).map(|(k, _)| *k).collect()
+impl Action {
+    /// The action as progress lines, the plan and reports name it.
+    pub fn name(&self) -> String {
+        match self {
+            Action::Check(check, _) => format!("check {check}"),
+            Action::Drain(_) => "drain onPrem".into(),
+            Action::Cut(c) => match c.enforcement {
+                CutEnforcement::Host(cni) => format!("cut {} ({cni})", c.fidelity()),
+                CutEnforcement::PodNetwork => format!("cut {}", c.fidelity()),
+            },
+            Action::NodeFailure(f) => format!("nodeFailure {}", f.fail.join(" ")),
+            Action::Restore(t) => format!("restore {t}"),
+            Action::Cordon(_) => "cordon onPrem".into(),
+            Action::Uncordon(_) => "uncordon onPrem".into(),
+            Action::WaitFor(c) => format!("waitFor {c}"),
+            Action::Return(_) => "return".into(),
+            Action::Exec(e) => format!("exec {}", e.command.join(" ")),
+            Action::Pause(d) => format!("pause {}", humantime::format_duration(*d)),
+        }
     }
 
-    /// The single action; validation guarantees there is exactly one.
-    pub fn action(&self) -> Option<Action> {
-        if let Some(c) = self.check {
-            return Some(Action::Check(c, self.on_deviation.unwrap_or(OnDeviation::Fail)));
-        }
-        if let Some(t) = self.drain {
-            return Some(Action::Drain(t));
-        }
-        if let Some(c) = &self.cut {
-            return Some(Action::Cut(c.clone()));
-        }
-        if let Some(f) = &self.node_failure {
-            return Some(Action::NodeFailure(f.clone()));
-        }
-        if let Some(r) = self.restore {
-            return Some(Action::Restore(r));
-        }
-        if let Some(t) = self.cordon {
-            return Some(Action::Cordon(t));
-        }
-        if let Some(t) = self.uncordon {
-            return Some(Action::Uncordon(t));
-        }
-        if let Some(w) = self.wait_for {
-            return Some(Action::WaitFor(w));
-        }
-        if let Some(r) = &self.r#return {
-            return Some(Action::Return(r.clone()));
-        }
-        if let Some(e) = &self.exec {
-            return Some(Action::Exec(e.clone()));
-        }
-        self.pause.map(|p| Action::Pause(p.0))
-    }
-
-    pub fn timeout(&self) -> Duration {
-        self.timeout.map(|t| t.0).unwrap_or(DEFAULT_STEP_TIMEOUT)
+    /// Whether the action injects the drill's fault (t0).
+    pub fn is_fault(&self) -> bool {
+        matches!(self, Action::Drain(_) | Action::Cut(_) | Action::NodeFailure(_))
     }
 }
-
-pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(600);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -407,18 +249,28 @@ impl fmt::Display for WaitCondition {
     }
 }
 
-/// A link cut: deny policies between the on-prem side and the cloud side, at the fidelity the drill chooses.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+/// A link cut: deny policies between the on-prem side and the cloud side, enforced where the drill chose.
+#[derive(Debug, Clone)]
 pub struct CutAction {
-    pub fidelity: CutFidelity,
-    /// For `host`: whose host firewall enforces the cut, `cilium` (CiliumClusterwideNetworkPolicy) or `calico`
-    /// (GlobalNetworkPolicy on host endpoints).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cni: Option<Cni>,
-    /// Networks that stay reachable through the cut, as CIDRs: the on-prem side, an out-of-band management network.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub enforcement: CutEnforcement,
+    /// CIDRs that stay reachable through the cut.
     pub allow_cidrs: Vec<String>,
+}
+
+/// Who enforces a cut: a CNI's host firewall on the nodes, or a NetworkPolicy around the workload's pods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CutEnforcement {
+    Host(Cni),
+    PodNetwork,
+}
+
+impl CutAction {
+    pub fn fidelity(&self) -> CutFidelity {
+        match self.enforcement {
+            CutEnforcement::Host(_) => CutFidelity::Host,
+            CutEnforcement::PodNetwork => CutFidelity::PodNetwork,
+        }
+    }
 }
 
 /// What a cut reproduces; every report states it.
@@ -480,79 +332,69 @@ impl fmt::Display for RestoreTarget {
 /// Stands for a node's name in a hook's arguments: the hook then runs once per on-prem node.
 pub const NODE_PLACEHOLDER: &str = "{node}";
 
-/// A node failure caused by the drill's own hooks; no shell unless you name one (`[sh, -c, "..."]`).
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+/// A node failure caused by the drill's own hooks; both hooks have a program, and name `{node}` both or neither.
+#[derive(Debug, Clone)]
 pub struct NodeFailureAction {
-    /// Fails the nodes (a BMC/IPMI power-off, an ssh shutdown). With `{node}` in an argument it runs once per on-prem
-    /// node, all at once, with that node's name; otherwise once. A non-zero exit fails the step.
     pub fail: Vec<String>,
-    /// Brings them back, the same way. Run by `restore: node-failure`, or by the abort (or `hybrid-drill recover`) of
-    /// a drill stopped before it. Must be safe to run twice.
     pub recover: Vec<String>,
-    /// Bound on each run of a hook. Default 2m.
-    #[serde(default = "default_hook_timeout")]
-    pub hook_timeout: HumanDuration,
+    pub hook_timeout: Duration,
 }
 
-fn default_hook_timeout() -> HumanDuration {
-    HumanDuration(Duration::from_secs(120))
+impl NodeFailureAction {
+    /// Whether the hooks run once per on-prem node, with its name in place of `{node}`.
+    pub fn per_node(&self) -> bool {
+        self.fail.iter().any(|a| a.contains(NODE_PLACEHOLDER))
+    }
 }
 
 /// Move the workload back: uncordon the on-prem nodes, then restart the workload so it re-places on-prem.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[derive(Debug, Clone)]
 pub struct ReturnAction {
-    /// Uncordon the on-prem nodes first (default true).
-    #[serde(default = "default_true")]
     pub uncordon: bool,
-    /// A rollout restart of `deployment/NAME` or `statefulset/NAME` in the workload's namespace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub restart: Option<String>,
+    pub restart: Option<WorkloadRef>,
 }
 
-fn default_true() -> bool {
-    true
+/// A workload a `return` restarts, in the workload's namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadRef {
+    pub kind: WorkloadKind,
+    pub name: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+impl fmt::Display for WorkloadRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.kind, self.name)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkloadKind {
+    Deployment,
+    StatefulSet,
+}
+
+impl WorkloadKind {
+    pub const ALL: &'static [WorkloadKind] = &[WorkloadKind::Deployment, WorkloadKind::StatefulSet];
+
+    /// As `kubectl` and drill files write it: `deployment`, `statefulset`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadKind::Deployment => "deployment",
+            WorkloadKind::StatefulSet => "statefulset",
+        }
+    }
+}
+
+impl fmt::Display for WorkloadKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A command a step runs; the program is never empty.
+#[derive(Debug, Clone)]
 pub struct ExecAction {
-    /// The program and its arguments; no shell unless you name one (`[sh, -c, "..."]`).
     pub command: Vec<String>,
-    /// Command to run when the drill is aborted after this step ran (e.g. power the server back on).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Run when the drill is aborted after this step ran.
     pub undo: Option<Vec<String>>,
-}
-
-/// A duration written the human way: `90s`, `5m`, `1h 30m`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct HumanDuration(pub Duration);
-
-impl Serialize for HumanDuration {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&humantime::format_duration(self.0).to_string())
-    }
-}
-
-impl<'de> Deserialize<'de> for HumanDuration {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        humantime::parse_duration(text.trim()).map(HumanDuration).map_err(|e| {
-            serde::de::Error::custom(format!("invalid duration `{text}` ({e}); write e.g. `90s`, `5m` or `1h 30m`"))
-        })
-    }
-}
-
-impl JsonSchema for HumanDuration {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Duration".into()
-    }
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "type": "string",
-            "description": "A duration such as `90s`, `5m` or `1h 30m`.",
-            "pattern": "^\\s*([0-9]+\\s*(ns|us|ms|s|sec|m|min|h|hr|d)\\s*)+$"
-        })
-    }
 }

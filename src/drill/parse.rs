@@ -6,7 +6,7 @@ use saphyr_parser::{Event, Parser, ScalarStyle, Span, SpannedEventReceiver};
 use serde_json::{Map, Number, Value};
 
 use super::diagnostics::{Diagnostic, Location};
-use super::model::Drill;
+use super::raw::Drill;
 
 /// Where each node of the document sits: the value's span and, for mapping entries, the key's.
 #[derive(Debug, Default, Clone)]
@@ -222,7 +222,7 @@ pub fn parse_document(source: &str) -> Result<Document, Diagnostic> {
 }
 
 /// Parses and type-checks a drill file; semantic checks come after, in `validate`.
-pub fn parse_drill(source: &str) -> Result<(Drill, SpanMap), Diagnostic> {
+pub(super) fn parse_drill(source: &str) -> Result<(Drill, SpanMap), Diagnostic> {
     let doc = parse_document(source)?;
     let result: Result<Drill, _> = serde_path_to_error::deserialize(&doc.value);
     match result {

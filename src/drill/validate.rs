@@ -1,222 +1,418 @@
-//! Checks a typed drill for what types can't say: versions, unique ids, one action per step, well-formed selectors.
+//! Raw drill to validated drill: checks what types can't say (versions, unique ids, one action per step, selectors,
+//! restart targets, phase names) and builds the `Drill` the rest of the crate sees, or every problem, located.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use super::diagnostics::Diagnostic;
-use super::model::{API_VERSION, Check, CutFidelity, Drill, KIND, NODE_PLACEHOLDER, RestoreTarget, STEP_ACTIONS, Step};
+use super::model::{
+    Action, Check, CutAction, CutEnforcement, CutFidelity, DEFAULT_STEP_TIMEOUT, Drill, DrillSpec, DrillTargets,
+    ExecAction, ExpectedCluster, FallbackTarget, Guards, HttpProbe, Metadata, NODE_PLACEHOLDER, NodeFailureAction,
+    Objectives, OnDeviation, OnPremTarget, ParsedSelector, RestoreTarget, RestoredWhen, ReturnAction, Step,
+    WorkloadKind, WorkloadRef, WorkloadTarget,
+};
 use super::parse::{SpanMap, index, join, suggest};
+use super::raw::{self, API_VERSION, KIND, STEP_ACTIONS};
+use crate::phases::PhaseId;
 
-pub fn validate(drill: &Drill, spans: &SpanMap) -> Vec<Diagnostic> {
-    let mut problems = Vec::new();
-    let mut problem = |path: &str, message: String| problems.push(Diagnostic::new(message, spans.value(path)));
-
-    if drill.api_version != API_VERSION {
-        problem(
-            "apiVersion",
-            format!("unsupported apiVersion `{}`; this tool reads `{API_VERSION}`", drill.api_version),
-        );
+/// The validated drill, or every problem found in it.
+pub(super) fn validate(drill: &raw::Drill, spans: &SpanMap) -> Result<Drill, Vec<Diagnostic>> {
+    let mut v = Validator { spans, problems: Vec::new() };
+    match v.drill(drill) {
+        Some(valid) if v.problems.is_empty() => Ok(valid),
+        _ => Err(v.problems),
     }
-    if drill.kind != KIND {
-        problem("kind", format!("unsupported kind `{}`; expected `{KIND}`", drill.kind));
-    }
-    let name = &drill.metadata.name;
-    if name.is_empty()
-        || name.len() > 48
-        || !name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        || name.starts_with('-')
-    {
-        problem("metadata.name", format!("invalid drill name `{name}`: use 1 to 48 lowercase letters, digits and `-`"));
-    }
-
-    let spec = &drill.spec;
-    if spec.cluster.context.trim().is_empty() {
-        problem("spec.cluster.context", "the expected kubeconfig context must not be empty".into());
-    }
-    for (path, selector) in [
-        ("spec.targets.onPrem.nodes", &spec.targets.on_prem.nodes),
-        ("spec.targets.workload.selector", &spec.targets.workload.selector),
-    ] {
-        if let Err(e) = check_label_selector(selector) {
-            problem(path, format!("invalid label selector `{selector}`: {e}"));
-        }
-    }
-    if spec.targets.workload.namespace.trim().is_empty() {
-        problem("spec.targets.workload.namespace", "the workload namespace must not be empty".into());
-    }
-    let restored = &spec.targets.workload.restored_when;
-    if restored.ready_pods == 0 {
-        problem("spec.targets.workload.restoredWhen.readyPods", "readyPods must be at least 1".into());
-    }
-    if let Some(http) = &restored.http {
-        if !(http.url.starts_with("http://") || http.url.starts_with("https://")) {
-            problem(
-                "spec.targets.workload.restoredWhen.http.url",
-                format!("probe url `{}` must start with http:// or https://", http.url),
-            );
-        }
-        if http.consecutive == 0 {
-            problem("spec.targets.workload.restoredWhen.http.consecutive", "consecutive must be at least 1".into());
-        }
-    }
-    if spec.guards.protected_namespaces.contains(&spec.targets.workload.namespace) {
-        problem(
-            "spec.targets.workload.namespace",
-            format!(
-                "the workload namespace `{}` is in guards.protectedNamespaces, which the drill never touches",
-                spec.targets.workload.namespace
-            ),
-        );
-    }
-    if spec.guards.max_nodes == 0 {
-        problem("spec.guards.maxNodes", "maxNodes must be at least 1".into());
-    }
-    for (instance, price) in &spec.pricing {
-        if !price.is_finite() || *price < 0.0 {
-            problem(
-                &join("spec.pricing", instance),
-                format!("price of `{instance}` must be a positive number of dollars per hour"),
-            );
-        }
-    }
-
-    if spec.steps.is_empty() {
-        problem("spec.steps", "a drill needs at least one step".into());
-    }
-    let mut seen = HashSet::new();
-    let mut first_change: Option<&str> = None;
-    for (i, step) in spec.steps.iter().enumerate() {
-        let path = index("spec.steps", i);
-        if step.id.is_empty() || !step.id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-            problem(&join(&path, "id"), format!("invalid step id `{}`: use letters, digits, `-` and `_`", step.id));
-        } else if !seen.insert(step.id.as_str()) {
-            problem(&join(&path, "id"), format!("duplicate step id `{}`", step.id));
-        }
-        let keys = step.action_keys();
-        match keys.len() {
-            0 => {
-                problem(&path, format!("step `{}` has no action; give it one of: {}", step.id, STEP_ACTIONS.join(", ")))
-            }
-            1 => {}
-            _ => problem(
-                &join(&path, keys[1]),
-                format!(
-                    "step `{}` has {} actions (`{}`); a step does one thing",
-                    step.id,
-                    keys.len(),
-                    keys.join("`, `")
-                ),
-            ),
-        }
-        if step.on_deviation.is_some() && step.check.is_none() {
-            problem(&join(&path, "onDeviation"), "onDeviation only applies to a `check` step".into());
-        }
-        // A refused drill must have touched nothing, so preflight runs before any step that may change the cluster.
-        if step.check == Some(Check::Preflight)
-            && let Some(changer) = first_change
-        {
-            problem(
-                &join(&path, "check"),
-                format!(
-                    "`check: preflight` must come before any step that changes the cluster; move it before step `{changer}`"
-                ),
-            );
-        }
-        if first_change.is_none() && step.action_keys().iter().any(|k| !READ_ONLY_ACTIONS.contains(k)) {
-            first_change = Some(step.id.as_str());
-        }
-        if step.timeout.is_some_and(|t| t.0.is_zero()) {
-            problem(&join(&path, "timeout"), "timeout must be longer than zero".into());
-        }
-        if let Some(ret) = &step.r#return
-            && let Some(target) = &ret.restart
-            && let Err(e) = parse_workload_ref(target)
-        {
-            problem(&join(&join(&path, "return"), "restart"), e);
-        }
-        if let Some(exec) = &step.exec {
-            if exec.command.is_empty() || exec.command[0].trim().is_empty() {
-                problem(&join(&join(&path, "exec"), "command"), "exec needs a command: a list, program first".into());
-            }
-            if exec.undo.as_ref().is_some_and(|u| u.is_empty()) {
-                problem(&join(&join(&path, "exec"), "undo"), "undo, when given, needs a command".into());
-            }
-        }
-        check_fault_step(&spec.steps, i, &path, &mut problem);
-    }
-    problems
 }
 
-/// A cut or a node failure must say how it is enforced and be ended by a later `restore`; a `restore` must end one.
-fn check_fault_step(steps: &[Step], i: usize, path: &str, problem: &mut impl FnMut(&str, String)) {
-    let step = &steps[i];
-    let restores = |target: RestoreTarget| steps[i + 1..].iter().any(|s| s.restore == Some(target));
-    if let Some(cut) = &step.cut {
-        let at = join(path, "cut");
-        match (cut.fidelity, cut.cni) {
-            (CutFidelity::Host, None) => problem(
-                &at,
-                "a host-level cut needs `cni: cilium` or `cni: calico`: whose host firewall enforces it".into(),
-            ),
-            (CutFidelity::PodNetwork, Some(_)) => problem(
-                &join(&at, "cni"),
-                "`cni` applies only to `fidelity: host`; a pod-network cut is a Kubernetes NetworkPolicy".into(),
-            ),
-            _ => {}
+/// Collects problems while it builds; a builder that returns `None` has recorded why.
+struct Validator<'s> {
+    spans: &'s SpanMap,
+    problems: Vec<Diagnostic>,
+}
+
+impl Validator<'_> {
+    fn problem(&mut self, path: &str, message: impl Into<String>) {
+        self.problems.push(Diagnostic::new(message, self.spans.value(path)));
+    }
+
+    fn drill(&mut self, drill: &raw::Drill) -> Option<Drill> {
+        if drill.api_version != API_VERSION {
+            self.problem(
+                "apiVersion",
+                format!("unsupported apiVersion `{}`; this tool reads `{API_VERSION}`", drill.api_version),
+            );
         }
-        for (n, cidr) in cut.allow_cidrs.iter().enumerate() {
-            if !is_cidr(cidr) {
-                problem(&index(&join(&at, "allowCidrs"), n), format!("`{cidr}` is not a CIDR such as 10.0.0.0/8"));
+        if drill.kind != KIND {
+            self.problem("kind", format!("unsupported kind `{}`; expected `{KIND}`", drill.kind));
+        }
+        let name = &drill.metadata.name;
+        if name.is_empty()
+            || name.len() > 48
+            || !name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            || name.starts_with('-')
+        {
+            self.problem(
+                "metadata.name",
+                format!("invalid drill name `{name}`: use 1 to 48 lowercase letters, digits and `-`"),
+            );
+        }
+        let spec = &drill.spec;
+        if spec.cluster.context.trim().is_empty() {
+            self.problem("spec.cluster.context", "the expected kubeconfig context must not be empty");
+        }
+        let targets = self.targets(spec);
+        let guards = self.guards(&spec.guards);
+        for (instance, price) in &spec.pricing {
+            if !price.is_finite() || *price < 0.0 {
+                self.problem(
+                    &join("spec.pricing", instance),
+                    format!("price of `{instance}` must be a positive number of dollars per hour"),
+                );
             }
         }
-        if !restores(RestoreTarget::Cut) {
-            problem(
-                &at,
+        let objectives = self.objectives(&spec.objectives);
+        let steps = self.steps(&spec.steps);
+        Some(Drill {
+            metadata: Metadata { name: name.clone(), description: drill.metadata.description.clone() },
+            spec: DrillSpec {
+                cluster: ExpectedCluster { context: spec.cluster.context.clone() },
+                targets: targets?,
+                objectives,
+                guards,
+                pricing: spec.pricing.clone(),
+                steps: steps?,
+            },
+        })
+    }
+
+    fn selector(&mut self, path: &str, text: &str) -> Option<ParsedSelector> {
+        ParsedSelector::parse(text)
+            .map_err(|e| self.problem(path, format!("invalid label selector `{text}`: {e}")))
+            .ok()
+    }
+
+    fn targets(&mut self, spec: &raw::DrillSpec) -> Option<DrillTargets> {
+        let targets = &spec.targets;
+        let nodes = self.selector("spec.targets.onPrem.nodes", &targets.on_prem.nodes);
+        let selector = self.selector("spec.targets.workload.selector", &targets.workload.selector);
+        let namespace = &targets.workload.namespace;
+        if namespace.trim().is_empty() {
+            self.problem("spec.targets.workload.namespace", "the workload namespace must not be empty");
+        }
+        let restored = &targets.workload.restored_when;
+        if restored.ready_pods == 0 {
+            self.problem("spec.targets.workload.restoredWhen.readyPods", "readyPods must be at least 1");
+        }
+        if let Some(http) = &restored.http {
+            if !(http.url.starts_with("http://") || http.url.starts_with("https://")) {
+                self.problem(
+                    "spec.targets.workload.restoredWhen.http.url",
+                    format!("probe url `{}` must start with http:// or https://", http.url),
+                );
+            }
+            if http.consecutive == 0 {
+                self.problem("spec.targets.workload.restoredWhen.http.consecutive", "consecutive must be at least 1");
+            }
+        }
+        if spec.guards.protected_namespaces.contains(namespace) {
+            self.problem(
+                "spec.targets.workload.namespace",
                 format!(
-                    "step `{}` cuts the link but no later step restores it; add `- {{id: restore, restore: cut}}`",
-                    step.id
+                    "the workload namespace `{namespace}` is in guards.protectedNamespaces, which the drill never touches"
                 ),
             );
         }
+        let http = restored.http.as_ref().map(|h| HttpProbe {
+            url: h.url.clone(),
+            expect_status: h.expect_status,
+            consecutive: h.consecutive,
+            interval: h.interval.0,
+            timeout: h.timeout.0,
+        });
+        Some(DrillTargets {
+            on_prem: OnPremTarget { nodes: nodes? },
+            workload: WorkloadTarget {
+                namespace: namespace.clone(),
+                selector: selector?,
+                restored_when: RestoredWhen { ready_pods: restored.ready_pods, http },
+            },
+            fallback: FallbackTarget { node_pool: targets.fallback.node_pool.clone() },
+        })
     }
-    if let Some(failure) = &step.node_failure {
-        let at = join(path, "nodeFailure");
+
+    fn guards(&mut self, guards: &raw::Guards) -> Guards {
+        if guards.max_nodes == 0 {
+            self.problem("spec.guards.maxNodes", "maxNodes must be at least 1");
+        }
+        Guards {
+            max_nodes: guards.max_nodes,
+            max_fallback_gpus: guards.max_fallback_gpus,
+            deadline: guards.deadline.0,
+            max_service_down: guards.max_service_down.map(|d| d.0),
+            protected_namespaces: guards.protected_namespaces.clone(),
+        }
+    }
+
+    /// Each key of `objectives.phases` must name a phase; the RTO has its own key.
+    fn objectives(&mut self, objectives: &raw::Objectives) -> Objectives {
+        let mut phases = BTreeMap::new();
+        for (key, budget) in &objectives.phases.0 {
+            let path = join("spec.objectives.phases", key);
+            match key.parse::<PhaseId>() {
+                Ok(PhaseId::Rto) => {
+                    self.problem(&path, "the RTO objective is `objectives.rto`, not a phase objective");
+                }
+                Ok(phase) => {
+                    if let Some(budget) = budget {
+                        phases.insert(phase, budget.0);
+                    }
+                }
+                Err(_) => {
+                    let expected: Vec<String> = raw::phases_with_objectives().map(|p| p.to_string()).collect();
+                    let mut d = Diagnostic::new(
+                        format!("unknown key `{key}` in `spec.objectives.phases`: no phase is called `{key}`"),
+                        self.spans.key(&path),
+                    );
+                    if let Some(s) = suggest(key, &expected) {
+                        d = d.with_label(format!("did you mean `{s}`?"));
+                    }
+                    self.problems.push(d.with_help(format!("valid phases: {}", expected.join(", "))));
+                }
+            }
+        }
+        Objectives { rto: objectives.rto.map(|d| d.0), phases }
+    }
+
+    fn steps(&mut self, steps: &[raw::Step]) -> Option<Vec<Step>> {
+        if steps.is_empty() {
+            self.problem("spec.steps", "a drill needs at least one step");
+        }
+        let mut seen = HashSet::new();
+        let mut first_change: Option<&str> = None;
+        let mut valid = Vec::new();
+        for (i, step) in steps.iter().enumerate() {
+            let path = index("spec.steps", i);
+            if step.id.is_empty() || !step.id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+                self.problem(
+                    &join(&path, "id"),
+                    format!("invalid step id `{}`: use letters, digits, `-` and `_`", step.id),
+                );
+            } else if !seen.insert(step.id.as_str()) {
+                self.problem(&join(&path, "id"), format!("duplicate step id `{}`", step.id));
+            }
+            if step.on_deviation.is_some() && step.check.is_none() {
+                self.problem(&join(&path, "onDeviation"), "onDeviation only applies to a `check` step");
+            }
+            // A refused drill must have touched nothing, so preflight runs before any step that may change it.
+            if step.check == Some(Check::Preflight)
+                && let Some(changer) = first_change
+            {
+                self.problem(
+                    &join(&path, "check"),
+                    format!(
+                        "`check: preflight` must come before any step that changes the cluster; move it before step `{changer}`"
+                    ),
+                );
+            }
+            if first_change.is_none() && step.action_keys().iter().any(|k| !READ_ONLY_ACTIONS.contains(k)) {
+                first_change = Some(step.id.as_str());
+            }
+            if step.timeout.is_some_and(|t| t.0.is_zero()) {
+                self.problem(&join(&path, "timeout"), "timeout must be longer than zero");
+            }
+            let action = self.action(steps, i, &path);
+            valid.push(action.map(|action| Step {
+                id: step.id.clone(),
+                timeout: step.timeout.map_or(DEFAULT_STEP_TIMEOUT, |t| t.0),
+                action,
+            }));
+        }
+        valid.into_iter().collect()
+    }
+
+    /// The step's one action. Every action key present is checked, so a step with two reports the problems of both.
+    fn action(&mut self, steps: &[raw::Step], i: usize, path: &str) -> Option<Action> {
+        let step = &steps[i];
+        let mut actions: Vec<Option<Action>> = Vec::new();
+        if let Some(check) = step.check {
+            actions.push(Some(Action::Check(check, step.on_deviation.unwrap_or(OnDeviation::Fail))));
+        }
+        if let Some(target) = step.drain {
+            actions.push(Some(Action::Drain(target)));
+        }
+        if let Some(cut) = &step.cut {
+            actions.push(self.cut(steps, i, &join(path, "cut"), cut).map(Action::Cut));
+        }
+        if let Some(failure) = &step.node_failure {
+            actions.push(self.node_failure(steps, i, &join(path, "nodeFailure"), failure).map(Action::NodeFailure));
+        }
+        if let Some(target) = step.restore {
+            actions.push(self.restore(steps, i, &join(path, "restore"), target).map(Action::Restore));
+        }
+        if let Some(target) = step.cordon {
+            actions.push(Some(Action::Cordon(target)));
+        }
+        if let Some(target) = step.uncordon {
+            actions.push(Some(Action::Uncordon(target)));
+        }
+        if let Some(condition) = step.wait_for {
+            actions.push(Some(Action::WaitFor(condition)));
+        }
+        if let Some(ret) = &step.r#return {
+            actions.push(self.return_action(&join(path, "return"), ret).map(Action::Return));
+        }
+        if let Some(exec) = &step.exec {
+            actions.push(self.exec(&join(path, "exec"), exec).map(Action::Exec));
+        }
+        if let Some(pause) = step.pause {
+            actions.push(Some(Action::Pause(pause.0)));
+        }
+        let keys = step.action_keys();
+        match actions.len() {
+            0 => {
+                self.problem(
+                    path,
+                    format!("step `{}` has no action; give it one of: {}", step.id, STEP_ACTIONS.join(", ")),
+                );
+                None
+            }
+            1 => actions.pop().flatten(),
+            n => {
+                self.problem(
+                    &join(path, keys[1]),
+                    format!("step `{}` has {n} actions (`{}`); a step does one thing", step.id, keys.join("`, `")),
+                );
+                None
+            }
+        }
+    }
+
+    /// A cut says whose firewall enforces it (for `host`), and a later `restore: cut` ends it.
+    fn cut(&mut self, steps: &[raw::Step], i: usize, at: &str, cut: &raw::CutAction) -> Option<CutAction> {
+        let enforcement = match (cut.fidelity, cut.cni) {
+            (CutFidelity::Host, Some(cni)) => Some(CutEnforcement::Host(cni)),
+            (CutFidelity::PodNetwork, None) => Some(CutEnforcement::PodNetwork),
+            (CutFidelity::Host, None) => {
+                self.problem(
+                    at,
+                    "a host-level cut needs `cni: cilium` or `cni: calico`: whose host firewall enforces it",
+                );
+                None
+            }
+            (CutFidelity::PodNetwork, Some(_)) => {
+                self.problem(
+                    &join(at, "cni"),
+                    "`cni` applies only to `fidelity: host`; a pod-network cut is a Kubernetes NetworkPolicy",
+                );
+                None
+            }
+        };
+        let mut cidrs_valid = true;
+        for (n, cidr) in cut.allow_cidrs.iter().enumerate() {
+            if !is_cidr(cidr) {
+                cidrs_valid = false;
+                self.problem(&index(&join(at, "allowCidrs"), n), format!("`{cidr}` is not a CIDR such as 10.0.0.0/8"));
+            }
+        }
+        let restored = restored_later(steps, i, RestoreTarget::Cut);
+        if !restored {
+            self.problem(
+                at,
+                format!(
+                    "step `{}` cuts the link but no later step restores it; add `- {{id: restore, restore: cut}}`",
+                    steps[i].id
+                ),
+            );
+        }
+        let enforcement = enforcement.filter(|_| cidrs_valid && restored)?;
+        Some(CutAction { enforcement, allow_cidrs: cut.allow_cidrs.clone() })
+    }
+
+    /// Both hooks name a program and `{node}` both or neither, and a later `restore: node-failure` brings the nodes back.
+    fn node_failure(
+        &mut self,
+        steps: &[raw::Step],
+        i: usize,
+        at: &str,
+        failure: &raw::NodeFailureAction,
+    ) -> Option<NodeFailureAction> {
+        let problems_before = self.problems.len();
         for (key, hook) in [("fail", &failure.fail), ("recover", &failure.recover)] {
             if hook.first().is_none_or(|p| p.trim().is_empty()) {
-                problem(&join(&at, key), format!("`{key}` needs a command: a list, program first"));
+                self.problem(&join(at, key), format!("`{key}` needs a command: a list, program first"));
             }
         }
         let per_node = |hook: &[String]| hook.iter().any(|a| a.contains(NODE_PLACEHOLDER));
         if per_node(&failure.fail) != per_node(&failure.recover) {
-            problem(
-                &at,
+            self.problem(
+                at,
                 format!(
                     "`{NODE_PLACEHOLDER}` must appear in both `fail` and `recover` or in neither: each node failed is recovered"
                 ),
             );
         }
         if failure.hook_timeout.0.is_zero() {
-            problem(&join(&at, "hookTimeout"), "hookTimeout must be longer than zero".into());
+            self.problem(&join(at, "hookTimeout"), "hookTimeout must be longer than zero");
         }
-        if !restores(RestoreTarget::NodeFailure) {
-            problem(
-                &at,
+        if !restored_later(steps, i, RestoreTarget::NodeFailure) {
+            self.problem(
+                at,
                 format!(
                     "step `{}` fails the nodes but no later step brings them back; add `- {{id: power-on, restore: node-failure}}`",
-                    step.id
+                    steps[i].id
                 ),
             );
         }
+        (self.problems.len() == problems_before).then(|| NodeFailureAction {
+            fail: failure.fail.clone(),
+            recover: failure.recover.clone(),
+            hook_timeout: failure.hook_timeout.0,
+        })
     }
-    if let Some(target) = step.restore {
+
+    /// A `restore` ends a fault an earlier step injected.
+    fn restore(&mut self, steps: &[raw::Step], i: usize, at: &str, target: RestoreTarget) -> Option<RestoreTarget> {
         let ended = steps[..i].iter().any(|s| match target {
             RestoreTarget::Cut => s.cut.is_some(),
             RestoreTarget::NodeFailure => s.node_failure.is_some(),
         });
         if !ended {
             let fault = if target == RestoreTarget::Cut { "cut" } else { "nodeFailure" };
-            problem(&join(path, "restore"), format!("`restore: {target}` needs an earlier `{fault}` step to end"));
+            self.problem(at, format!("`restore: {target}` needs an earlier `{fault}` step to end"));
+            return None;
         }
+        Some(target)
     }
+
+    fn return_action(&mut self, at: &str, ret: &raw::ReturnAction) -> Option<ReturnAction> {
+        let restart = match &ret.restart {
+            None => None,
+            Some(target) => match parse_workload_ref(target) {
+                Ok(workload) => Some(workload),
+                Err(e) => {
+                    self.problem(&join(at, "restart"), e);
+                    return None;
+                }
+            },
+        };
+        Some(ReturnAction { uncordon: ret.uncordon, restart })
+    }
+
+    fn exec(&mut self, at: &str, exec: &raw::ExecAction) -> Option<ExecAction> {
+        let mut valid = true;
+        if exec.command.first().is_none_or(|p| p.trim().is_empty()) {
+            valid = false;
+            self.problem(&join(at, "command"), "exec needs a command: a list, program first");
+        }
+        if exec.undo.as_ref().is_some_and(|u| u.is_empty()) {
+            valid = false;
+            self.problem(&join(at, "undo"), "undo, when given, needs a command");
+        }
+        valid.then(|| ExecAction { command: exec.command.clone(), undo: exec.undo.clone() })
+    }
+}
+
+fn restored_later(steps: &[raw::Step], i: usize, target: RestoreTarget) -> bool {
+    steps[i + 1..].iter().any(|s| s.restore == Some(target))
 }
 
 /// `10.0.0.0/8` or `fd00::/8`: an address and a prefix length that fits it.
@@ -233,28 +429,27 @@ fn is_cidr(text: &str) -> bool {
 /// The step actions that only observe; every other one may change the cluster.
 const READ_ONLY_ACTIONS: &[&str] = &["check", "waitFor", "pause"];
 
-/// The kinds a `return.restart` may name, as `kind/name`.
-pub const RESTARTABLE_KINDS: &[&str] = &["deployment", "statefulset"];
-
-pub fn parse_workload_ref(text: &str) -> Result<(String, String), String> {
+/// `deployment/NAME` or `statefulset/NAME`; any other kind is an error, never silently a Deployment.
+fn parse_workload_ref(text: &str) -> Result<WorkloadRef, String> {
     let Some((kind, name)) = text.split_once('/') else {
         return Err(format!("restart target `{text}` must be `deployment/NAME` or `statefulset/NAME`"));
     };
     let kind = kind.to_lowercase();
-    if !RESTARTABLE_KINDS.contains(&kind.as_str()) {
-        let expected: Vec<String> = RESTARTABLE_KINDS.iter().map(|s| s.to_string()).collect();
+    let Some(kind) = WorkloadKind::ALL.iter().copied().find(|k| k.as_str() == kind) else {
+        let expected: Vec<String> = WorkloadKind::ALL.iter().map(|k| k.to_string()).collect();
         let hint = suggest(&kind, &expected).map(|s| format!("; did you mean `{s}`?")).unwrap_or_default();
         return Err(format!("cannot restart a `{kind}`: use deployment/NAME or statefulset/NAME{hint}"));
-    }
+    };
     if name.is_empty() {
         return Err(format!("restart target `{text}` has no name"));
     }
-    Ok((kind, name.to_string()))
+    Ok(WorkloadRef { kind, name: name.to_string() })
 }
 
-/// A syntax check of a Kubernetes label selector, so a typo fails here and not against the API server.
+/// A syntax check of a Kubernetes label selector given outside a drill (a flag), so a typo fails before the API
+/// server sees it.
 pub fn check_label_selector(selector: &str) -> Result<(), String> {
-    crate::cluster::selector::parse(selector).map(|_| ())
+    ParsedSelector::parse(selector).map(|_| ())
 }
 
 #[cfg(test)]
@@ -293,22 +488,18 @@ mod tests {
 
     #[test]
     fn workload_refs() {
-        assert_eq!(parse_workload_ref("deployment/llm").unwrap(), ("deployment".into(), "llm".into()));
+        assert_eq!(
+            parse_workload_ref("deployment/llm").unwrap(),
+            WorkloadRef { kind: WorkloadKind::Deployment, name: "llm".into() }
+        );
+        assert_eq!(parse_workload_ref("StatefulSet/db").unwrap().kind, WorkloadKind::StatefulSet);
         assert!(parse_workload_ref("deploymnet/llm").unwrap_err().contains("did you mean `deployment`"));
         assert!(parse_workload_ref("llm").is_err());
+        assert!(parse_workload_ref("daemonset/llm").unwrap_err().starts_with("cannot restart a `daemonset`"));
     }
 
     fn problems(steps: &str) -> Vec<String> {
-        let source = format!(
-            "apiVersion: hybrid-drill.io/v1alpha1\nkind: Drill\nmetadata: {{name: x}}\nspec:\n  cluster: {{context: c}}\n  targets:\n    onPrem: {{nodes: a=b}}\n    workload: {{namespace: n, selector: a=b, restoredWhen: {{readyPods: 1}}}}\n    fallback: {{nodePool: p}}\n  steps:\n{steps}"
-        );
-        match crate::drill::from_source(std::path::Path::new("d.yaml"), source) {
-            Ok(_) => Vec::new(),
-            Err(crate::drill::DrillError::Invalid { diagnostics, .. }) => {
-                diagnostics.into_iter().map(|d| d.message).collect()
-            }
-            Err(e) => panic!("{e}"),
-        }
+        diagnostics(drill_source("", steps)).into_iter().map(|d| d.message).collect()
     }
 
     #[test]
@@ -321,5 +512,99 @@ mod tests {
             problems("    - {id: d, drain: onPrem}\n    - {id: pre, check: preflight}\n"),
             ["`check: preflight` must come before any step that changes the cluster; move it before step `d`"]
         );
+    }
+    #[test]
+    fn every_phase_may_carry_an_objective_and_a_misspelt_one_is_located() {
+        let valid = objectives("{rto: 60s, phases: {detection: 30s, restore: 2m, toleration: 5m, image-pull: 1m}}");
+        let drill = valid.unwrap();
+        let o = &drill.spec.objectives;
+        assert_eq!(o.get(PhaseId::Detection), Some(std::time::Duration::from_secs(30)));
+        assert_eq!(o.get(PhaseId::Restore), Some(std::time::Duration::from_secs(120)));
+        assert_eq!(o.get(PhaseId::ImagePull), Some(std::time::Duration::from_secs(60)));
+        assert_eq!(o.get(PhaseId::Rto), Some(std::time::Duration::from_secs(60)));
+        assert_eq!(o.get(PhaseId::Reclaim), None);
+
+        let source = drill_source("  objectives: {phases: {detectoin: 30s}}\n", "    - {id: s, pause: 1s}\n");
+        let d = diagnostics(source.clone());
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(d[0].message.starts_with("unknown key `detectoin` in `spec.objectives.phases`"), "{d:?}");
+        assert_eq!(d[0].label.as_deref(), Some("did you mean `detection`?"));
+        assert!(d[0].help.as_deref().is_some_and(|h| h.contains("toleration")), "{d:?}");
+        assert_eq!(&source[d[0].location.start..d[0].location.end], "detectoin");
+        let d = diagnostics(drill_source("  objectives: {phases: {rto: 30s}}\n", "    - {id: s, pause: 1s}\n"));
+        assert!(d[0].message.contains("`objectives.rto`"), "{d:?}");
+    }
+
+    #[test]
+    fn a_validated_step_holds_its_one_action_and_its_timeout() {
+        let drill = valid(
+            "",
+            "    - {id: c, cut: {fidelity: host, cni: cilium}, timeout: 5m}\n    - {id: r, restore: cut}\n    - {id: b, return: {restart: statefulset/db}}\n",
+        );
+        let steps = &drill.spec.steps;
+        assert!(matches!(
+            steps[0].action,
+            Action::Cut(CutAction { enforcement: CutEnforcement::Host(crate::drill::Cni::Cilium), .. })
+        ));
+        assert_eq!(steps[0].timeout, std::time::Duration::from_secs(300));
+        assert_eq!(steps[1].timeout, DEFAULT_STEP_TIMEOUT);
+        let Action::Return(ret) = &steps[2].action else { panic!("{:?}", steps[2]) };
+        assert_eq!(ret.restart, Some(WorkloadRef { kind: WorkloadKind::StatefulSet, name: "db".into() }));
+        assert_eq!(drill.spec.targets.on_prem.nodes.as_str(), "a=b");
+        assert_eq!(drill.spec.targets.on_prem.nodes.requirements().len(), 1);
+    }
+
+    /// Regression: `objectives.phases.detection` and `.restore` were read by name and never found, so neither could
+    /// be set. Both are now settable, and the analysis judges them.
+    #[test]
+    fn detection_and_restore_objectives_are_settable_and_judged() {
+        use crate::phases::{PhaseId, Verdict};
+        use crate::timeline::{ConditionStatus, Event as E, FaultKind, NodeRole};
+        let drill = valid(
+            "  objectives: {phases: {detection: 10s, restore: 5s}}\n",
+            "    - {id: c, cut: {fidelity: host, cni: calico}}\n    - {id: r, restore: cut}\n",
+        );
+        let on = NodeRole::OnPrem;
+        let events = vec![
+            (1.0, None, E::FaultInjected { step: "c".into(), kind: FaultKind::Cut(crate::drill::CutFidelity::Host) }),
+            (21.0, Some(21), E::NodeReady { node: "h1".into(), role: on, status: ConditionStatus::Unknown, gpus: 8 }),
+            (60.0, None, E::RestoreStarted { step: "r".into(), what: crate::drill::RestoreTarget::Cut }),
+            (60.2, None, E::FaultRemoved { step: "r".into(), what: "link restored".into() }),
+            (61.0, Some(61), E::NodeReady { node: "h1".into(), role: on, status: ConditionStatus::True, gpus: 8 }),
+            (61.2, None, E::OnPremReady { nodes: 1 }),
+        ];
+        let base = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z").unwrap().to_utc();
+        let analysis = crate::phases::analyse(&drill, &crate::timeline::observations_from(base, events));
+        let detection = analysis.phase(PhaseId::Detection).unwrap();
+        assert_eq!((detection.objective_seconds, detection.verdict), (Some(10.0), Verdict::Missed), "{detection:?}");
+        let restore = analysis.phase(PhaseId::Restore).unwrap();
+        assert_eq!((restore.objective_seconds, restore.verdict), (Some(5.0), Verdict::Met), "{restore:?}");
+        assert!(analysis.objectives_missed.contains(&PhaseId::Detection), "{:?}", analysis.objectives_missed);
+    }
+
+    fn valid(spec: &str, steps: &str) -> Drill {
+        crate::drill::from_source(std::path::Path::new("d.yaml"), drill_source(spec, steps)).unwrap().drill
+    }
+
+    fn objectives(objectives: &str) -> Result<Drill, Vec<Diagnostic>> {
+        let source = drill_source(&format!("  objectives: {objectives}\n"), "    - {id: s, pause: 1s}\n");
+        crate::drill::from_source(std::path::Path::new("d.yaml"), source).map(|l| l.drill).map_err(|e| match e {
+            crate::drill::DrillError::Invalid { diagnostics, .. } => diagnostics,
+            e => panic!("{e}"),
+        })
+    }
+
+    fn diagnostics(source: String) -> Vec<Diagnostic> {
+        match crate::drill::from_source(std::path::Path::new("d.yaml"), source) {
+            Ok(_) => Vec::new(),
+            Err(crate::drill::DrillError::Invalid { diagnostics, .. }) => diagnostics,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn drill_source(spec: &str, steps: &str) -> String {
+        format!(
+            "apiVersion: hybrid-drill.io/v1alpha1\nkind: Drill\nmetadata: {{name: x}}\nspec:\n  cluster: {{context: c}}\n  targets:\n    onPrem: {{nodes: a=b}}\n    workload: {{namespace: n, selector: a=b, restoredWhen: {{readyPods: 1}}}}\n    fallback: {{nodePool: p}}\n{spec}  steps:\n{steps}"
+        )
     }
 }

@@ -234,12 +234,7 @@ const MILESTONES: &[Bound] = {
 
 /// The objective the drill sets for a phase, in seconds. The one place objectives are looked up.
 fn objective(drill: &Drill, id: PhaseId) -> Option<f64> {
-    let objectives = &drill.spec.objectives;
-    let budget = match id {
-        PhaseId::Rto => objectives.rto.map(|d| d.0),
-        other => objectives.phases.get(other.as_str()),
-    };
-    budget.map(|d| d.as_secs_f64())
+    drill.spec.objectives.get(id).map(|d| d.as_secs_f64())
 }
 
 /// Searches over the observations by sequence number.
@@ -507,7 +502,7 @@ impl<'a> Moments<'a> {
             Shown::Always => true,
             Shown::NodeLost => self.loses_nodes || self.node_lost().is_some(),
             Shown::ImagePull => self.image_pull_started().is_some() || self.image_pulled().is_some(),
-            Shown::Restore => drill.spec.steps.iter().any(|s| s.restore.is_some()),
+            Shown::Restore => drill.spec.steps.iter().any(|s| matches!(s.action, crate::drill::Action::Restore(_))),
         }
     }
 
@@ -778,7 +773,11 @@ spec:
     #[test]
     fn a_host_cut_yields_detection_taint_toleration_and_restore() {
         let mut d = drill();
-        d.spec.steps.push(serde_json::from_value(serde_json::json!({"id": "r", "restore": "cut"})).unwrap());
+        d.spec.steps.push(crate::drill::Step {
+            id: "r".into(),
+            timeout: crate::drill::DEFAULT_STEP_TIMEOUT,
+            action: crate::drill::Action::Restore(RestoreTarget::Cut),
+        });
         let (on, fb) = (NodeRole::OnPrem, NodeRole::Fallback);
         let tolerance = crate::cluster::tolerations::TaintTolerance {
             taint: tolerations::UNREACHABLE.into(),

@@ -11,8 +11,8 @@ mod targets;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::Cluster;
-use crate::drill::{Check, Drill, OnDeviation};
+use crate::cluster::Reader;
+use crate::drill::{Action, Check, Drill, OnDeviation};
 
 pub use finding::{CheckId, Finding, Status};
 pub use gather::{PreflightError, gather};
@@ -24,15 +24,18 @@ pub const PREFLIGHT_SCHEMA: &str = "hybrid-drill.io/preflight/v1";
 
 /// For `hybrid-drill plan`: what the verdict means for a run of this drill.
 pub fn plan_note(drill: &Drill, report: &PreflightReport) -> String {
-    let step = drill.spec.steps.iter().find(|s| s.check == Some(Check::Preflight));
+    let step = drill.spec.steps.iter().find_map(|s| match s.action {
+        Action::Check(Check::Preflight, on_deviation) => Some((s, on_deviation)),
+        _ => None,
+    });
     let failed = report.count(Status::Fail);
     match step {
         None => "the drill has no `check: preflight` step: a run would not stop on these findings".into(),
-        Some(s) if failed > 0 && s.on_deviation != Some(OnDeviation::Warn) => {
+        Some((s, on_deviation)) if failed > 0 && on_deviation != OnDeviation::Warn => {
             format!("a run would be refused at step `{}` (exit 2) before anything is touched", s.id)
         }
-        Some(s) if failed > 0 => format!("step `{}` has onDeviation: warn: a run would go on despite these", s.id),
-        Some(s) => format!("step `{}` would let the run go on", s.id),
+        Some((s, _)) if failed > 0 => format!("step `{}` has onDeviation: warn: a run would go on despite these", s.id),
+        Some((s, _)) => format!("step `{}` would let the run go on", s.id),
     }
 }
 
@@ -87,11 +90,11 @@ impl PreflightReport {
 
 /// Reads the cluster (never changes it) and checks the design against the targets.
 pub async fn run(
-    cluster: &Cluster,
+    reader: &Reader,
     targets: &PreflightTargets,
     expect: &Expectations,
 ) -> Result<PreflightReport, PreflightError> {
-    let snapshot = gather(&cluster.client, targets).await?;
+    let snapshot = gather(reader.client(), targets).await?;
     let findings = checks::evaluate(&snapshot, targets, expect);
-    Ok(PreflightReport::new(&cluster.context, &cluster.server, targets.clone(), findings))
+    Ok(PreflightReport::new(reader.context(), reader.server(), targets.clone(), findings))
 }

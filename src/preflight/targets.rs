@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::drill::{Action, Drill};
+use crate::phases::PhaseId;
 
 /// What preflight looks at: the drill's targets, or the same given as flags.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,9 +40,9 @@ impl PreflightTargets {
     pub fn of(drill: &Drill) -> PreflightTargets {
         let t = &drill.spec.targets;
         PreflightTargets {
-            nodes: t.on_prem.nodes.clone(),
+            nodes: t.on_prem.nodes.to_string(),
             namespace: t.workload.namespace.clone(),
-            selector: t.workload.selector.clone(),
+            selector: t.workload.selector.to_string(),
             node_pool: t.fallback.node_pool.clone(),
         }
     }
@@ -95,8 +96,8 @@ impl Default for Expectations {
 impl Expectations {
     pub fn of(drill: &Drill) -> Expectations {
         Expectations {
-            rto_objective: drill.spec.objectives.rto.map(|d| d.0),
-            drains: drill.spec.steps.iter().any(|s| matches!(s.action(), Some(Action::Drain(_)))),
+            rto_objective: drill.spec.objectives.get(PhaseId::Rto),
+            drains: drill.spec.steps.iter().any(|s| matches!(s.action, Action::Drain(_))),
         }
     }
 }

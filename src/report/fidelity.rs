@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::drill::{Action, CutFidelity, Drill};
+use crate::drill::{Action, CutEnforcement, Drill};
 use crate::timeline::{ConditionStatus, Event, NodeRole, Observation};
 
 const HOST: &str = "link cut, host fidelity: a host firewall policy ({cni}) on the on-prem nodes denied their traffic \
@@ -29,16 +29,13 @@ Not reproduced: a DX/VPN cut, where the nodes keep running (see the cut drills).
 
 /// The fidelity statement of a run: the drill's fault, then what was observed after it.
 pub fn statement(drill: &Drill, observations: &[Observation]) -> String {
-    let fault = drill
-        .spec
-        .steps
-        .iter()
-        .filter_map(|s| s.action())
-        .find(|a| matches!(a, Action::Drain(_) | Action::Cut(_) | Action::NodeFailure(_)));
+    let fault = drill.spec.steps.iter().map(|s| &s.action).find(|a| a.is_fault());
     let text = match fault {
         Some(Action::Drain(_)) => return super::DRAIN_FIDELITY.into(),
-        Some(Action::Cut(cut)) if cut.fidelity == CutFidelity::PodNetwork => POD_NETWORK.to_string(),
-        Some(Action::Cut(cut)) => HOST.replace("{cni}", &cut.cni.map(|c| c.to_string()).unwrap_or_default()),
+        Some(Action::Cut(cut)) => match cut.enforcement {
+            CutEnforcement::PodNetwork => POD_NETWORK.to_string(),
+            CutEnforcement::Host(cni) => HOST.replace("{cni}", &cni.to_string()),
+        },
         Some(Action::NodeFailure(f)) => {
             NODE_FAILURE.replace("{fail}", &f.fail.join(" ")).replace("{recover}", &f.recover.join(" "))
         }
@@ -86,6 +83,7 @@ fn observed(observations: &[Observation]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::drill::CutFidelity;
     use crate::timeline::{Event as E, FaultKind};
 
     fn drill(step: &str) -> Drill {

@@ -456,7 +456,7 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         started,
         finished,
         outcome,
-        exit_code: crate::cli::exit_code(outcome),
+        exit_code: crate::exit::exit_code(outcome),
         abort_reason,
         fidelity: fidelity::statement(drill, observations),
         steps: step_records(drill, observations),
@@ -517,13 +517,7 @@ fn step_records(drill: &Drill, observations: &[Observation]) -> Vec<StepRecord> 
                 (Some(_), None) => (StepOutcome::Aborted, String::new(), None),
                 (None, None) => (StepOutcome::Skipped, String::new(), None),
             };
-            StepRecord {
-                id: step.id.clone(),
-                action: step.action().map(|a| crate::steps::action_name(&a)).unwrap_or_default(),
-                outcome,
-                message,
-                seconds,
-            }
+            StepRecord { id: step.id.clone(), action: step.action.name(), outcome, message, seconds }
         })
         .collect()
 }
@@ -925,7 +919,7 @@ mod tests {
             (3.0, E::DrillFinished { outcome: Outcome::RestoreFailed.as_str().into() }),
         ];
         let r = build(&sample::drill(), &observations(events.clone()), &sample::meta());
-        assert_eq!((r.outcome, r.exit_code), (Outcome::RestoreFailed, crate::cli::exit_code(Outcome::RestoreFailed)));
+        assert_eq!((r.outcome, r.exit_code), (Outcome::RestoreFailed, crate::exit::exit_code(Outcome::RestoreFailed)));
         assert_eq!(r.abort_reason.as_deref(), Some("guard tripped"));
         assert_eq!(r.rollback.unwrap().failed, ["delete p: 500"]);
         // without the recorded outcome (a crash before the end), the rollback's failure still says it

@@ -6,30 +6,13 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::ListParams;
-use kube::runtime::wait::{await_condition, conditions};
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
 use tokio::time::Instant;
 
 use super::{StepContext, StepError, StepSuccess};
+use crate::cluster::drain_selection::is_evictable;
 use crate::safety::Eviction;
-use crate::timeline::Event;
-
-/// kubectl drain leaves DaemonSet pods (their controller ignores cordons) and mirror pods (the kubelet owns them).
-pub fn is_evictable(pod: &Pod) -> bool {
-    let daemonset = pod.owner_references().iter().any(|o| o.kind == "DaemonSet" && o.controller == Some(true));
-    let mirror = pod.annotations().contains_key("kubernetes.io/config.mirror");
-    let finished =
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()).is_some_and(|p| p == "Succeeded" || p == "Failed");
-    !daemonset && !mirror && !finished && pod.metadata.deletion_timestamp.is_none()
-}
-
-/// Splits the pods on a node into those a drain evicts and those it leaves because their namespace is protected.
-pub fn select_for_drain(pods: Vec<Pod>, protected: &[String]) -> (Vec<Pod>, Vec<Pod>) {
-    pods.into_iter()
-        .filter(is_evictable)
-        .partition(|p| !protected.iter().any(|ns| Some(ns.as_str()) == p.metadata.namespace.as_deref()))
-}
+use crate::timeline::{Event, FaultKind};
 
 pub async fn drain(
     ctx: &StepContext<'_>,
@@ -37,17 +20,18 @@ pub async fn drain(
     deadline: Instant,
     timeout: Duration,
 ) -> Result<StepSuccess, StepError> {
-    ctx.timeline.record(Event::FaultInjected { step: step.into(), kind: crate::timeline::FaultKind::Drain });
+    ctx.timeline.record(Event::FaultInjected { step: step.into(), kind: FaultKind::Drain });
     for node in ctx.on_prem_nodes {
         ctx.mutator.cordon(node).await?;
     }
-    let all_pods: Api<Pod> = Api::all(ctx.cluster.client.clone());
     let mut targets = Vec::new();
     for node in ctx.on_prem_nodes {
-        let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
-        let list =
-            all_pods.list(&params).await.map_err(|e| StepError::Failed(format!("cannot list pods on {node}: {e}")))?;
-        targets.extend(list.items.into_iter().filter(is_evictable).map(|p| (node.clone(), p)));
+        let pods = ctx
+            .reader
+            .pods_on(node)
+            .await
+            .map_err(|e| StepError::Failed(format!("cannot list pods on {node}: {e}")))?;
+        targets.extend(pods.into_iter().filter(is_evictable).map(|p| (node.clone(), p)));
     }
     ctx.progress.waiting(&format!("evicting {} pods from {} nodes", targets.len(), ctx.on_prem_nodes.len()));
     let results = join_all(targets.iter().map(|(node, pod)| evict_until_done(ctx, node, pod, deadline))).await;
@@ -68,17 +52,12 @@ pub async fn drain(
     // kubectl drain returns once the evicted pods are gone; so does this, watch-driven and bounded.
     ctx.progress.waiting(&format!("waiting for {} evicted pods to terminate", targets.len()));
     let gone = join_all(targets.iter().map(|(_, pod)| {
-        let api: Api<Pod> = Api::namespaced(ctx.cluster.client.clone(), &pod.namespace().unwrap_or_default());
-        let (name, uid) = (pod.name_any(), pod.uid().unwrap_or_default());
+        let (namespace, name, uid) =
+            (pod.namespace().unwrap_or_default(), pod.name_any(), pod.uid().unwrap_or_default());
         async move {
             // A watch broken by an API server restart is re-established until the deadline.
             loop {
-                match tokio::time::timeout_at(
-                    deadline,
-                    await_condition(api.clone(), &name, conditions::is_deleted(&uid)),
-                )
-                .await
-                {
+                match tokio::time::timeout_at(deadline, ctx.reader.pod_deleted(&namespace, &name, &uid)).await {
                     Ok(Ok(_)) => return true,
                     Ok(Err(_)) => tokio::time::sleep(Duration::from_secs(1)).await,
                     Err(_) => return false,
@@ -118,27 +97,5 @@ async fn evict_until_done(
         }
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(10));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pod(json: serde_json::Value) -> Pod {
-        serde_json::from_value(json).unwrap()
-    }
-
-    #[test]
-    fn daemonset_mirror_and_finished_pods_are_left_alone() {
-        let ds = pod(serde_json::json!({"metadata": {"name": "a", "ownerReferences": [
-            {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "1", "controller": true}]}}));
-        let mirror =
-            pod(serde_json::json!({"metadata": {"name": "b", "annotations": {"kubernetes.io/config.mirror": "x"}}}));
-        let done = pod(serde_json::json!({"metadata": {"name": "c"}, "status": {"phase": "Succeeded"}}));
-        let app = pod(serde_json::json!({"metadata": {"name": "d", "ownerReferences": [
-            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "r", "uid": "2", "controller": true}]}}));
-        assert!(!is_evictable(&ds) && !is_evictable(&mirror) && !is_evictable(&done));
-        assert!(is_evictable(&app));
     }
 }

@@ -1,4 +1,5 @@
-//! The steps a drill runs, one file per kind, sharing one context.
+//! The steps a drill runs, one file per kind, sharing one context that reads the cluster but cannot write to it:
+//! every change goes through the mutator.
 
 pub mod check;
 pub mod cut;
@@ -14,7 +15,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::cluster::Cluster;
+use crate::cluster::Reader;
 use crate::drill::{Action, Check, Drill, Step};
 use crate::monitor::Derived;
 use crate::progress::Progress;
@@ -24,7 +25,7 @@ use crate::timeline::view::SharedView;
 
 /// Everything a step may use. Steps never format output beyond progress lines.
 pub struct StepContext<'a> {
-    pub cluster: &'a Cluster,
+    pub reader: &'a Reader,
     pub drill: &'a Drill,
     pub view: &'a SharedView,
     pub timeline: &'a Timeline,
@@ -61,42 +62,20 @@ impl StepSuccess {
     }
 }
 
-pub fn action_name(action: &Action) -> String {
-    match action {
-        Action::Check(check, _) => format!("check {check}"),
-        Action::Drain(_) => "drain onPrem".into(),
-        Action::Cut(c) => match c.cni {
-            Some(cni) => format!("cut {} ({cni})", c.fidelity),
-            None => format!("cut {}", c.fidelity),
-        },
-        Action::NodeFailure(f) => format!("nodeFailure {}", f.fail.join(" ")),
-        Action::Restore(t) => format!("restore {t}"),
-        Action::Cordon(_) => "cordon onPrem".into(),
-        Action::Uncordon(_) => "uncordon onPrem".into(),
-        Action::WaitFor(c) => format!("waitFor {c}"),
-        Action::Return(_) => "return".into(),
-        Action::Exec(e) => format!("exec {}", e.command.join(" ")),
-        Action::Pause(d) => format!("pause {}", humantime::format_duration(*d)),
-    }
-}
-
 pub async fn run_step(ctx: &mut StepContext<'_>, step: &Step) -> Result<StepSuccess, StepError> {
-    let timeout = step.timeout();
+    let timeout = step.timeout;
     let deadline = Instant::now() + timeout;
-    let Some(action) = step.action() else {
-        return Err(StepError::Failed(format!("step {} has no action", step.id)));
-    };
-    match action {
-        Action::Check(Check::SteadyState, on_deviation) => check::steady_state(ctx, on_deviation),
-        Action::Check(Check::Preflight, on_deviation) => preflight::preflight(ctx, on_deviation).await,
+    match &step.action {
+        Action::Check(Check::SteadyState, on_deviation) => check::steady_state(ctx, *on_deviation),
+        Action::Check(Check::Preflight, on_deviation) => preflight::preflight(ctx, *on_deviation).await,
         Action::Drain(_) => drain::drain(ctx, &step.id, deadline, timeout).await,
-        Action::Cut(c) => cut::cut(ctx, &step.id, &c).await,
-        Action::NodeFailure(f) => node_failure::node_failure(ctx, &step.id, &f).await,
-        Action::Restore(t) => restore::restore(ctx, &step.id, t, deadline, timeout).await,
+        Action::Cut(c) => cut::cut(ctx, &step.id, c).await,
+        Action::NodeFailure(f) => node_failure::node_failure(ctx, &step.id, f).await,
+        Action::Restore(t) => restore::restore(ctx, &step.id, *t, deadline, timeout).await,
         Action::Cordon(_) => nodes::cordon(ctx).await,
         Action::Uncordon(_) => nodes::uncordon(ctx).await,
-        Action::WaitFor(condition) => wait::wait_for(ctx, condition, deadline, timeout).await,
-        Action::Return(ret) => ret::return_to_on_prem(ctx, &step.id, &ret).await,
+        Action::WaitFor(condition) => wait::wait_for(ctx, *condition, deadline, timeout).await,
+        Action::Return(ret) => ret::return_to_on_prem(ctx, &step.id, ret).await,
         Action::Exec(exec) => {
             let code = ctx.mutator.exec(&step.id, &exec.command, exec.undo.clone(), timeout).await?;
             if code == 0 {
@@ -106,9 +85,9 @@ pub async fn run_step(ctx: &mut StepContext<'_>, step: &Step) -> Result<StepSucc
             }
         }
         Action::Pause(duration) => {
-            ctx.progress.waiting(&format!("pausing {}", humantime::format_duration(duration)));
-            tokio::time::sleep(duration).await;
-            Ok(StepSuccess::ok(format!("paused {}", humantime::format_duration(duration))))
+            ctx.progress.waiting(&format!("pausing {}", humantime::format_duration(*duration)));
+            tokio::time::sleep(*duration).await;
+            Ok(StepSuccess::ok(format!("paused {}", humantime::format_duration(*duration))))
         }
     }
 }

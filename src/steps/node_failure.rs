@@ -5,15 +5,11 @@ use futures::future::join_all;
 
 use super::{StepContext, StepError, StepSuccess};
 use crate::drill::{NODE_PLACEHOLDER, NodeFailureAction};
-use crate::timeline::Event;
+use crate::timeline::{Event, FaultKind};
 
 /// The hook with `{node}` replaced by the node's name.
 pub fn for_node(hook: &[String], node: &str) -> Vec<String> {
     hook.iter().map(|a| a.replace(NODE_PLACEHOLDER, node)).collect()
-}
-
-pub fn per_node(action: &NodeFailureAction) -> bool {
-    action.fail.iter().any(|a| a.contains(NODE_PLACEHOLDER))
 }
 
 pub async fn node_failure(
@@ -21,7 +17,7 @@ pub async fn node_failure(
     step: &str,
     action: &NodeFailureAction,
 ) -> Result<StepSuccess, StepError> {
-    let runs: Vec<(Option<&str>, Vec<String>, Vec<String>)> = if per_node(action) {
+    let runs: Vec<(Option<&str>, Vec<String>, Vec<String>)> = if action.per_node() {
         ctx.on_prem_nodes
             .iter()
             .map(|n| (Some(n.as_str()), for_node(&action.fail, n), for_node(&action.recover, n)))
@@ -29,12 +25,11 @@ pub async fn node_failure(
     } else {
         vec![(None, action.fail.clone(), action.recover.clone())]
     };
-    ctx.timeline.record(Event::FaultInjected { step: step.into(), kind: crate::timeline::FaultKind::NodeFailure });
+    ctx.timeline.record(Event::FaultInjected { step: step.into(), kind: FaultKind::NodeFailure });
     ctx.progress.waiting(&format!("running the failure hook: {}", action.fail.join(" ")));
     // All at once, as a rack losing power would: a sequence would skew t0 across the nodes.
     let results = join_all(
-        runs.iter()
-            .map(|(node, fail, recover)| ctx.mutator.fail_node(step, *node, fail, recover, action.hook_timeout.0)),
+        runs.iter().map(|(node, fail, recover)| ctx.mutator.fail_node(step, *node, fail, recover, action.hook_timeout)),
     )
     .await;
     let mut failed = Vec::new();
@@ -48,7 +43,7 @@ pub async fn node_failure(
     if !failed.is_empty() {
         return Err(StepError::Failed(failed.join("; ")));
     }
-    let targets = if per_node(action) { ctx.on_prem_nodes.join(", ") } else { "the on-prem nodes".into() };
+    let targets = if action.per_node() { ctx.on_prem_nodes.join(", ") } else { "the on-prem nodes".into() };
     Ok(StepSuccess::ok(format!("failure hook ran for {targets}")))
 }
 

@@ -3,11 +3,11 @@
 
 use super::{StepContext, StepError, StepSuccess};
 use crate::drill::OnDeviation;
-use crate::preflight::{self, Expectations, PreflightTargets as Targets, Status};
+use crate::preflight::{self, Expectations, PreflightTargets, Status};
 
 pub async fn preflight(ctx: &StepContext<'_>, on_deviation: OnDeviation) -> Result<StepSuccess, StepError> {
     ctx.progress.waiting("checking the fallback design (preflight)");
-    let report = preflight::run(ctx.cluster, &Targets::of(ctx.drill), &Expectations::of(ctx.drill))
+    let report = preflight::run(ctx.reader, &PreflightTargets::of(ctx.drill), &Expectations::of(ctx.drill))
         .await
         .map_err(|e| StepError::Failed(e.to_string()))?;
     let failed = report.summary(Status::Fail);

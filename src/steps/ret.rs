@@ -2,7 +2,6 @@
 
 use super::{StepContext, StepError, StepSuccess, nodes};
 use crate::drill::ReturnAction;
-use crate::drill::validate::parse_workload_ref;
 use crate::timeline::Event;
 
 pub async fn return_to_on_prem(
@@ -16,9 +15,8 @@ pub async fn return_to_on_prem(
         done.push(nodes::uncordon(ctx).await?.message);
     }
     if let Some(target) = &action.restart {
-        let (kind, name) = parse_workload_ref(target).map_err(StepError::Failed)?;
-        ctx.mutator.restart(&ctx.drill.spec.targets.workload.namespace, &kind, &name).await?;
-        done.push(format!("restarted {kind}/{name}"));
+        ctx.mutator.restart(&ctx.drill.spec.targets.workload.namespace, target.kind.as_str(), &target.name).await?;
+        done.push(format!("restarted {target}"));
     }
     Ok(StepSuccess::ok(done.join("; ")))
 }

@@ -232,7 +232,7 @@ impl Watches {
         let nodes: Api<Node> = Api::all(client.clone());
         handles.push(spawn(
             nodes.clone(),
-            watcher::Config::default().labels(&targets.on_prem.nodes),
+            watcher::Config::default().labels(targets.on_prem.nodes.as_str()),
             Nodes { ctx: ctx(), role: NodeRole::OnPrem },
             tx.clone(),
         ));
@@ -245,7 +245,7 @@ impl Watches {
         let pods: Api<Pod> = Api::namespaced(client.clone(), &targets.workload.namespace);
         handles.push(spawn(
             pods,
-            watcher::Config::default().labels(&targets.workload.selector),
+            watcher::Config::default().labels(targets.workload.selector.as_str()),
             Pods { ctx: ctx() },
             tx.clone(),
         ));

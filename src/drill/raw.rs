@@ -1,0 +1,378 @@
+//! The drill file as written: what serde reads and JSON Schema describes, before validation. Private to `drill`:
+//! the rest of the crate sees only the validated model.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::model::{Check, Cni, CutFidelity, NodeTargetRef, OnDeviation, RestoreTarget, WaitCondition};
+use crate::phases::PhaseId;
+
+pub const API_VERSION: &str = "hybrid-drill.io/v1alpha1";
+pub const KIND: &str = "Drill";
+
+/// A failure drill: what to break, what to watch, what counts as restored, and how fast it must be.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(title = "hybrid-drill Drill")]
+pub struct Drill {
+    /// Always `hybrid-drill.io/v1alpha1`.
+    pub api_version: String,
+    /// Always `Drill`.
+    pub kind: String,
+    pub metadata: Metadata,
+    pub spec: DrillSpec,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Metadata {
+    /// Names the drill; reports are filed under `reports/<name>/`. Lowercase letters, digits and `-`.
+    pub name: String,
+    /// Free text shown at the top of every report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DrillSpec {
+    pub cluster: ClusterIdentity,
+    pub targets: Targets,
+    #[serde(default)]
+    pub objectives: Objectives,
+    #[serde(default)]
+    pub guards: Guards,
+    /// Fallback cost estimate: on-demand price per hour of each fallback instance type, in dollars.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub pricing: std::collections::BTreeMap<String, f64>,
+    /// Run in order. A failing step aborts the drill and restores the cluster.
+    pub steps: Vec<Step>,
+}
+
+/// The cluster this drill is meant for: the tool refuses to run against any other.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ClusterIdentity {
+    /// The kubeconfig context the drill must run in.
+    pub context: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Targets {
+    pub on_prem: OnPremTarget,
+    pub workload: WorkloadTarget,
+    pub fallback: FallbackTarget,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OnPremTarget {
+    /// Label selector of the on-prem GPU nodes, e.g. `eks.amazonaws.com/compute-type=hybrid`.
+    pub nodes: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WorkloadTarget {
+    pub namespace: String,
+    /// Label selector of the workload's pods, e.g. `app=llm-inference`.
+    pub selector: String,
+    pub restored_when: RestoredWhen,
+}
+
+/// What "service restored" means for this workload; every criterion given must hold.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RestoredWhen {
+    /// At least this many of the workload's pods Ready.
+    pub ready_pods: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpProbe>,
+}
+
+/// An HTTP(S) probe of the service's endpoint, which must answer as expected several times in a row.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HttpProbe {
+    pub url: String,
+    /// The status code that counts as a success.
+    #[serde(default = "default_expect_status")]
+    pub expect_status: u16,
+    /// How many successes in a row restore the service.
+    #[serde(default = "default_consecutive")]
+    pub consecutive: u32,
+    #[serde(default = "default_probe_interval")]
+    pub interval: HumanDuration,
+    /// Per-request timeout.
+    #[serde(default = "default_probe_timeout")]
+    pub timeout: HumanDuration,
+}
+
+fn default_expect_status() -> u16 {
+    200
+}
+fn default_consecutive() -> u32 {
+    3
+}
+fn default_probe_interval() -> HumanDuration {
+    HumanDuration(Duration::from_secs(2))
+}
+fn default_probe_timeout() -> HumanDuration {
+    HumanDuration(Duration::from_secs(2))
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FallbackTarget {
+    /// The Karpenter NodePool (`karpenter.sh/v1`) that provides cloud GPU capacity.
+    pub node_pool: String,
+}
+
+/// Budgets the drill is judged against. A missed objective does not abort the drill.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Objectives {
+    /// Fault injected to service restored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rto: Option<HumanDuration>,
+    /// A budget per phase.
+    #[serde(default)]
+    pub phases: PhaseObjectives,
+}
+
+/// A budget per phase, keyed by the phase's name; validation turns each key into a `PhaseId` or a located error.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct PhaseObjectives(pub BTreeMap<String, Option<HumanDuration>>);
+
+/// The phases an objective may name: every phase but the RTO, which has its own key.
+pub fn phases_with_objectives() -> impl Iterator<Item = PhaseId> {
+    PhaseId::ALL.iter().copied().filter(|p| *p != PhaseId::Rto)
+}
+
+impl JsonSchema for PhaseObjectives {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "PhaseObjectives".into()
+    }
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let budget = generator.subschema_for::<Option<HumanDuration>>().to_value();
+        let properties: serde_json::Map<String, serde_json::Value> =
+            phases_with_objectives().map(|p| (p.as_str().to_string(), budget.clone())).collect();
+        schemars::json_schema!({
+            "type": "object",
+            "properties": properties,
+            "additionalProperties": false
+        })
+    }
+}
+
+/// Limits that abort the drill and restore the cluster when crossed.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Guards {
+    /// Refuse to start when the on-prem selector matches more nodes than this.
+    #[serde(default = "default_max_nodes")]
+    pub max_nodes: u32,
+    /// Abort when the fallback NodePool holds more GPUs than this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_fallback_gpus: Option<u64>,
+    /// Abort when the whole drill takes longer than this.
+    #[serde(default = "default_deadline")]
+    pub deadline: HumanDuration,
+    /// Abort when the service stays unavailable (its `restoredWhen` criterion failing) longer than this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_service_down: Option<HumanDuration>,
+    /// Namespaces the drill never touches: their pods are not evicted. Default `[kube-system]`.
+    #[serde(default = "default_protected")]
+    pub protected_namespaces: Vec<String>,
+}
+
+fn default_protected() -> Vec<String> {
+    vec!["kube-system".to_string()]
+}
+
+fn default_max_nodes() -> u32 {
+    4
+}
+fn default_deadline() -> HumanDuration {
+    HumanDuration(Duration::from_secs(3600))
+}
+
+impl Default for Guards {
+    fn default() -> Self {
+        Guards {
+            max_nodes: default_max_nodes(),
+            max_fallback_gpus: None,
+            deadline: default_deadline(),
+            max_service_down: None,
+            protected_namespaces: default_protected(),
+        }
+    }
+}
+
+/// One step: an `id`, an optional `timeout`, and exactly one action key.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Step {
+    /// Unique within the drill; names the step in progress and reports.
+    pub id: String,
+    /// Bound on the step; it fails (and the drill is restored) when crossed. Default 10m.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<HumanDuration>,
+    /// Check the cluster against the drill's expected state (`steady-state`) or design (`preflight`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<Check>,
+    /// What a `check` does when the cluster deviates: `fail` (default) or `warn`. For `preflight`, `warn` turns its
+    /// failed checks into warnings and lets the drill go on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_deviation: Option<OnDeviation>,
+    /// Cordon, then evict through the Eviction API honouring PodDisruptionBudgets. This is the fault (t0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain: Option<NodeTargetRef>,
+    /// Cut the on-prem side off the cloud side, as a DX/VPN link cut would (the fault, t0); `restore: cut` ends it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut: Option<CutAction>,
+    /// Fail the on-prem nodes with the drill's own hooks (a BMC power-off...): the fault, t0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_failure: Option<NodeFailureAction>,
+    /// End a fault: remove the cut's policies, or run the node failure's recovery hooks; then wait for the
+    /// on-prem nodes to be Ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<RestoreTarget>,
+    /// Mark the nodes unschedulable without evicting anything (does not trigger a fallback by itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cordon: Option<NodeTargetRef>,
+    /// Make the nodes schedulable again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uncordon: Option<NodeTargetRef>,
+    /// Wait, watch-driven, until a condition holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_for: Option<WaitCondition>,
+    /// Move the workload back on-prem.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub r#return: Option<ReturnAction>,
+    /// Run a command (paging, a BMC power-off...); it fails the step when it exits non-zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec: Option<ExecAction>,
+    /// Wait this long, observing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause: Option<HumanDuration>,
+}
+
+pub const STEP_ACTIONS: &[&str] =
+    &["check", "drain", "cut", "nodeFailure", "restore", "cordon", "uncordon", "waitFor", "return", "exec", "pause"];
+
+impl Step {
+    /// The action keys present, in declaration order of [`STEP_ACTIONS`].
+    pub fn action_keys(&self) -> Vec<&'static str> {
+        let present = [
+            self.check.is_some(),
+            self.drain.is_some(),
+            self.cut.is_some(),
+            self.node_failure.is_some(),
+            self.restore.is_some(),
+            self.cordon.is_some(),
+            self.uncordon.is_some(),
+            self.wait_for.is_some(),
+            self.r#return.is_some(),
+            self.exec.is_some(),
+            self.pause.is_some(),
+        ];
+        STEP_ACTIONS.iter().zip(present).filter(|(_, p)| *p).map(|(k, _)| *k).collect()
+    }
+}
+
+/// A link cut: deny policies between the on-prem side and the cloud side, at the fidelity the drill chooses.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CutAction {
+    pub fidelity: CutFidelity,
+    /// For `host`: whose host firewall enforces the cut, `cilium` (CiliumClusterwideNetworkPolicy) or `calico`
+    /// (GlobalNetworkPolicy on host endpoints).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cni: Option<Cni>,
+    /// Networks that stay reachable through the cut, as CIDRs: the on-prem side, an out-of-band management network.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_cidrs: Vec<String>,
+}
+
+/// A node failure caused by the drill's own hooks; no shell unless you name one (`[sh, -c, "..."]`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodeFailureAction {
+    /// Fails the nodes (a BMC/IPMI power-off, an ssh shutdown). With `{node}` in an argument it runs once per on-prem
+    /// node, all at once, with that node's name; otherwise once. A non-zero exit fails the step.
+    pub fail: Vec<String>,
+    /// Brings them back, the same way. Run by `restore: node-failure`, or by the abort (or `hybrid-drill recover`) of
+    /// a drill stopped before it. Must be safe to run twice.
+    pub recover: Vec<String>,
+    /// Bound on each run of a hook. Default 2m.
+    #[serde(default = "default_hook_timeout")]
+    pub hook_timeout: HumanDuration,
+}
+
+fn default_hook_timeout() -> HumanDuration {
+    HumanDuration(Duration::from_secs(120))
+}
+
+/// Move the workload back: uncordon the on-prem nodes, then restart the workload so it re-places on-prem.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ReturnAction {
+    /// Uncordon the on-prem nodes first (default true).
+    #[serde(default = "default_true")]
+    pub uncordon: bool,
+    /// A rollout restart of `deployment/NAME` or `statefulset/NAME` in the workload's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<String>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ExecAction {
+    /// The program and its arguments; no shell unless you name one (`[sh, -c, "..."]`).
+    pub command: Vec<String>,
+    /// Command to run when the drill is aborted after this step ran (e.g. power the server back on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undo: Option<Vec<String>>,
+}
+
+/// A duration written the human way: `90s`, `5m`, `1h 30m`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct HumanDuration(pub Duration);
+
+impl Serialize for HumanDuration {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(self.0).to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for HumanDuration {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(text.trim()).map(HumanDuration).map_err(|e| {
+            serde::de::Error::custom(format!("invalid duration `{text}` ({e}); write e.g. `90s`, `5m` or `1h 30m`"))
+        })
+    }
+}
+
+impl JsonSchema for HumanDuration {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A duration such as `90s`, `5m` or `1h 30m`.",
+            "pattern": "^\\s*([0-9]+\\s*(ns|us|ms|s|sec|m|min|h|hr|d)\\s*)+$"
+        })
+    }
+}
