@@ -307,7 +307,7 @@ impl<'a> Run<'a> {
             );
         }
         self.timeline.record(Event::RequestsSent { total: self.cluster.requests_sent() });
-        self.timeline.record(Event::DrillFinished { outcome: outcome.as_str().into() });
+        self.timeline.record(Event::DrillFinished { outcome });
         self.follow.abort();
         self.progress.finish();
         let meta = RunMeta {

@@ -18,66 +18,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::drill::Drill;
 use crate::phases::{Boundary, FallbackUsage, Phase, PhaseId, Verdict};
+pub use crate::timeline::Outcome;
 use crate::timeline::{Event, NodeRole, Observation, StepOutcome};
 
 /// Bumped on any change a consumer of `report.json` could notice.
 pub const REPORT_SCHEMA: &str = "hybrid-drill.io/report/v1";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Outcome {
-    /// Every step ran and every objective was met.
-    Passed,
-    /// Every step ran; at least one objective was missed.
-    ObjectiveMissed,
-    /// A step failed, a guard tripped, or the drill was interrupted; the cluster was restored.
-    Aborted,
-    /// The drill stopped and restoring the cluster failed: a human must finish it.
-    RestoreFailed,
-    /// A preflight check failed before anything was touched: the drill did not start.
-    Refused,
-}
-
-impl Outcome {
-    pub const ALL: [Outcome; 5] =
-        [Outcome::Passed, Outcome::ObjectiveMissed, Outcome::Aborted, Outcome::RestoreFailed, Outcome::Refused];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Passed => "passed",
-            Outcome::ObjectiveMissed => "objective missed",
-            Outcome::Aborted => "aborted, cluster restored",
-            Outcome::RestoreFailed => "aborted, RESTORE FAILED",
-            Outcome::Refused => "refused, nothing touched",
-        }
-    }
-
-    /// The serde name (`objective-missed`...), for CSS classes, metric labels and machine-readable fields.
-    pub fn slug(self) -> &'static str {
-        match self {
-            Outcome::Passed => "passed",
-            Outcome::ObjectiveMissed => "objective-missed",
-            Outcome::Aborted => "aborted",
-            Outcome::RestoreFailed => "restore-failed",
-            Outcome::Refused => "refused",
-        }
-    }
-
-    /// The outcome in a word or two, for a table cell among other runs.
-    pub fn short(self) -> &'static str {
-        match self {
-            Outcome::RestoreFailed => "RESTORE FAILED",
-            Outcome::ObjectiveMissed => "objective missed",
-            other => other.slug(),
-        }
-    }
-}
-
-impl std::fmt::Display for Outcome {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StepRecord {
@@ -486,10 +431,10 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
     }
 }
 
-/// The outcome the run recorded when the drill finished, in the words `Outcome::as_str` writes.
+/// The outcome the run recorded when the drill finished.
 fn recorded_outcome(observations: &[Observation]) -> Option<Outcome> {
     observations.iter().rev().find_map(|o| match &o.event {
-        Event::DrillFinished { outcome } => Outcome::ALL.into_iter().find(|known| known.as_str() == outcome),
+        Event::DrillFinished { outcome } => Some(*outcome),
         _ => None,
     })
 }
@@ -916,7 +861,7 @@ mod tests {
             (0.0, E::DrillStarted { drill: "d".into(), run_id: "r".into(), context: "c".into() }),
             (1.0, E::Aborted { reason: "guard tripped".into() }),
             (2.0, E::RollbackFinished { undone: vec!["uncordon h1".into()], failed: vec!["delete p: 500".into()] }),
-            (3.0, E::DrillFinished { outcome: Outcome::RestoreFailed.as_str().into() }),
+            (3.0, E::DrillFinished { outcome: Outcome::RestoreFailed }),
         ];
         let r = build(&sample::drill(), &observations(events.clone()), &sample::meta());
         assert_eq!((r.outcome, r.exit_code), (Outcome::RestoreFailed, crate::exit::exit_code(Outcome::RestoreFailed)));

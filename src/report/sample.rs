@@ -96,7 +96,7 @@ pub fn timeline() -> Vec<Observation> {
         (38.5, None, passed("reclaim")),
         (38.6, None, E::Warning { message: "this ran against the lab: <timings shortened>".into() }),
         (38.7, None, E::RequestsSent { total: 42 }),
-        (39.0, None, E::DrillFinished { outcome: Outcome::ObjectiveMissed.as_str().into() }),
+        (39.0, None, E::DrillFinished { outcome: Outcome::ObjectiveMissed }),
     ];
     crate::timeline::observations_from(base(), events)
 }

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cluster::karpenter::ClaimCondition;
 
-pub use kinds::{ConditionStatus, FaultKind, StepOutcome, UnknownFault};
+pub use kinds::{ConditionStatus, FaultKind, Outcome, StepOutcome, UnknownFault};
 
 /// Where a node sits in the hybrid design.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -238,7 +238,8 @@ pub enum Event {
         error: String,
     },
     DrillFinished {
-        outcome: String,
+        #[serde(with = "kinds::outcome_words")]
+        outcome: Outcome,
     },
     /// Something the report's reader must know that is not a failure: a step's deviation, a displaced workload.
     Warning {
