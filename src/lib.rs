@@ -2,6 +2,7 @@
 
 pub mod cli;
 pub mod cluster;
+pub mod domain;
 pub mod drill;
 pub mod exit;
 pub mod monitor;

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::is_not_found;
 use super::marks::RUN_ANNOTATION as RUN;
 use super::selector::{self, LabelRequirement};
-use crate::drill::Cni;
+use crate::domain::Cni;
 
 /// A kind of policy object the tool may create.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,7 +10,7 @@ use kube::{Api, Client};
 
 use super::Cluster;
 use super::policy::{self, PolicyError, PolicyKind};
-use crate::drill::Cni;
+use crate::domain::Cni;
 
 /// Reads of the drill's cluster; it holds no client that can write.
 #[derive(Clone)]

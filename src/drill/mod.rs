@@ -9,6 +9,7 @@ pub mod validate;
 
 use std::path::{Path, PathBuf};
 
+pub use crate::domain::{Cni, CutFidelity, RestoreTarget};
 pub use diagnostics::{Diagnostic, Location};
 pub use model::*;
 

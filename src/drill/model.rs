@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::selector::{self, LabelRequirement};
-use crate::phases::PhaseId;
+use crate::domain::{Cni, CutFidelity, PhaseId, RestoreTarget};
 
 /// A failure drill: what to break, what to watch, what counts as restored, and how fast it must be.
 #[derive(Debug, Clone)]
@@ -270,62 +270,6 @@ impl CutAction {
             CutEnforcement::Host(_) => CutFidelity::Host,
             CutEnforcement::PodNetwork => CutFidelity::PodNetwork,
         }
-    }
-}
-
-/// What a cut reproduces; every report states it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum CutFidelity {
-    /// A host firewall policy on the on-prem nodes: they lose the control plane, go Unknown, get the unreachable
-    /// taint and their pods are evicted after tolerationSeconds: the failure path of a real DX/VPN cut.
-    Host,
-    /// A NetworkPolicy around the workload's pods on the on-prem nodes: a data-plane partition. The nodes stay
-    /// Ready, so it does not trigger the fallback by itself.
-    PodNetwork,
-}
-
-impl fmt::Display for CutFidelity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            CutFidelity::Host => "host",
-            CutFidelity::PodNetwork => "pod-network",
-        })
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Cni {
-    Cilium,
-    Calico,
-}
-
-impl fmt::Display for Cni {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Cni::Cilium => "cilium",
-            Cni::Calico => "calico",
-        })
-    }
-}
-
-/// Which fault a `restore` step ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum RestoreTarget {
-    /// Remove the policies (and pod labels) the drill's `cut` created: the link is back.
-    Cut,
-    /// Run the recovery hooks of the drill's `nodeFailure`: the nodes are powered back on.
-    NodeFailure,
-}
-
-impl fmt::Display for RestoreTarget {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            RestoreTarget::Cut => "cut",
-            RestoreTarget::NodeFailure => "node-failure",
-        })
     }
 }
 

@@ -7,8 +7,9 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::model::{Check, Cni, CutFidelity, NodeTargetRef, OnDeviation, RestoreTarget, WaitCondition};
-use crate::phases::PhaseId;
+use super::model::{Check, NodeTargetRef, OnDeviation, WaitCondition};
+use crate::domain::PhaseId;
+use crate::domain::{Cni, CutFidelity, RestoreTarget};
 
 pub const API_VERSION: &str = "hybrid-drill.io/v1alpha1";
 pub const KIND: &str = "Drill";

@@ -5,14 +5,14 @@ use std::collections::{BTreeMap, HashSet};
 
 use super::diagnostics::Diagnostic;
 use super::model::{
-    Action, Check, CutAction, CutEnforcement, CutFidelity, DEFAULT_STEP_TIMEOUT, Drill, DrillSpec, DrillTargets,
-    ExecAction, ExpectedCluster, FallbackTarget, Guards, HttpProbe, Metadata, NODE_PLACEHOLDER, NodeFailureAction,
-    Objectives, OnDeviation, OnPremTarget, ParsedSelector, RestoreTarget, RestoredWhen, ReturnAction, Step,
-    WorkloadKind, WorkloadRef, WorkloadTarget,
+    Action, Check, CutAction, CutEnforcement, DEFAULT_STEP_TIMEOUT, Drill, DrillSpec, DrillTargets, ExecAction,
+    ExpectedCluster, FallbackTarget, Guards, HttpProbe, Metadata, NODE_PLACEHOLDER, NodeFailureAction, Objectives,
+    OnDeviation, OnPremTarget, ParsedSelector, RestoredWhen, ReturnAction, Step, WorkloadKind, WorkloadRef,
+    WorkloadTarget,
 };
 use super::parse::{SpanMap, index, join, suggest};
 use super::raw::{self, API_VERSION, KIND, STEP_ACTIONS};
-use crate::phases::PhaseId;
+use crate::domain::{CutFidelity, PhaseId, RestoreTarget};
 
 /// The validated drill, or every problem found in it.
 pub(super) fn validate(drill: &raw::Drill, spans: &SpanMap) -> Result<Drill, Vec<Diagnostic>> {

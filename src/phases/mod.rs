@@ -1,9 +1,7 @@
 //! From a timeline to phases: boundaries on both clocks, durations, RTO, verdicts against objectives, fallback
 //! GPU-hours and cost. A pure function of the drill and its observations.
 
-mod id;
-
-pub use id::{PhaseId, UnknownPhase};
+pub use crate::domain::{PhaseId, UnknownPhase};
 
 use std::collections::BTreeMap;
 

@@ -6,6 +6,7 @@ mod ledger;
 mod mutator;
 mod process;
 mod recover;
+mod requests;
 mod undo;
 
 #[cfg(test)]

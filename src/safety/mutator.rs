@@ -7,21 +7,20 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{DynamicObject, EvictParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DynamicObject, EvictParams, ListParams, Patch, PostParams};
 
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use super::journal::{self, EntryState, Journal, Mutation, ReadError};
 use super::ledger::{Ledger, Settled, Stage, transient_retry};
+use super::requests::{FIELD_MANAGER, patch_params, uncordon_node};
 use super::undo::{self, RollbackOutcome, UndoBy};
 use crate::cluster::marks::{RUN_ANNOTATION, RunId};
 use crate::cluster::policy::{PolicyKind, PolicyRef};
 use crate::cluster::scheduling::selector_matches;
 use crate::cluster::{Cluster, first_line, is_not_found};
 use crate::timeline::{Event, Timeline};
-
-const FIELD_MANAGER: &str = "hybrid-drill";
 
 #[derive(Debug, thiserror::Error)]
 pub enum MutationError {
@@ -297,23 +296,8 @@ impl Mutator {
     }
 }
 
-/// Patches are attributed to the tool in each object's managedFields, for whoever audits the cluster later.
-pub(super) fn patch_params() -> PatchParams {
-    PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }
-}
-
 pub(super) fn api_error(action: &str, target: &str, e: &kube::Error) -> MutationError {
     MutationError::Api { action: action.into(), target: target.into(), message: first_line(&e.to_string()) }
-}
-
-/// Makes a node schedulable and drops the run's mark; a node that is gone has nothing left to restore.
-pub(super) async fn uncordon_node(cluster: &Cluster, node: &str) -> Result<(), kube::Error> {
-    let nodes: Api<Node> = Api::all(cluster.client.clone());
-    let patch = json!({"spec": {"unschedulable": null}, "metadata": {"annotations": {RUN_ANNOTATION: null}}});
-    match nodes.patch(node, &patch_params(), &Patch::Merge(&patch)).await {
-        Err(e) if is_not_found(&e) => Ok(()),
-        result => result.map(drop),
-    }
 }
 
 /// "The disruption budget llm-inference needs 4 healthy pods ..." names the budget.

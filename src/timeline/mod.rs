@@ -1,6 +1,5 @@
 //! The drill's timeline: observations with two clocks, appended to disk as they arrive.
 
-mod kinds;
 pub mod view;
 pub mod watch;
 
@@ -15,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cluster::karpenter::ClaimCondition;
 
-pub use kinds::{ConditionStatus, FaultKind, Outcome, StepOutcome, UnknownFault};
+pub use crate::domain::{ConditionStatus, FaultKind, Outcome, StepOutcome, UnknownFault};
 
 /// Where a node sits in the hybrid design.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -238,7 +237,7 @@ pub enum Event {
         error: String,
     },
     DrillFinished {
-        #[serde(with = "kinds::outcome_words")]
+        #[serde(with = "crate::domain::outcome_words")]
         outcome: Outcome,
     },
     /// Something the report's reader must know that is not a failure: a step's deviation, a displaced workload.

@@ -2,68 +2,8 @@
 //! drill's outcome.
 
 use std::fmt;
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-
-use crate::drill::CutFidelity;
-
-/// Which fault a drill injected at t0. Written to the timeline as text (`drain`, `cut (host)`, `cut (pod-network)`,
-/// `node-failure`), as runs before this type wrote it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(into = "String", try_from = "String")]
-pub enum FaultKind {
-    Drain,
-    Cut(CutFidelity),
-    NodeFailure,
-}
-
-impl FaultKind {
-    /// Whether the fault can leave the on-prem nodes unreachable: a cut or a node failure, not a drain.
-    pub fn loses_nodes(self) -> bool {
-        !matches!(self, FaultKind::Drain)
-    }
-}
-
-impl fmt::Display for FaultKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FaultKind::Drain => f.write_str("drain"),
-            FaultKind::Cut(fidelity) => write!(f, "cut ({fidelity})"),
-            FaultKind::NodeFailure => f.write_str("node-failure"),
-        }
-    }
-}
-
-impl From<FaultKind> for String {
-    fn from(kind: FaultKind) -> String {
-        kind.to_string()
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown fault kind `{0}`")]
-pub struct UnknownFault(pub String);
-
-impl FromStr for FaultKind {
-    type Err = UnknownFault;
-    fn from_str(s: &str) -> Result<FaultKind, UnknownFault> {
-        match s {
-            "drain" => Ok(FaultKind::Drain),
-            "node-failure" => Ok(FaultKind::NodeFailure),
-            "cut (host)" => Ok(FaultKind::Cut(CutFidelity::Host)),
-            "cut (pod-network)" => Ok(FaultKind::Cut(CutFidelity::PodNetwork)),
-            other => Err(UnknownFault(other.to_string())),
-        }
-    }
-}
-
-impl TryFrom<String> for FaultKind {
-    type Error = UnknownFault;
-    fn try_from(s: String) -> Result<FaultKind, UnknownFault> {
-        s.parse()
-    }
-}
 
 /// How a step ended, or where it stands while the drill runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -228,21 +168,6 @@ pub(crate) mod outcome_words {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fault_kinds_keep_the_spelling_older_timelines_have() {
-        for kind in [
-            FaultKind::Drain,
-            FaultKind::NodeFailure,
-            FaultKind::Cut(CutFidelity::Host),
-            FaultKind::Cut(CutFidelity::PodNetwork),
-        ] {
-            let text = serde_json::to_string(&kind).unwrap();
-            assert_eq!(serde_json::from_str::<FaultKind>(&text).unwrap(), kind);
-        }
-        assert_eq!(serde_json::to_string(&FaultKind::Cut(CutFidelity::Host)).unwrap(), r#""cut (host)""#);
-        assert!(serde_json::from_str::<FaultKind>(r#""flood""#).is_err());
-    }
 
     #[test]
     fn condition_statuses_read_as_the_api_writes_them() {

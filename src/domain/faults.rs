@@ -1,0 +1,141 @@
+//! What a drill does to the cluster, named once: the fault it injects, how faithfully a cut reproduces a link loss,
+//! whose host firewall enforces it, and which fault a restore ends.
+
+use std::fmt;
+use std::str::FromStr;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// What a cut reproduces; every report states it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum CutFidelity {
+    /// A host firewall policy on the on-prem nodes: they lose the control plane, go Unknown, get the unreachable
+    /// taint and their pods are evicted after tolerationSeconds: the failure path of a real DX/VPN cut.
+    Host,
+    /// A NetworkPolicy around the workload's pods on the on-prem nodes: a data-plane partition. The nodes stay
+    /// Ready, so it does not trigger the fallback by itself.
+    PodNetwork,
+}
+
+impl fmt::Display for CutFidelity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CutFidelity::Host => "host",
+            CutFidelity::PodNetwork => "pod-network",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Cni {
+    Cilium,
+    Calico,
+}
+
+impl fmt::Display for Cni {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Cni::Cilium => "cilium",
+            Cni::Calico => "calico",
+        })
+    }
+}
+
+/// Which fault a `restore` step ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RestoreTarget {
+    /// Remove the policies (and pod labels) the drill's `cut` created: the link is back.
+    Cut,
+    /// Run the recovery hooks of the drill's `nodeFailure`: the nodes are powered back on.
+    NodeFailure,
+}
+
+impl fmt::Display for RestoreTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RestoreTarget::Cut => "cut",
+            RestoreTarget::NodeFailure => "node-failure",
+        })
+    }
+}
+
+/// Which fault a drill injected at t0. Written to the timeline as text (`drain`, `cut (host)`, `cut (pod-network)`,
+/// `node-failure`), as runs before this type wrote it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum FaultKind {
+    Drain,
+    Cut(CutFidelity),
+    NodeFailure,
+}
+
+impl FaultKind {
+    /// Whether the fault can leave the on-prem nodes unreachable: a cut or a node failure, not a drain.
+    pub fn loses_nodes(self) -> bool {
+        !matches!(self, FaultKind::Drain)
+    }
+}
+
+impl fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FaultKind::Drain => f.write_str("drain"),
+            FaultKind::Cut(fidelity) => write!(f, "cut ({fidelity})"),
+            FaultKind::NodeFailure => f.write_str("node-failure"),
+        }
+    }
+}
+
+impl From<FaultKind> for String {
+    fn from(kind: FaultKind) -> String {
+        kind.to_string()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown fault kind `{0}`")]
+pub struct UnknownFault(pub String);
+
+impl FromStr for FaultKind {
+    type Err = UnknownFault;
+    fn from_str(s: &str) -> Result<FaultKind, UnknownFault> {
+        match s {
+            "drain" => Ok(FaultKind::Drain),
+            "node-failure" => Ok(FaultKind::NodeFailure),
+            "cut (host)" => Ok(FaultKind::Cut(CutFidelity::Host)),
+            "cut (pod-network)" => Ok(FaultKind::Cut(CutFidelity::PodNetwork)),
+            other => Err(UnknownFault(other.to_string())),
+        }
+    }
+}
+
+impl TryFrom<String> for FaultKind {
+    type Error = UnknownFault;
+    fn try_from(s: String) -> Result<FaultKind, UnknownFault> {
+        s.parse()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fault_kinds_keep_the_spelling_older_timelines_have() {
+        for kind in [
+            FaultKind::Drain,
+            FaultKind::NodeFailure,
+            FaultKind::Cut(CutFidelity::Host),
+            FaultKind::Cut(CutFidelity::PodNetwork),
+        ] {
+            let text = serde_json::to_string(&kind).unwrap();
+            assert_eq!(serde_json::from_str::<FaultKind>(&text).unwrap(), kind);
+        }
+        assert_eq!(serde_json::to_string(&FaultKind::Cut(CutFidelity::Host)).unwrap(), r#""cut (host)""#);
+        assert!(serde_json::from_str::<FaultKind>(r#""flood""#).is_err());
+    }
+}

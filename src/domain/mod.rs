@@ -1,0 +1,11 @@
+//! The vocabulary every stage shares (drill file, steps, timeline, phases, reports): small types with one spelling
+//! each, kept below all of them so none has to import another stage for a word.
+
+mod faults;
+mod kinds;
+mod phase;
+
+pub use faults::{Cni, CutFidelity, FaultKind, RestoreTarget, UnknownFault};
+pub(crate) use kinds::outcome_words;
+pub use kinds::{ConditionStatus, Outcome, StepOutcome};
+pub use phase::{PhaseId, UnknownPhase};
