@@ -395,6 +395,19 @@ fn least_privilege_kubeconfig(dir: &Path) -> (PathBuf, String) {
     (path, token)
 }
 
+/// The drain drill, run with another identity's kubeconfig than the lab admin's.
+fn drain_drill_as(kubeconfig: &Path, drill: &Drill) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"));
+    command
+        .arg("run")
+        .arg(repo().join("drills/drain.yaml"))
+        .args(["--yes", "--output", "json", "--reports-dir"])
+        .arg(drill.reports.path())
+        .arg("--kubeconfig")
+        .arg(kubeconfig);
+    command
+}
+
 #[test]
 fn the_drain_drill_passes_with_only_the_committed_role_and_leaks_no_secret() {
     let _lab = lock_lab();
@@ -402,15 +415,7 @@ fn the_drain_drill_passes_with_only_the_committed_role_and_leaks_no_secret() {
     let dir = tempfile::tempdir().unwrap();
     let (config, token) = least_privilege_kubeconfig(dir.path());
     let drill = Drill::new();
-    let out = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
-        .arg("run")
-        .arg(repo().join("drills/drain.yaml"))
-        .args(["--yes", "--output", "json", "--reports-dir"])
-        .arg(drill.reports.path())
-        .arg("--kubeconfig")
-        .arg(&config)
-        .output()
-        .unwrap();
+    let out = drain_drill_as(&config, &drill).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let run_dir = drill.run_dir().unwrap();
@@ -456,13 +461,7 @@ fn the_drain_drill_passes_as_an_exec_plugin_user_whose_token_expires_mid_drill()
     let exec_kubeconfig = kubeconfig().with_file_name("kubeconfig-exec");
     let before = exec_tokens_issued();
     let drill = Drill::new();
-    let out = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
-        .arg("run")
-        .arg(repo().join("drills/drain.yaml"))
-        .args(["--yes", "--output", "json", "--reports-dir"])
-        .arg(drill.reports.path())
-        .arg("--kubeconfig")
-        .arg(&exec_kubeconfig)
+    let out = drain_drill_as(&exec_kubeconfig, &drill)
         // Clients refresh 60 s before expiry: a 75 s token is replaced 15 s into the drill, well before its end.
         .env("LAB_TOKEN_TTL", "75")
         .output()

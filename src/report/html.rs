@@ -32,10 +32,6 @@ pub fn render(report: &Report) -> String {
 }
 
 // The only places this page reads a phase's name, so that a typed name changes them alone.
-fn phase_name(p: &Phase) -> &str {
-    p.name.as_str()
-}
-
 fn is_rto(p: &Phase) -> bool {
     p.name == PhaseId::Rto
 }
@@ -417,9 +413,8 @@ fn marker_color(kind: Marker) -> &'static str {
 /// A phase's lane label: `RTO`, a top-level phase by its name, a sub-phase indented under its parent.
 fn lane_label(p: &Phase) -> String {
     match &p.parent {
-        Some(_) => format!("└ {}", phase_name(p)),
-        None if is_rto(p) => "RTO".into(),
-        None => phase_name(p).into(),
+        Some(_) => format!("└ {}", p.name.title()),
+        None => p.name.title().into(),
     }
 }
 
@@ -446,7 +441,7 @@ fn phase_lane(p: &Phase, y: f64, w: Window, chart: &str) -> Markup {
     };
     let (bar_y, text_y) = (Coord(y + 5.0), Coord(y + 16.0));
     html! {
-        g class="lane" data-phase=(phase_name(p)) {
+        g class="lane" data-phase=(p.name.as_str()) {
             text class=(class) x=(indent) y=(text_y) font-weight=[weight] { (label) }
             @match (from, to) {
                 (Some(f), Some(t)) => {
@@ -510,8 +505,8 @@ fn phase_row(p: &Phase) -> Markup {
         tr {
             td {
                 @if p.parent.is_some() { "\u{a0}\u{a0}" (lane_label(p)) }
-                @else if is_rto(p) { strong { "RTO" } }
-                @else { (phase_name(p)) }
+                @else if is_rto(p) { strong { (p.name.title()) } }
+                @else { (p.name.title()) }
             }
             td { (boundary(p.from.as_ref())) }
             td { (boundary(p.to.as_ref())) }
