@@ -15,7 +15,7 @@ use crate::cluster::policy;
 use crate::cluster::quantity::as_integer;
 use crate::cluster::tolerations::{self, TaintTolerance, tolerance};
 use crate::cluster::{Cluster, first_line, is_not_found};
-use crate::drill::{Action, CutEnforcement, Drill, WorkloadKind};
+use crate::drill::{Action, CutEnforcement, Drill, ReturnAction, WorkloadKind};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
@@ -88,11 +88,44 @@ fn api_error(what: &str, e: &kube::Error) -> PlanError {
     PlanError::Api { what: what.into(), message: first_line(&e.to_string()) }
 }
 
+/// Resolves the drill against the cluster, read-only, refusing with the fix whatever would make it fail part-way.
 pub async fn resolve(cluster: &Cluster, drill: &Drill) -> Result<Plan, PlanError> {
-    let client = &cluster.client;
     let targets = &drill.spec.targets;
+    let pool_gpu_limit = fallback_gpu_limit(cluster, drill).await?;
+    let (on_prem_nodes, cordoned_already) = on_prem_nodes(cluster, drill).await?;
+    let pods = workload_pods(cluster, drill).await?;
+    check_restart_targets(cluster, drill).await?;
+    let (tolerations, split_brain) = if check_faults(cluster, drill).await? {
+        (
+            vec![tolerance(&pods, tolerations::UNREACHABLE), tolerance(&pods, tolerations::NOT_READY)],
+            single_writer(&pods),
+        )
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let drains = drill.spec.steps.iter().any(|s| matches!(s.action, Action::Drain(_)));
+    let (pods_to_evict, pods_protected) =
+        if drains { drain_targets(cluster, drill, &on_prem_nodes).await? } else { (Vec::new(), Vec::new()) };
+    let budgets = budgets_of(cluster, &pods_to_evict).await?;
+    Ok(Plan {
+        on_prem_nodes,
+        cordoned_already,
+        pods_to_evict,
+        pods_protected,
+        budgets,
+        workload_pods: pods.len(),
+        node_pool: targets.fallback.node_pool.clone(),
+        pool_gpu_limit,
+        drains,
+        tolerations,
+        split_brain,
+    })
+}
 
-    let pools: Api<NodePool> = Api::all(client.clone());
+/// The fallback NodePool must exist (and Karpenter's CRDs with it); its GPU limit, if it has one.
+async fn fallback_gpu_limit(cluster: &Cluster, drill: &Drill) -> Result<Option<i64>, PlanError> {
+    let wanted = &drill.spec.targets.fallback.node_pool;
+    let pools: Api<NodePool> = Api::all(cluster.client.clone());
     let pool_list = match pools.list(&ListParams::default()).await {
         Ok(l) => l,
         Err(e) if is_not_found(&e) => {
@@ -100,82 +133,94 @@ pub async fn resolve(cluster: &Cluster, drill: &Drill) -> Result<Plan, PlanError
         }
         Err(e) => return Err(api_error("NodePools", &e)),
     };
-    let pool = pool_list.items.iter().find(|p| p.name_any() == targets.fallback.node_pool).ok_or_else(|| {
+    let pool = pool_list.items.iter().find(|p| &p.name_any() == wanted).ok_or_else(|| {
         let names: Vec<String> = pool_list.items.iter().map(|p| p.name_any()).collect();
         PlanError::NoNodePool {
-            name: targets.fallback.node_pool.clone(),
+            name: wanted.clone(),
             existing: if names.is_empty() { "none".into() } else { names.join(", ") },
         }
     })?;
-    let pool_gpu_limit = pool.spec.limits.as_ref().and_then(|l| l.get(GPU_RESOURCE)).and_then(as_integer);
+    Ok(pool.spec.limits.as_ref().and_then(|l| l.get(GPU_RESOURCE)).and_then(as_integer))
+}
 
-    let nodes: Api<Node> = Api::all(client.clone());
-    let selector = targets.on_prem.nodes.to_string();
+/// The on-prem nodes the selector matches (at least one, at most `guards.maxNodes`), and those already cordoned.
+async fn on_prem_nodes(cluster: &Cluster, drill: &Drill) -> Result<(Vec<String>, Vec<String>), PlanError> {
+    let nodes: Api<Node> = Api::all(cluster.client.clone());
+    let selector = drill.spec.targets.on_prem.nodes.to_string();
     let node_list = nodes.list(&ListParams::default().labels(&selector)).await.map_err(|e| api_error("nodes", &e))?;
     if node_list.items.is_empty() {
-        return Err(PlanError::NoNodes { selector: selector.clone() });
+        return Err(PlanError::NoNodes { selector });
     }
-    if node_list.items.len() > drill.spec.guards.max_nodes as usize {
-        return Err(PlanError::TooManyNodes {
-            selector: selector.clone(),
-            count: node_list.items.len(),
-            max: drill.spec.guards.max_nodes,
-        });
+    let max = drill.spec.guards.max_nodes;
+    if node_list.items.len() > max as usize {
+        return Err(PlanError::TooManyNodes { selector, count: node_list.items.len(), max });
     }
-    let on_prem_nodes: Vec<String> = node_list.items.iter().map(|n| n.name_any()).collect();
-    let cordoned_already = node_list
+    let names = node_list.items.iter().map(|n| n.name_any()).collect();
+    let cordoned = node_list
         .items
         .iter()
         .filter(|n| n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false))
         .map(|n| n.name_any())
         .collect();
+    Ok((names, cordoned))
+}
 
-    let workload: Api<Pod> = Api::namespaced(client.clone(), &targets.workload.namespace);
-    let pods = workload
-        .list(&ListParams::default().labels(targets.workload.selector.as_str()))
+/// The workload's pods; a selector that matches none refuses the drill.
+async fn workload_pods(cluster: &Cluster, drill: &Drill) -> Result<Vec<Pod>, PlanError> {
+    let workload = &drill.spec.targets.workload;
+    let api: Api<Pod> = Api::namespaced(cluster.client.clone(), &workload.namespace);
+    let pods = api
+        .list(&ListParams::default().labels(workload.selector.as_str()))
         .await
         .map_err(|e| api_error("workload pods", &e))?
         .items;
-    let workload_pods = pods.len();
-    if workload_pods == 0 {
+    if pods.is_empty() {
         return Err(PlanError::NoWorkload {
-            namespace: targets.workload.namespace.clone(),
-            selector: targets.workload.selector.to_string(),
+            namespace: workload.namespace.clone(),
+            selector: workload.selector.to_string(),
         });
     }
+    Ok(pods)
+}
 
+/// Every `return.restart` target must exist, or the return would fail with the workload on the cloud.
+async fn check_restart_targets(cluster: &Cluster, drill: &Drill) -> Result<(), PlanError> {
+    let ns = &drill.spec.targets.workload.namespace;
     for step in &drill.spec.steps {
-        if let Action::Return(ret) = &step.action
-            && let Some(target) = &ret.restart
-        {
-            let (ns, name) = (&targets.workload.namespace, &target.name);
-            let found = match target.kind {
-                WorkloadKind::StatefulSet => {
-                    Api::<StatefulSet>::namespaced(client.clone(), ns).get_opt(name).await.map(|o| o.is_some())
-                }
-                WorkloadKind::Deployment => {
-                    Api::<Deployment>::namespaced(client.clone(), ns).get_opt(name).await.map(|o| o.is_some())
-                }
+        let Action::Return(ReturnAction { restart: Some(target), .. }) = &step.action else { continue };
+        let name = &target.name;
+        let client = cluster.client.clone();
+        let found = match target.kind {
+            WorkloadKind::StatefulSet => {
+                Api::<StatefulSet>::namespaced(client, ns).get_opt(name).await.map(|o| o.is_some())
             }
-            .map_err(|e| api_error(&target.to_string(), &e))?;
-            if !found {
-                return Err(PlanError::NoRestartTarget {
-                    step: step.id.clone(),
-                    kind: target.kind.to_string(),
-                    name: name.clone(),
-                    namespace: ns.clone(),
-                });
+            WorkloadKind::Deployment => {
+                Api::<Deployment>::namespaced(client, ns).get_opt(name).await.map(|o| o.is_some())
             }
         }
+        .map_err(|e| api_error(&target.to_string(), &e))?;
+        if !found {
+            return Err(PlanError::NoRestartTarget {
+                step: step.id.clone(),
+                kind: target.kind.to_string(),
+                name: name.clone(),
+                namespace: ns.clone(),
+            });
+        }
     }
+    Ok(())
+}
 
+/// A host cut needs its CNI's policy CRD, a node failure its hooks' programs; `true` when the drill may leave the
+/// on-prem nodes unreachable (a cut or a node failure).
+async fn check_faults(cluster: &Cluster, drill: &Drill) -> Result<bool, PlanError> {
     let mut unreachable = false;
     for step in &drill.spec.steps {
         match &step.action {
             Action::Cut(cut) => {
                 unreachable = true;
                 if let CutEnforcement::Host(cni) = cut.enforcement {
-                    policy::host_firewall(client, &cluster.context, cni).await?;
+                    policy::host_firewall(&cluster.client, &cluster.context, cni).await?;
                 }
             }
             Action::NodeFailure(failure) => {
@@ -187,39 +232,40 @@ pub async fn resolve(cluster: &Cluster, drill: &Drill) -> Result<Plan, PlanError
             _ => {}
         }
     }
-    let (tolerations, split_brain) = if unreachable {
-        (
-            vec![tolerance(&pods, tolerations::UNREACHABLE), tolerance(&pods, tolerations::NOT_READY)],
-            single_writer(&pods),
-        )
-    } else {
-        (Vec::new(), Vec::new())
-    };
+    Ok(unreachable)
+}
 
-    let drains = drill.spec.steps.iter().any(|s| matches!(s.action, Action::Drain(_)));
-    let mut pods_to_evict = Vec::new();
-    let mut pods_protected = Vec::new();
-    if drains {
-        let all_pods: Api<Pod> = Api::all(client.clone());
-        for node in &on_prem_nodes {
-            let list = all_pods
-                .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
-                .await
-                .map_err(|e| api_error(&format!("pods on {node}"), &e))?;
-            let (evict, left) = select_for_drain(list.items, &drill.spec.guards.protected_namespaces);
-            let target = |p: &Pod| PodTarget {
-                namespace: p.namespace().unwrap_or_default(),
-                name: p.name_any(),
-                node: node.clone(),
-            };
-            pods_to_evict.extend(evict.iter().map(target));
-            pods_protected.extend(left.iter().map(target));
-        }
+/// The pods a drain of these nodes would evict, and those it leaves because their namespace is protected.
+async fn drain_targets(
+    cluster: &Cluster,
+    drill: &Drill,
+    nodes: &[String],
+) -> Result<(Vec<PodTarget>, Vec<PodTarget>), PlanError> {
+    let all_pods: Api<Pod> = Api::all(cluster.client.clone());
+    let (mut evicted, mut protected) = (Vec::new(), Vec::new());
+    for node in nodes {
+        let list = all_pods
+            .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
+            .await
+            .map_err(|e| api_error(&format!("pods on {node}"), &e))?;
+        let (evict, left) = select_for_drain(list.items, &drill.spec.guards.protected_namespaces);
+        let target = |p: &Pod| PodTarget {
+            namespace: p.namespace().unwrap_or_default(),
+            name: p.name_any(),
+            node: node.clone(),
+        };
+        evicted.extend(evict.iter().map(target));
+        protected.extend(left.iter().map(target));
     }
-    let namespaces: BTreeSet<&str> = pods_to_evict.iter().map(|p| p.namespace.as_str()).collect();
+    Ok((evicted, protected))
+}
+
+/// The PodDisruptionBudgets of the namespaces a drain would evict from, with the disruptions each allows now.
+async fn budgets_of(cluster: &Cluster, pods: &[PodTarget]) -> Result<Vec<BudgetState>, PlanError> {
+    let namespaces: BTreeSet<&str> = pods.iter().map(|p| p.namespace.as_str()).collect();
     let mut budgets = Vec::new();
     for ns in namespaces {
-        let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), ns);
+        let pdbs: Api<PodDisruptionBudget> = Api::namespaced(cluster.client.clone(), ns);
         let list = pdbs.list(&ListParams::default()).await.map_err(|e| api_error("PodDisruptionBudgets", &e))?;
         budgets.extend(list.items.iter().map(|p| BudgetState {
             namespace: ns.to_string(),
@@ -227,20 +273,7 @@ pub async fn resolve(cluster: &Cluster, drill: &Drill) -> Result<Plan, PlanError
             disruptions_allowed: p.status.as_ref().map(|s| s.disruptions_allowed).unwrap_or(0),
         }));
     }
-
-    Ok(Plan {
-        on_prem_nodes,
-        cordoned_already,
-        pods_to_evict,
-        pods_protected,
-        budgets,
-        workload_pods,
-        node_pool: targets.fallback.node_pool.clone(),
-        pool_gpu_limit,
-        drains,
-        tolerations,
-        split_brain,
-    })
+    Ok(budgets)
 }
 
 /// A hook's program must be there before anything is touched: a path that exists, or a name on the PATH.
