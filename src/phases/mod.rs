@@ -38,6 +38,8 @@ pub enum Verdict {
     NoObjective,
     /// A boundary was never observed (the drill stopped before it, or the step that causes it is absent).
     Incomplete,
+    /// The end was observed before the start: no duration is claimed, and an objective counts as missed.
+    Inconsistent,
 }
 
 impl Verdict {
@@ -48,6 +50,7 @@ impl Verdict {
             Verdict::Missed => "missed",
             Verdict::NoObjective => "no-objective",
             Verdict::Incomplete => "incomplete",
+            Verdict::Inconsistent => "inconsistent",
         }
     }
 }
@@ -107,6 +110,13 @@ pub struct Analysis {
     pub milestones: Vec<Boundary>,
     pub fallback: FallbackUsage,
     pub objectives_missed: Vec<PhaseId>,
+}
+
+impl Phase {
+    /// Whether the phase has an objective it did not meet: missed, or not measured at all.
+    pub fn misses_objective(&self) -> bool {
+        self.objective_seconds.is_some() && !matches!(self.verdict, Verdict::Met | Verdict::NoObjective)
+    }
 }
 
 impl Analysis {
@@ -524,11 +534,20 @@ impl<'a> Moments<'a> {
 
 fn phase(id: PhaseId, from: Option<Boundary>, to: Option<Boundary>, objective: Option<f64>) -> Phase {
     let mut note = None;
+    let mut reversed = false;
     let seconds = match (&from, &to) {
         (Some(f), Some(t)) if t.t_ms >= f.t_ms => Some((t.t_ms - f.t_ms) as f64 / 1000.0),
-        (Some(_), Some(_)) => {
-            note = Some("boundaries observed out of order; counted as zero".to_string());
-            Some(0.0)
+        (Some(f), Some(t)) => {
+            // A clamp to zero would pass any objective; the report says what it saw instead.
+            reversed = true;
+            note = Some(format!(
+                "inconsistent: its end ({}, {}) was observed before its start ({}, {}); no duration is claimed",
+                t.label,
+                t.received.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                f.label,
+                f.received.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+            ));
+            None
         }
         _ => None,
     };
@@ -537,12 +556,13 @@ fn phase(id: PhaseId, from: Option<Boundary>, to: Option<Boundary>, objective: O
         _ => None,
     };
     let verdict = match (seconds, objective) {
+        _ if reversed => Verdict::Inconsistent,
         (None, _) => Verdict::Incomplete,
         (Some(_), None) => Verdict::NoObjective,
         (Some(s), Some(o)) if s <= o => Verdict::Met,
         (Some(_), Some(_)) => Verdict::Missed,
     };
-    if seconds.is_none() {
+    if seconds.is_none() && !reversed {
         let missing = if from.is_none() { "start" } else { "end" };
         note = Some(format!("{missing} not observed"));
     }
@@ -579,11 +599,7 @@ pub fn analyse(drill: &Drill, obs: &[Observation]) -> Analysis {
         .collect();
     let mut milestones: Vec<Boundary> = MILESTONES.iter().filter_map(|&b| moments.find(b)).collect();
     milestones.sort_by_key(|m| m.seq);
-    let objectives_missed = phases
-        .iter()
-        .filter(|p| p.verdict == Verdict::Missed || (p.verdict == Verdict::Incomplete && p.objective_seconds.is_some()))
-        .map(|p| p.name)
-        .collect();
+    let objectives_missed = phases.iter().filter(|p| p.misses_objective()).map(|p| p.name).collect();
     Analysis { phases, milestones, fallback: fallback_usage(drill, obs, moments.t0_seq), objectives_missed }
 }
 
@@ -879,15 +895,23 @@ spec:
     }
 
     #[test]
-    fn boundaries_out_of_order_count_as_zero_with_a_note() {
-        let p = phase(
-            PhaseId::Eviction,
-            Some(Boundary { label: "a".into(), seq: 2, t_ms: 2000, received: Utc::now(), server_time: None }),
-            Some(Boundary { label: "b".into(), seq: 1, t_ms: 1000, received: Utc::now(), server_time: None }),
-            None,
-        );
-        assert_eq!(p.seconds, Some(0.0));
-        assert!(p.note.unwrap().contains("out of order"));
+    fn reversed_boundaries_are_inconsistent_claim_no_duration_and_miss_any_objective() {
+        let at = |label: &str, seq, t_ms| Boundary {
+            label: label.into(),
+            seq,
+            t_ms,
+            received: DateTime::from_timestamp_millis(1_700_000_000_000 + t_ms as i64).unwrap(),
+            server_time: None,
+        };
+        let p = phase(PhaseId::Eviction, Some(at("start", 2, 2000)), Some(at("end", 1, 1000)), Some(600.0));
+        assert_eq!((p.seconds, p.verdict), (None, Verdict::Inconsistent));
+        assert!(p.misses_objective());
+        let note = p.note.unwrap();
+        assert!(note.contains("end (end, 2023-11-14T22:13:21.000Z)"), "{note}");
+        assert!(note.contains("start (start, 2023-11-14T22:13:22.000Z)"), "{note}");
+        let without_objective = phase(PhaseId::Eviction, Some(at("start", 2, 2000)), Some(at("end", 1, 1000)), None);
+        assert_eq!(without_objective.verdict, Verdict::Inconsistent);
+        assert!(!without_objective.misses_objective());
     }
 
     #[test]

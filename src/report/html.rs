@@ -46,8 +46,8 @@ fn verdict_class(p: &Phase) -> &'static str {
         Verdict::Met => "met",
         Verdict::Missed => "missed",
         Verdict::NoObjective => "none",
-        Verdict::Incomplete if p.objective_seconds.is_some() => "missed",
-        Verdict::Incomplete => "incomplete",
+        Verdict::Incomplete | Verdict::Inconsistent if p.objective_seconds.is_some() => "missed",
+        Verdict::Incomplete | Verdict::Inconsistent => "incomplete",
     }
 }
 

@@ -581,6 +581,8 @@ pub fn verdict_word(p: &Phase) -> &'static str {
         Verdict::NoObjective => "-",
         Verdict::Incomplete if p.objective_seconds.is_some() => "NOT MEASURED",
         Verdict::Incomplete => "incomplete",
+        Verdict::Inconsistent if p.objective_seconds.is_some() => "INCONSISTENT",
+        Verdict::Inconsistent => "inconsistent",
     }
 }
 

@@ -14,7 +14,7 @@ pub fn render(report: &Report, run_dir: &str) -> String {
         let verdict = Cell::new(verdict_word(p)).fg(match p.verdict {
             Verdict::Met => Color::Green,
             Verdict::Missed => Color::Red,
-            Verdict::Incomplete if p.objective_seconds.is_some() => Color::Red,
+            Verdict::Incomplete | Verdict::Inconsistent if p.objective_seconds.is_some() => Color::Red,
             _ => Color::Reset,
         });
         table.add_row(vec![

@@ -134,7 +134,7 @@ fn point_class(verdict: Option<Verdict>) -> &'static str {
     match verdict {
         Some(Verdict::Met) => "met",
         Some(Verdict::Missed) => "missed",
-        Some(Verdict::Incomplete) => "incomplete",
+        Some(Verdict::Incomplete | Verdict::Inconsistent) => "incomplete",
         _ => "none",
     }
 }
