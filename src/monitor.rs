@@ -23,6 +23,15 @@ pub struct Derived {
     pub unscheduled_pods: usize,
     pub pods_on_lost_nodes: usize,
     pub probe_ok: Option<bool>,
+    /// When the probe's current run of successes began (ms on the timeline's clock), while it lasts.
+    pub probe_streak_since_ms: Option<u64>,
+}
+
+/// What the probe has seen: whether enough successes in a row confirm the criterion, and since when they run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct ProbeState {
+    confirmed: bool,
+    streak_since_ms: Option<u64>,
 }
 
 pub struct Monitor {
@@ -31,7 +40,7 @@ pub struct Monitor {
     pub guard: watch::Receiver<Option<String>>,
     tasks: Vec<JoinHandle<()>>,
     /// Held so a drill without a probe keeps a live (silent) probe channel.
-    _no_probe: Option<watch::Sender<Option<bool>>>,
+    _no_probe: Option<watch::Sender<Option<ProbeState>>>,
 }
 
 impl Drop for Monitor {
@@ -42,9 +51,10 @@ impl Drop for Monitor {
     }
 }
 
-fn derive(v: &ClusterView, drill: &Drill, probe_ok: Option<bool>) -> Derived {
+fn derive(v: &ClusterView, drill: &Drill, probe: Option<ProbeState>) -> Derived {
     let needed = drill.spec.targets.workload.restored_when.ready_pods as usize;
     let ready_pods = v.ready_pods();
+    let probe_ok = probe.map(|p| p.confirmed);
     Derived {
         ready_pods,
         available: ready_pods >= needed && probe_ok.unwrap_or(true),
@@ -59,16 +69,26 @@ fn derive(v: &ClusterView, drill: &Drill, probe_ok: Option<bool>) -> Derived {
         unscheduled_pods: v.unscheduled_pods(),
         pods_on_lost_nodes: v.pods_on_lost_nodes(),
         probe_ok,
+        probe_streak_since_ms: probe.and_then(|p| p.streak_since_ms),
     }
 }
 
 /// Records what changed between two derived states. `fallback_announced` keeps the fallback's readiness to one event
 /// per episode (until the fallback is empty again): a rollout onto a ready fallback flips it many times.
-fn record_changes(before: &Derived, after: &Derived, timeline: &Timeline, fallback_announced: &mut bool) {
+/// `pods_ready_since_ms` is when enough pods last became Ready: with a probe, the service was restored at the later
+/// of that and the first success of the probe's confirming run, not when the last success confirmed it.
+fn record_changes(
+    before: &Derived,
+    after: &Derived,
+    timeline: &Timeline,
+    fallback_announced: &mut bool,
+    pods_ready_since_ms: Option<u64>,
+) {
     if after.available != before.available {
         let ready_pods = after.ready_pods;
         timeline.record(if after.available {
-            Event::ServiceRestored { ready_pods }
+            let held_since_ms = after.probe_streak_since_ms.map(|p| p.max(pods_ready_since_ms.unwrap_or(0)));
+            Event::ServiceRestored { ready_pods, held_since_ms }
         } else {
             Event::ServiceLost { ready_pods }
         });
@@ -92,7 +112,7 @@ fn record_changes(before: &Derived, after: &Derived, timeline: &Timeline, fallba
 impl Monitor {
     /// Starts watching; the current state is the baseline and is not recorded as a change.
     pub fn start(drill: &Drill, view: &SharedView, timeline: &Timeline) -> Monitor {
-        let (probe_tx, probe_rx) = watch::channel::<Option<bool>>(None);
+        let (probe_tx, probe_rx) = watch::channel::<Option<ProbeState>>(None);
         let mut tasks = Vec::new();
         let no_probe = match drill.spec.targets.workload.restored_when.http.clone() {
             Some(probe) => {
@@ -115,11 +135,18 @@ impl Monitor {
             let guards = &drill.spec.guards;
             let mut down_since = (!derived_tx.borrow().available).then(tokio::time::Instant::now);
             let mut fallback_announced = derived_tx.borrow().fallback_ready;
+            let needed = drill.spec.targets.workload.restored_when.ready_pods as usize;
+            let mut pods_ready_since_ms = (derived_tx.borrow().ready_pods >= needed).then_some(0);
             loop {
                 let after = view.read(|v| derive(v, &drill, *probe_rx.borrow()));
                 let before = derived_tx.borrow().clone();
                 if after != before {
-                    record_changes(&before, &after, &timeline, &mut fallback_announced);
+                    if after.ready_pods < needed {
+                        pods_ready_since_ms = None;
+                    } else if before.ready_pods < needed {
+                        pods_ready_since_ms = Some(timeline.elapsed().as_millis() as u64);
+                    }
+                    record_changes(&before, &after, &timeline, &mut fallback_announced, pods_ready_since_ms);
                     if after.available != before.available {
                         down_since = (!after.available).then(tokio::time::Instant::now);
                     }
@@ -162,20 +189,23 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     }
 }
 
-/// Probes the service endpoint forever; `Some(true)` once it has answered as expected enough times in a row.
-async fn run_probe(probe: HttpProbe, out: watch::Sender<Option<bool>>, timeline: Timeline) {
+/// Probes the service endpoint forever; confirmed once it has answered as expected enough times in a row, with the
+/// moment the run of successes began.
+async fn run_probe(probe: HttpProbe, out: watch::Sender<Option<ProbeState>>, timeline: Timeline) {
     let client = match reqwest::Client::builder().timeout(probe.timeout).build() {
         Ok(c) => c,
         Err(e) => {
             timeline.record(Event::ProbeResult { ok: false, detail: format!("cannot build an HTTP client: {e}") });
-            let _ = out.send(Some(false));
+            let _ = out.send(Some(ProbeState { confirmed: false, streak_since_ms: None }));
             return;
         }
     };
     let mut streak = 0u32;
+    let mut streak_since_ms = None;
     let mut last_ok: Option<bool> = None;
-    let _ = out.send(Some(false));
+    let _ = out.send(Some(ProbeState { confirmed: false, streak_since_ms: None }));
     loop {
+        let sent_at_ms = timeline.elapsed().as_millis() as u64;
         let (ok, detail) = match client.get(&probe.url).send().await {
             Ok(resp) if resp.status().as_u16() == probe.expect_status => {
                 (true, format!("{} answered {}", probe.url, resp.status().as_u16()))
@@ -190,8 +220,13 @@ async fn run_probe(probe: HttpProbe, out: watch::Sender<Option<bool>>, timeline:
             last_ok = Some(ok);
         }
         streak = if ok { streak + 1 } else { 0 };
+        streak_since_ms = match (ok, streak_since_ms) {
+            (false, _) => None,
+            (true, None) => Some(sent_at_ms),
+            (true, since) => since,
+        };
         out.send_if_modified(|v| {
-            let now = Some(streak >= probe.consecutive);
+            let now = Some(ProbeState { confirmed: streak >= probe.consecutive, streak_since_ms });
             let changed = *v != now;
             *v = now;
             changed

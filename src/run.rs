@@ -306,7 +306,10 @@ impl<'a> Run<'a> {
                     .into(),
             );
         }
-        self.timeline.record(Event::RequestsSent { total: self.cluster.requests_sent() });
+        self.timeline.record(Event::RequestsSent {
+            total: self.cluster.requests_sent(),
+            by_verb: self.cluster.requests_by_verb(),
+        });
         self.timeline.record(Event::DrillFinished { outcome });
         self.follow.abort();
         self.progress.finish();

@@ -7,17 +7,17 @@ pub mod marks;
 pub mod policy;
 pub mod quantity;
 pub mod reader;
+pub mod requests;
 pub mod scheduling;
 pub mod selector;
 pub mod tolerations;
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::task::{Context, Poll};
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
+
+use requests::{CountRequests, RequestTally, RequestsByVerb};
 
 pub use reader::Reader;
 
@@ -67,7 +67,7 @@ pub struct Cluster {
     pub(crate) client: Client,
     pub context: String,
     pub server: String,
-    requests: Arc<AtomicU64>,
+    requests: RequestTally,
 }
 
 /// Which kubeconfig and context to use, as kubectl takes them.
@@ -91,11 +91,11 @@ impl Cluster {
             .await
             .map_err(|e| ClusterError::Client { context: context.clone(), message: e.to_string() })?;
         let server = config.cluster_url.to_string();
-        let requests = Arc::new(AtomicU64::new(0));
-        let counter = requests.clone();
+        let requests = RequestTally::default();
+        let tally = requests.clone();
         let client = kube::client::ClientBuilder::try_from(config)
             .map_err(|e| ClusterError::Client { context: context.clone(), message: e.to_string() })?
-            .with_layer(&tower::layer::layer_fn(move |inner| CountRequests { inner, count: counter.clone() }))
+            .with_layer(&tower::layer::layer_fn(move |inner| CountRequests { inner, tally: tally.clone() }))
             .build();
         Ok(Cluster { client, context, server, requests })
     }
@@ -128,7 +128,11 @@ impl Cluster {
     }
 
     pub fn requests_sent(&self) -> u64 {
-        self.requests.load(Ordering::Relaxed)
+        self.requests.total()
+    }
+
+    pub fn requests_by_verb(&self) -> RequestsByVerb {
+        self.requests.by_verb()
     }
 
     /// A cluster answered by kube's mock service, counting requests like a real one: the test plays the API server
@@ -137,8 +141,8 @@ impl Cluster {
     pub(crate) fn mock()
     -> (Cluster, tower_test::mock::Handle<http::Request<kube::client::Body>, http::Response<kube::client::Body>>) {
         let (service, handle) = tower_test::mock::pair();
-        let requests = Arc::new(AtomicU64::new(0));
-        let client = Client::new(CountRequests { inner: service, count: requests.clone() }, "default");
+        let requests = RequestTally::default();
+        let client = Client::new(CountRequests { inner: service, tally: requests.clone() }, "default");
         (Cluster { client, context: "mock".into(), server: "http://mock".into(), requests }, handle)
     }
 }
@@ -171,31 +175,6 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 
 pub fn first_line(text: &str) -> String {
     text.lines().next().unwrap_or_default().to_string()
-}
-
-/// Counts requests so a report can say how hard the drill leaned on the API server.
-#[derive(Clone)]
-struct CountRequests<S> {
-    inner: S,
-    count: Arc<AtomicU64>,
-}
-
-impl<S, B> tower::Service<http::Request<B>> for CountRequests<S>
-where
-    S: tower::Service<http::Request<B>>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        self.count.fetch_add(1, Ordering::Relaxed);
-        self.inner.call(request)
-    }
 }
 
 /// Whether a kube error is the API server answering 404.

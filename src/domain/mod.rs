@@ -9,3 +9,6 @@ pub use faults::{Cni, CutFidelity, FaultKind, RestoreTarget, UnknownFault};
 pub(crate) use kinds::outcome_words;
 pub use kinds::{ConditionStatus, Outcome, StepOutcome};
 pub use phase::{PhaseId, UnknownPhase};
+
+/// API requests by verb (list, watch, get, create, patch, evict...), then by resource.
+pub type RequestsByVerb = std::collections::BTreeMap<String, std::collections::BTreeMap<String, u64>>;

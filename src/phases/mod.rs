@@ -432,7 +432,7 @@ impl<'a> Moments<'a> {
             Bound::PodsReady => ("workload pods Ready", self.pods_ready()),
             Bound::ImagePullStarted => ("image pull started", self.image_pull_started()),
             Bound::ImagePulled => ("image pulled", self.image_pulled()),
-            Bound::ServiceRestored => ("service restored", self.restored),
+            Bound::ServiceRestored => return self.restored.map(restored_when_first_held),
             Bound::RestoreStarted => ("restore started", self.restore),
             Bound::FaultRemoved => {
                 let label = match self.restore.map(|o| &o.event) {
@@ -515,8 +515,11 @@ impl<'a> Moments<'a> {
     }
 
     /// What a phase's figure alone does not say.
-    fn extra_note(&self, id: PhaseId) -> Option<String> {
+    fn extra_note(&self, id: PhaseId, drill: &Drill) -> Option<String> {
         match id {
+            PhaseId::Rto if let Some(confirmed) = self.restored.and_then(confirmation) => {
+                Some(format!("restored when {} first held; {confirmed}", restored_criterion(drill)))
+            }
             PhaseId::Toleration => expected_toleration(self.scan.obs, self.lost_node_tainted()),
             PhaseId::Rto
                 if self.restored.is_some()
@@ -588,7 +591,7 @@ pub fn analyse(drill: &Drill, obs: &[Observation]) -> Analysis {
         .filter(|d| moments.shows(d.shown, drill))
         .map(|d| {
             let mut p = phase(d.id, moments.find(d.from), moments.find(d.to), objective(drill, d.id));
-            if let Some(extra) = moments.extra_note(d.id) {
+            if let Some(extra) = moments.extra_note(d.id, drill) {
                 p.note = Some(match p.note {
                     Some(n) => format!("{n}; {extra}"),
                     None => extra,
@@ -601,6 +604,47 @@ pub fn analyse(drill: &Drill, obs: &[Observation]) -> Analysis {
     milestones.sort_by_key(|m| m.seq);
     let objectives_missed = phases.iter().filter(|p| p.misses_objective()).map(|p| p.name).collect();
     Analysis { phases, milestones, fallback: fallback_usage(drill, obs, moments.t0_seq), objectives_missed }
+}
+
+/// The service restored when its criterion first held: with a probe, before the observation that confirmed it.
+fn restored_when_first_held(o: &Observation) -> Boundary {
+    let mut boundary = Boundary::of("service restored", o);
+    if let Event::ServiceRestored { held_since_ms: Some(held), .. } = o.event
+        && held < o.t_ms
+    {
+        boundary.t_ms = held;
+        boundary.received = o.received - chrono::Duration::milliseconds((o.t_ms - held) as i64);
+    }
+    boundary
+}
+
+/// When a restoration that first held earlier was confirmed, for the RTO's note.
+fn confirmation(o: &Observation) -> Option<String> {
+    match o.event {
+        Event::ServiceRestored { held_since_ms: Some(held), .. } => Some(format!(
+            "first held at +{:.1} s, confirmed at +{:.1} s ({})",
+            held as f64 / 1000.0,
+            o.t_ms as f64 / 1000.0,
+            crate::timeline::rfc3339(&o.received)
+        )),
+        _ => None,
+    }
+}
+
+/// The drill's restored criterion, in words.
+fn restored_criterion(drill: &Drill) -> String {
+    let when = &drill.spec.targets.workload.restored_when;
+    let pods = format!("{} pods Ready", when.ready_pods);
+    match &when.http {
+        Some(probe) => format!(
+            "{pods} and {} answering {} ({} in a row, every {})",
+            probe.url,
+            probe.expect_status,
+            probe.consecutive,
+            humantime::format_duration(probe.interval)
+        ),
+        None => pods,
+    }
 }
 
 /// The NoExecute taint the node lifecycle controller puts on an on-prem node it lost.
@@ -748,7 +792,7 @@ spec:
             (6.6, Some(6), E::NodeReady { node: "f1".into(), role: fb, status: ConditionStatus::True, gpus: 4 }),
             (7.0, Some(7), E::PodScheduled { pod: "new-1".into(), node: "f1".into(), role: fb }),
             (9.0, Some(9), E::PodReady { pod: "new-1".into(), node: "f1".into(), role: fb }),
-            (9.1, None, E::ServiceRestored { ready_pods: 2 }),
+            (9.1, None, E::ServiceRestored { ready_pods: 2, held_since_ms: None }),
             (10.0, None, E::ReturnStarted { step: "return".into() }),
             (15.0, None, E::BackOnPrem { ready_pods: 2 }),
             (3605.0, None, E::NodeDeleted { node: "f1".into(), role: fb }),
@@ -821,7 +865,7 @@ spec:
             (52.2, Some(52), E::PodCreated { pod: "new-1".into() }),
             (53.0, Some(53), E::NodeClaimCreated { nodeclaim: "c1".into() }),
             (55.0, Some(55), E::PodReady { pod: "new-1".into(), node: "f1".into(), role: fb }),
-            (55.1, None, E::ServiceRestored { ready_pods: 2 }),
+            (55.1, None, E::ServiceRestored { ready_pods: 2, held_since_ms: None }),
             (60.0, None, E::RestoreStarted { step: "r".into(), what: RestoreTarget::Cut }),
             (60.2, None, E::FaultRemoved { step: "r".into(), what: "link restored".into() }),
             (61.0, Some(61), E::NodeReady { node: "h1".into(), role: on, status: ConditionStatus::True, gpus: 8 }),
@@ -892,6 +936,22 @@ spec:
         let init = a.phase(PhaseId::Initialized).unwrap();
         assert_eq!(init.seconds, Some(1.2));
         assert_eq!(init.server_seconds, Some(-1));
+    }
+
+    #[test]
+    fn with_a_probe_the_service_is_restored_when_the_criterion_first_held_not_when_confirmed() {
+        let mut events = full_drain();
+        let restored = events.iter_mut().find(|e| matches!(e.2, E::ServiceRestored { .. })).unwrap();
+        // Confirmed at +9.1 s by the last of several successes in a row; the first of them came at +5.1 s.
+        restored.2 = E::ServiceRestored { ready_pods: 2, held_since_ms: Some(5100) };
+        let a = analyse(&drill(), &timeline(events));
+        let rto = a.phase(PhaseId::Rto).unwrap();
+        assert_eq!(rto.seconds, Some(4.6), "{rto:?}");
+        let to = rto.to.as_ref().unwrap();
+        assert_eq!(to.received.to_rfc3339(), "2026-01-01T00:00:05.100+00:00");
+        let note = rto.note.as_deref().unwrap();
+        assert!(note.contains("restored when 2 pods Ready first held"), "{note}");
+        assert!(note.contains("first held at +5.1 s, confirmed at +9.1 s"), "{note}");
     }
 
     #[test]

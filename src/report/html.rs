@@ -77,7 +77,7 @@ fn header(report: &Report) -> Markup {
         ("Cluster", cluster),
         ("Drill file", report.drill.file.clone()),
         ("Tool", format!("hybrid-drill {}", report.tool_version)),
-        ("API requests", format!("{} (watch gaps: {})", report.api_requests, report.watch_gaps)),
+        ("API requests", format!("{} (watch gaps: {})", super::requests_in_words(report), report.watch_gaps)),
     ];
     html! {
         header {

@@ -31,7 +31,7 @@ pub fn render(report: &Report) -> String {
     );
     let _ = writeln!(md, "| Drill file | `{}` |", report.drill.file);
     let _ = writeln!(md, "| Tool | hybrid-drill {} |", report.tool_version);
-    let _ = writeln!(md, "| API requests | {} |", report.api_requests);
+    let _ = writeln!(md, "| API requests | {} |", super::requests_in_words(report));
     let _ = writeln!(md, "\n## Fidelity\n\n{}\n", report.fidelity);
 
     let _ = writeln!(md, "## Phases\n");

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::domain::RequestsByVerb;
 use crate::drill::Drill;
 use crate::phases::{Boundary, FallbackUsage, Phase, PhaseId, Verdict};
 pub use crate::timeline::Outcome;
@@ -132,6 +133,9 @@ pub struct Report {
     pub overlap: Option<OverlapWindow>,
     pub watch_gaps: usize,
     pub api_requests: u64,
+    /// The same requests by verb, then resource: what grows with the watches held, not with time waited.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub api_requests_by_verb: RequestsByVerb,
     pub warnings: Vec<String>,
 }
 
@@ -352,6 +356,28 @@ impl RunMeta {
 /// The report of a run: a pure function of the drill, what the run observed and the meta the timeline cannot hold.
 /// `started` is the timeline's origin, `finished` the drill's end (or the last observation of a run that never
 /// recorded one).
+/// The run's request count, recorded once at its end.
+fn requests_sent(observations: &[Observation]) -> Option<(u64, &RequestsByVerb)> {
+    observations.iter().rev().find_map(|o| match &o.event {
+        Event::RequestsSent { total, by_verb } => Some((*total, by_verb)),
+        _ => None,
+    })
+}
+
+/// One line for people: the total, then the count of each verb.
+pub fn requests_in_words(report: &Report) -> String {
+    let verbs: Vec<String> = report
+        .api_requests_by_verb
+        .iter()
+        .map(|(verb, resources)| format!("{verb} {}", resources.values().sum::<u64>()))
+        .collect();
+    if verbs.is_empty() {
+        report.api_requests.to_string()
+    } else {
+        format!("{} ({})", report.api_requests, verbs.join(", "))
+    }
+}
+
 pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Report {
     let analysis = crate::phases::analyse(drill, observations);
     let (run_id, context) = observations
@@ -413,14 +439,8 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         notable_events: notable(observations),
         overlap: overlap(observations),
         watch_gaps: observations.iter().filter(|o| matches!(o.event, Event::WatchGap { .. })).count(),
-        api_requests: observations
-            .iter()
-            .rev()
-            .find_map(|o| match o.event {
-                Event::RequestsSent { total } => Some(total),
-                _ => None,
-            })
-            .unwrap_or(0),
+        api_requests: requests_sent(observations).map_or(0, |(total, _)| total),
+        api_requests_by_verb: requests_sent(observations).map(|(_, by_verb)| by_verb.clone()).unwrap_or_default(),
         warnings: observations
             .iter()
             .filter_map(|o| match &o.event {

@@ -83,7 +83,7 @@ pub fn timeline() -> Vec<Observation> {
         (8.9, None, passed("fallback")),
         (9.0, Some(9), E::PodScheduled { pod: "llm-new".into(), node: "f1".into(), role: fb }),
         (12.0, Some(12), E::PodReady { pod: "llm-new".into(), node: "f1".into(), role: fb }),
-        (12.1, None, E::ServiceRestored { ready_pods: 1 }),
+        (12.1, None, E::ServiceRestored { ready_pods: 1, held_since_ms: None }),
         (20.0, None, started("return", "return")),
         (20.0, None, E::ReturnStarted { step: "return".into() }),
         (20.1, None, E::Uncordoned { node: "h1".into() }),
@@ -95,7 +95,7 @@ pub fn timeline() -> Vec<Observation> {
         (38.5, None, E::FallbackEmpty),
         (38.5, None, passed("reclaim")),
         (38.6, None, E::Warning { message: "this ran against the lab: <timings shortened>".into() }),
-        (38.7, None, E::RequestsSent { total: 42 }),
+        (38.7, None, E::RequestsSent { total: 42, by_verb: Default::default() }),
         (39.0, None, E::DrillFinished { outcome: Outcome::ObjectiveMissed }),
     ];
     crate::timeline::observations_from(base(), events)

@@ -202,6 +202,11 @@ pub enum Event {
     },
     ServiceRestored {
         ready_pods: usize,
+        /// With a probe, when the criterion first held (ms since the run started, the tool's clock): the first
+        /// success of the run of consecutive successes that confirmed it, or the moment enough pods were Ready if
+        /// that came later. The observation itself is when it was confirmed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        held_since_ms: Option<u64>,
     },
     ServiceLost {
         ready_pods: usize,
@@ -253,6 +258,8 @@ pub enum Event {
     /// Requests the tool sent to the API server during the run, recorded once at its end.
     RequestsSent {
         total: u64,
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        by_verb: crate::domain::RequestsByVerb,
     },
 }
 
@@ -447,8 +454,14 @@ impl Event {
             Event::ProbeResult { ok, detail } => {
                 format!("probe {}: {detail}", if *ok { "passed" } else { "failed" })
             }
-            Event::ServiceRestored { ready_pods } => {
+            Event::ServiceRestored { ready_pods, held_since_ms: None } => {
                 format!("service restored ({ready_pods} pods Ready)")
+            }
+            Event::ServiceRestored { ready_pods, held_since_ms: Some(ms) } => {
+                format!(
+                    "service restored ({ready_pods} pods Ready; held since +{:.1} s, now confirmed)",
+                    *ms as f64 / 1000.0
+                )
             }
             Event::ServiceLost { ready_pods } => {
                 format!("service unavailable ({ready_pods} pods Ready)")
@@ -473,7 +486,7 @@ impl Event {
             Event::RollbackFinished { undone, failed } => {
                 format!("rollback finished: {} undone, {} failed", undone.len(), failed.len())
             }
-            Event::RequestsSent { total } => format!("{total} API requests sent"),
+            Event::RequestsSent { total, .. } => format!("{total} API requests sent"),
         }
     }
 }
