@@ -101,6 +101,15 @@ pub struct FallbackUsage {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unpriced_instance_types: Vec<String>,
     pub by_instance_type: BTreeMap<String, f64>,
+    /// How node-hours were counted: `nodeclaim` (from each NodeClaim's creation, when the instance is asked for, to
+    /// its deletion, once the instance is terminated) or `node` (from the Node object to its deletion: older runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub billed_from: Option<String>,
+    /// Fallback capacity the run ended with, still billing: its NodeClaims (or nodes), counted up to `still_running_at`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub still_running: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub still_running_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -668,36 +677,84 @@ fn expected_toleration(obs: &[Observation], taint: Option<&Observation>) -> Opti
     })
 }
 
+/// One fallback instance's life: from when it was asked for to when it was gone (or the run ended).
+struct Billed {
+    start: DateTime<Utc>,
+    end: Option<DateTime<Utc>>,
+    node: Option<String>,
+    launched: bool,
+}
+
 fn fallback_usage(drill: &Drill, obs: &[Observation], t0_seq: u64) -> FallbackUsage {
     let mut usage = FallbackUsage::default();
     let end = obs.last().map(|o| o.received);
-    let mut open: BTreeMap<String, (DateTime<Utc>, Option<String>, i64)> = BTreeMap::new();
-    let mut spans: Vec<(f64, Option<String>, i64)> = Vec::new();
+    let after_t0 = |o: &Observation| o.seq > t0_seq || t0_seq == u64::MAX;
+    // A real instance bills from launch to termination: its NodeClaim's creation to its deletion, which Karpenter
+    // completes only once the instance is terminated. Nodes no NodeClaim names (older timelines) bill as Node objects.
+    let mut claims: BTreeMap<String, Billed> = BTreeMap::new();
+    let mut nodes: BTreeMap<String, Billed> = BTreeMap::new();
+    let mut shape: BTreeMap<String, (Option<String>, i64)> = BTreeMap::new();
     for o in obs {
         match &o.event {
-            Event::NodeAdded { node, role: NodeRole::Fallback, instance_type, gpus }
-                if o.seq > t0_seq || t0_seq == u64::MAX =>
-            {
-                open.insert(node.clone(), (o.received, instance_type.clone(), *gpus));
+            Event::NodeClaimCreated { nodeclaim } if after_t0(o) => {
+                claims.insert(nodeclaim.clone(), Billed { start: o.received, end: None, node: None, launched: false });
+            }
+            Event::NodeClaimCondition { nodeclaim, condition, status } if status.is_true() => {
+                if let Some(c) = claims.get_mut(nodeclaim)
+                    && *condition == crate::cluster::karpenter::ClaimCondition::Launched
+                {
+                    c.launched = true;
+                }
+            }
+            Event::NodeClaimNode { nodeclaim, node } => {
+                if let Some(c) = claims.get_mut(nodeclaim) {
+                    c.node = Some(node.clone());
+                    c.launched = true;
+                }
+            }
+            Event::NodeClaimDeleted { nodeclaim } => {
+                if let Some(c) = claims.get_mut(nodeclaim) {
+                    c.end.get_or_insert(o.received);
+                }
+            }
+            Event::NodeAdded { node, role: NodeRole::Fallback, instance_type, gpus } if after_t0(o) => {
+                shape.insert(node.clone(), (instance_type.clone(), *gpus));
+                nodes.insert(node.clone(), Billed { start: o.received, end: None, node: None, launched: true });
             }
             Event::NodeReady { node, role: NodeRole::Fallback, gpus, .. } => {
-                if let Some(entry) = open.get_mut(node) {
-                    entry.2 = entry.2.max(*gpus);
+                if let Some(entry) = shape.get_mut(node) {
+                    entry.1 = entry.1.max(*gpus);
                 }
             }
             Event::NodeDeleted { node, role: NodeRole::Fallback } => {
-                if let Some((start, it, gpus)) = open.remove(node) {
-                    spans.push(((o.received - start).num_milliseconds().max(0) as f64 / 3_600_000.0, it, gpus));
+                if let Some(n) = nodes.get_mut(node) {
+                    n.end.get_or_insert(o.received);
                 }
             }
             Event::FallbackGpus { gpus } => usage.max_gpus = usage.max_gpus.max(*gpus),
             _ => {}
         }
     }
-    if let Some(end) = end {
-        for (_, (start, it, gpus)) in open {
-            spans.push(((end - start).num_milliseconds().max(0) as f64 / 3_600_000.0, it, gpus));
+    let claimed: Vec<String> = claims.values().filter_map(|c| c.node.clone()).collect();
+    nodes.retain(|name, _| !claimed.contains(name));
+    // A launched claim that names no node is an instance that never registered (it bills all the same), unless a
+    // node no claim names is left too: then the link was not observed, and the node alone is counted.
+    if !nodes.is_empty() {
+        claims.retain(|_, c| c.node.is_some());
+    }
+    usage.billed_from = (!claims.is_empty())
+        .then(|| "nodeclaim".to_string())
+        .or_else(|| (!nodes.is_empty()).then(|| "node".to_string()));
+    let mut spans: Vec<(f64, Option<String>, i64)> = Vec::new();
+    let billed = claims.iter().filter(|(_, c)| c.launched).chain(nodes.iter().map(|(name, n)| (name, n)));
+    for (name, b) in billed {
+        let Some(stop) = b.end.or(end) else { continue };
+        if b.end.is_none() {
+            usage.still_running.push(name.clone());
+            usage.still_running_at = end;
         }
+        let (instance_type, gpus) = shape.get(b.node.as_deref().unwrap_or(name)).cloned().unwrap_or((None, 0));
+        spans.push(((stop - b.start).num_milliseconds().max(0) as f64 / 3_600_000.0, instance_type, gpus));
     }
     let limit = obs.iter().find_map(|o| match &o.event {
         Event::Baseline { fallback_gpu_limit, .. } => *fallback_gpu_limit,
@@ -936,6 +993,46 @@ spec:
         let init = a.phase(PhaseId::Initialized).unwrap();
         assert_eq!(init.seconds, Some(1.2));
         assert_eq!(init.server_seconds, Some(-1));
+    }
+
+    #[test]
+    fn the_fallback_bills_from_each_nodeclaims_creation_to_its_deletion_and_says_what_still_runs() {
+        let fb = NodeRole::Fallback;
+        let launched = |claim: &str| E::NodeClaimCondition {
+            nodeclaim: claim.into(),
+            condition: ClaimCondition::parse("Launched").unwrap(),
+            status: ConditionStatus::True,
+        };
+        let node = |name: &str| E::NodeAdded {
+            node: name.into(),
+            role: fb,
+            instance_type: Some("g6.12xlarge".into()),
+            gpus: 4,
+        };
+        let events = vec![
+            (0.5, None, E::FaultInjected { step: "drain".into(), kind: FaultKind::Drain }),
+            (1.0, Some(1), E::NodeClaimCreated { nodeclaim: "c1".into() }),
+            (1.0, Some(1), E::NodeClaimCreated { nodeclaim: "c2".into() }),
+            // Refused for capacity: no instance, nothing billed.
+            (1.0, Some(1), E::NodeClaimCreated { nodeclaim: "never".into() }),
+            (2.0, Some(2), launched("c1")),
+            (2.0, Some(2), launched("c2")),
+            (91.0, Some(91), node("f1")),
+            (91.0, Some(91), node("f2")),
+            (91.5, None, E::NodeClaimNode { nodeclaim: "c1".into(), node: "f1".into() }),
+            (91.5, None, E::NodeClaimNode { nodeclaim: "c2".into(), node: "f2".into() }),
+            (1000.0, None, E::NodeDeleted { node: "f1".into(), role: fb }),
+            (1801.0, None, E::NodeClaimDeleted { nodeclaim: "c1".into() }),
+            (3601.0, None, E::ReturnStarted { step: "return".into() }),
+        ];
+        let f = analyse(&drill(), &timeline(events)).fallback;
+        assert_eq!(f.billed_from.as_deref(), Some("nodeclaim"));
+        assert_eq!(f.nodes, 2);
+        // c1: 1 s to 1801 s (the instance outlives its Node object); c2: 1 s to the end, still running.
+        assert!((f.node_hours - (1800.0 + 3600.0) / 3600.0).abs() < 1e-9, "{}", f.node_hours);
+        assert!((f.gpu_hours - 4.0 * 1.5).abs() < 1e-9, "{}", f.gpu_hours);
+        assert_eq!(f.still_running, ["c2"]);
+        assert_eq!(f.still_running_at.unwrap().to_rfc3339(), "2026-01-01T01:00:01+00:00");
     }
 
     #[test]

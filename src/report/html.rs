@@ -555,6 +555,9 @@ fn fallback(report: &Report) -> Markup {
                 (f.nodes) " cloud nodes, " (format!("{:.3}", f.node_hours)) " node-hours, "
                 strong { (format!("{:.3}", f.gpu_hours)) " GPU-hours" } ", peak " (f.max_gpus) " GPUs."
             }
+            @for line in super::billing_in_words(f) {
+                p { "Hours " (line) "." }
+            }
             @match f.estimated_cost {
                 Some(c) => p {
                     "Estimated cost: " strong { (format!("${c:.2}")) } " (the drill's on-demand price table)."

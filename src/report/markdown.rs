@@ -64,6 +64,9 @@ pub fn render(report: &Report) -> String {
         "- Nodes: {}, node-hours {:.3}, GPU-hours {:.3}, peak {} GPUs",
         f.nodes, f.node_hours, f.gpu_hours, f.max_gpus
     );
+    for line in super::billing_in_words(f) {
+        let _ = writeln!(md, "- Hours {line}");
+    }
     if let Some(limit) = f.gpu_limit {
         let over = if f.overrun { " — **OVERRUN**: Karpenter's limits are eventually consistent" } else { "" };
         let _ = writeln!(md, "- NodePool GPU limit: {limit}{over}");

@@ -364,6 +364,27 @@ fn requests_sent(observations: &[Observation]) -> Option<(u64, &RequestsByVerb)>
     })
 }
 
+/// How the fallback's hours were counted, and what was still billing when the run ended, for people.
+pub fn billing_in_words(f: &FallbackUsage) -> Vec<String> {
+    let mut lines = Vec::new();
+    match f.billed_from.as_deref() {
+        Some("nodeclaim") => lines.push(
+            "counted per NodeClaim, from its creation (instance asked for) to its deletion (instance terminated)"
+                .to_string(),
+        ),
+        Some("node") => lines.push("counted per Node object, from its creation to its deletion".to_string()),
+        _ => {}
+    }
+    if let Some(at) = f.still_running_at.filter(|_| !f.still_running.is_empty()) {
+        lines.push(format!(
+            "STILL RUNNING at {}: {} (counted up to then; they bill until consolidation reclaims them)",
+            crate::timeline::rfc3339(&at),
+            f.still_running.join(", ")
+        ));
+    }
+    lines
+}
+
 /// One line for people: the total, then the count of each verb.
 pub fn requests_in_words(report: &Report) -> String {
     let verbs: Vec<String> = report
