@@ -746,7 +746,7 @@ fn fallback_usage(drill: &Drill, obs: &[Observation], t0_seq: u64) -> FallbackUs
         .then(|| "nodeclaim".to_string())
         .or_else(|| (!nodes.is_empty()).then(|| "node".to_string()));
     let mut spans: Vec<(f64, Option<String>, i64)> = Vec::new();
-    let billed = claims.iter().filter(|(_, c)| c.launched).chain(nodes.iter().map(|(name, n)| (name, n)));
+    let billed = claims.iter().filter(|(_, c)| c.launched).chain(nodes.iter());
     for (name, b) in billed {
         let Some(stop) = b.end.or(end) else { continue };
         if b.end.is_none() {
