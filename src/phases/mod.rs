@@ -3,6 +3,8 @@
 
 pub use crate::domain::{PhaseId, UnknownPhase};
 
+mod startup;
+
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
@@ -12,6 +14,7 @@ use crate::cluster::karpenter::ClaimCondition;
 use crate::cluster::tolerations;
 use crate::drill::{Drill, RestoreTarget};
 use crate::timeline::{ConditionStatus, Event, NodeRole, Observation};
+pub use startup::{PodStartup, Startup, StartupPart};
 
 /// One end of a phase: when the tool saw it, and the object's own time where it has one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -119,6 +122,8 @@ pub struct Analysis {
     pub milestones: Vec<Boundary>,
     pub fallback: FallbackUsage,
     pub objectives_missed: Vec<PhaseId>,
+    /// The workload's pods on the fallback, pod by pod.
+    pub startup: Startup,
 }
 
 impl Phase {
@@ -500,18 +505,31 @@ impl<'a> Moments<'a> {
             .or(self.restored)
     }
 
-    fn image_pull_started(&self) -> Option<&'a Observation> {
+    /// The pod the phases' image pull and load follow: the last of the workload to become Ready on the fallback.
+    fn last_ready_pod(&self) -> Option<&'a str> {
         self.scan
-            .first(self.t0_seq, |e| matches!(e, Event::KubeEvent { reason, .. } if reason == "Pulling"))
-            .filter(|o| o.seq < self.restored_seq)
+            .last_between(self.t0_seq, self.restored_seq.saturating_add(1), |e| {
+                matches!(e, Event::PodReady { role: NodeRole::Fallback, .. })
+            })
+            .and_then(|o| match &o.event {
+                Event::PodReady { pod, .. } => Some(pod.as_str()),
+                _ => None,
+            })
+    }
+
+    /// That pod's own pull (its `Pulling`, or its `Pulled` "already present" for a cached image), never another's.
+    fn image_pull_started(&self) -> Option<&'a Observation> {
+        let pod = self.last_ready_pod()?;
+        let own = &self.scan.obs[..];
+        startup::pod_event(own, pod, "Pulling", false)
+            .or_else(|| startup::pod_event(own, pod, "Pulled", false))
+            .filter(|o| o.seq > self.t0_seq && o.seq < self.restored_seq)
     }
 
     fn image_pulled(&self) -> Option<&'a Observation> {
-        self.scan.last_between(
-            self.t0_seq,
-            self.restored_seq,
-            |e| matches!(e, Event::KubeEvent { reason, .. } if reason == "Pulled"),
-        )
+        let pod = self.last_ready_pod()?;
+        startup::pod_event(self.scan.obs, pod, "Pulled", true)
+            .filter(|o| o.seq > self.t0_seq && o.seq < self.restored_seq)
     }
 
     fn shows(&self, shown: Shown, drill: &Drill) -> bool {
@@ -612,7 +630,8 @@ pub fn analyse(drill: &Drill, obs: &[Observation]) -> Analysis {
     let mut milestones: Vec<Boundary> = MILESTONES.iter().filter_map(|&b| moments.find(b)).collect();
     milestones.sort_by_key(|m| m.seq);
     let objectives_missed = phases.iter().filter(|p| p.misses_objective()).map(|p| p.name).collect();
-    Analysis { phases, milestones, fallback: fallback_usage(drill, obs, moments.t0_seq), objectives_missed }
+    let startup = startup::per_pod(obs, moments.t0_seq, moments.restored_seq.saturating_add(1));
+    Analysis { phases, milestones, fallback: fallback_usage(drill, obs, moments.t0_seq), objectives_missed, startup }
 }
 
 /// The service restored when its criterion first held: with a probe, before the observation that confirmed it.
@@ -848,7 +867,7 @@ spec:
             (6.5, Some(6), cond("Initialized", "c2")),
             (6.6, Some(6), E::NodeReady { node: "f1".into(), role: fb, status: ConditionStatus::True, gpus: 4 }),
             (7.0, Some(7), E::PodScheduled { pod: "new-1".into(), node: "f1".into(), role: fb }),
-            (9.0, Some(9), E::PodReady { pod: "new-1".into(), node: "f1".into(), role: fb }),
+            (9.0, Some(9), E::PodReady { pod: "new-1".into(), node: "f1".into(), role: fb, containers: vec![] }),
             (9.1, None, E::ServiceRestored { ready_pods: 2, held_since_ms: None }),
             (10.0, None, E::ReturnStarted { step: "return".into() }),
             (15.0, None, E::BackOnPrem { ready_pods: 2 }),
@@ -921,7 +940,7 @@ spec:
             (52.1, Some(52), E::PodTerminating { pod: "old-2".into(), node: "h1".into(), role: on }),
             (52.2, Some(52), E::PodCreated { pod: "new-1".into() }),
             (53.0, Some(53), E::NodeClaimCreated { nodeclaim: "c1".into() }),
-            (55.0, Some(55), E::PodReady { pod: "new-1".into(), node: "f1".into(), role: fb }),
+            (55.0, Some(55), E::PodReady { pod: "new-1".into(), node: "f1".into(), role: fb, containers: vec![] }),
             (55.1, None, E::ServiceRestored { ready_pods: 2, held_since_ms: None }),
             (60.0, None, E::RestoreStarted { step: "r".into(), what: RestoreTarget::Cut }),
             (60.2, None, E::FaultRemoved { step: "r".into(), what: "link restored".into() }),

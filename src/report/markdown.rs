@@ -57,6 +57,21 @@ pub fn render(report: &Report) -> String {
         );
     }
 
+    if !report.startup.pods.is_empty() {
+        let s = &report.startup;
+        let _ = writeln!(md, "\n## Startup per pod (server clock)\n");
+        let _ = writeln!(md, "| Pod | Node | Startup | Parts |\n|---|---|---|---|");
+        for p in &s.pods {
+            let parts: Vec<String> =
+                p.parts.iter().map(|part| format!("{} {}", part.name, human_seconds(part.seconds))).collect();
+            let total = p.seconds.map(human_seconds).unwrap_or_else(|| "-".into());
+            let _ = writeln!(md, "| {} | {} | {total} | {} |", p.pod, p.node, parts.join(" · "));
+        }
+        if let (Some(slowest), Some(spread)) = (&s.slowest, s.spread_seconds) {
+            let _ = writeln!(md, "\nSlowest: {slowest}, {} more than the quickest.", human_seconds(spread));
+        }
+    }
+
     let f = &report.fallback;
     let _ = writeln!(md, "\n## Fallback\n");
     let _ = writeln!(

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::RequestsByVerb;
 use crate::drill::Drill;
-use crate::phases::{Boundary, FallbackUsage, Phase, PhaseId, Verdict};
+use crate::phases::{Boundary, FallbackUsage, Phase, PhaseId, Startup, Verdict};
 pub use crate::timeline::Outcome;
 use crate::timeline::{Event, NodeRole, Observation, StepOutcome};
 
@@ -132,6 +132,9 @@ pub struct Report {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overlap: Option<OverlapWindow>,
     pub watch_gaps: usize,
+    /// The workload's pods on the fallback, pod by pod: image pull (or cached), init containers, start, model load.
+    #[serde(default, skip_serializing_if = "crate::report::no_pods")]
+    pub startup: Startup,
     pub api_requests: u64,
     /// The same requests by verb, then resource: what grows with the watches held, not with time waited.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
@@ -364,6 +367,10 @@ fn requests_sent(observations: &[Observation]) -> Option<(u64, &RequestsByVerb)>
     })
 }
 
+fn no_pods(startup: &Startup) -> bool {
+    startup.pods.is_empty()
+}
+
 /// How the fallback's hours were counted, and what was still billing when the run ended, for people.
 pub fn billing_in_words(f: &FallbackUsage) -> Vec<String> {
     let mut lines = Vec::new();
@@ -456,6 +463,7 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         milestones: analysis.milestones,
         objectives_missed: analysis.objectives_missed,
         fallback: analysis.fallback,
+        startup: analysis.startup,
         rollback,
         notable_events: notable(observations),
         overlap: overlap(observations),
@@ -668,7 +676,7 @@ mod tests {
             (1.0, E::FaultInjected { step: "cut".into(), kind: FaultKind::Cut(CutFidelity::Host) }),
             (21.0, E::NodeReady { node: "h1".into(), role: on, status: ConditionStatus::Unknown, gpus: 8 }),
             (300.0, E::PodCreated { pod: "new-1".into() }),
-            (360.0, E::PodReady { pod: "new-1".into(), node: "f1".into(), role: fb }),
+            (360.0, E::PodReady { pod: "new-1".into(), node: "f1".into(), role: fb, containers: vec![] }),
             (361.0, E::PodDeleted { pod: "old-1".into(), node: "h1".into(), role: on }),
         ];
         if let Some(t) = old_pods_gone_at {

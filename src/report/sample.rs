@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 
 use super::{Outcome, Report, RunMeta};
 use crate::cluster::karpenter::ClaimCondition;
-use crate::timeline::{ConditionStatus, Event as E, FaultKind, NodeRole, Observation, StepOutcome};
+use crate::timeline::{ConditionStatus, ContainerStart, Event as E, FaultKind, NodeRole, Observation, StepOutcome};
 
 pub const DRILL: &str = r#"apiVersion: hybrid-drill.io/v1alpha1
 kind: Drill
@@ -23,6 +23,16 @@ spec:
     - {id: return, return: {restart: deployment/llm}}
     - {id: reclaim, waitFor: fallback-empty}
 "#;
+
+/// The kubelet's event about the replacement pod.
+fn kubelet(reason: &str, message: &str) -> E {
+    E::KubeEvent { object: "Pod/llm-new".into(), reason: reason.into(), message: message.into() }
+}
+
+fn container(name: &str, init: bool, started: i64, finished: Option<i64>) -> ContainerStart {
+    let at = |s: i64| base() + chrono::Duration::seconds(s);
+    ContainerStart { name: name.into(), init, started: Some(at(started)), finished: finished.map(at) }
+}
 
 pub fn base() -> DateTime<Utc> {
     DateTime::parse_from_rfc3339("2026-01-05T09:30:00Z").unwrap().with_timezone(&Utc)
@@ -82,7 +92,27 @@ pub fn timeline() -> Vec<Observation> {
         (8.7, None, E::FallbackReady { nodeclaims: 1 }),
         (8.9, None, passed("fallback")),
         (9.0, Some(9), E::PodScheduled { pod: "llm-new".into(), node: "f1".into(), role: fb }),
-        (12.0, Some(12), E::PodReady { pod: "llm-new".into(), node: "f1".into(), role: fb }),
+        (9.2, Some(9), kubelet("Pulling", "Pulling image \"llm:1\"")),
+        (
+            10.4,
+            Some(10),
+            kubelet(
+                "Pulled",
+                "Successfully pulled image \"llm:1\" in 1.2s (1.2s including waiting). Image size: 9000000000 bytes.",
+            ),
+        ),
+        (11.3, Some(11), kubelet("Created", "Created container: server")),
+        (11.4, Some(11), kubelet("Started", "Started container server")),
+        (
+            12.0,
+            Some(12),
+            E::PodReady {
+                pod: "llm-new".into(),
+                node: "f1".into(),
+                role: fb,
+                containers: vec![container("model-download", true, 10, Some(11)), container("server", false, 11, None)],
+            },
+        ),
         (12.1, None, E::ServiceRestored { ready_pods: 1, held_since_ms: None }),
         (20.0, None, started("return", "return")),
         (20.0, None, E::ReturnStarted { step: "return".into() }),

@@ -125,6 +125,9 @@ pub enum Event {
         pod: String,
         node: String,
         role: NodeRole,
+        /// When each container started (and an init container finished), from the pod's status: server clock.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        containers: Vec<ContainerStart>,
     },
     PodNotReady {
         pod: String,
@@ -261,6 +264,18 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
         by_verb: crate::domain::RequestsByVerb,
     },
+}
+
+/// A container's start as the kubelet reported it in the pod's status (whole seconds, the node's clock).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContainerStart {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub init: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished: Option<DateTime<Utc>>,
 }
 
 /// One line of the timeline.

@@ -6,7 +6,7 @@ use std::sync::{Arc, RwLock};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{Node, Pod};
 
-use super::{ConditionStatus, Event, NodeRole};
+use super::{ConditionStatus, ContainerStart, Event, NodeRole};
 use crate::cluster::karpenter::{ClaimCondition, GPU_RESOURCE, INSTANCE_TYPE_LABEL, NodeClaim};
 use crate::cluster::quantity::as_integer;
 use crate::cluster::to_utc;
@@ -129,6 +129,7 @@ pub struct PodState {
     pub owner_kind: Option<String>,
     /// The controller's template revision (`pod-template-hash`, `controller-revision-hash`): pods of one rollout share it.
     pub revision: Option<String>,
+    pub containers: Vec<ContainerStart>,
 }
 
 impl PodState {
@@ -161,8 +162,26 @@ impl PodState {
                 .labels
                 .as_ref()
                 .and_then(|l| l.get("pod-template-hash").or_else(|| l.get("controller-revision-hash")).cloned()),
+            containers: status.map(container_starts).unwrap_or_default(),
         }
     }
+}
+
+/// Init containers first, in order, then the others: when each started and (init containers) finished.
+fn container_starts(status: &k8s_openapi::api::core::v1::PodStatus) -> Vec<ContainerStart> {
+    let one = |c: &k8s_openapi::api::core::v1::ContainerStatus, init: bool| {
+        let state = c.state.as_ref();
+        let running = state.and_then(|s| s.running.as_ref()).and_then(|r| r.started_at.as_ref());
+        let terminated = state.and_then(|s| s.terminated.as_ref());
+        ContainerStart {
+            name: c.name.clone(),
+            init,
+            started: running.or_else(|| terminated.and_then(|t| t.started_at.as_ref())).map(|t| to_utc(&t.0)),
+            finished: terminated.and_then(|t| t.finished_at.as_ref()).map(|t| to_utc(&t.0)),
+        }
+    };
+    let init = status.init_container_statuses.iter().flatten().map(|c| one(c, true));
+    init.chain(status.container_statuses.iter().flatten().map(|c| one(c, false))).collect()
 }
 
 pub fn pod_transitions(
@@ -182,7 +201,8 @@ pub fn pod_transitions(
     }
     let was_ready = before.is_some_and(|b| b.ready);
     if after.ready && !was_ready {
-        out.push((Event::PodReady { pod: pod.clone(), node: node.clone(), role }, after.ready_since));
+        let containers = after.containers.clone();
+        out.push((Event::PodReady { pod: pod.clone(), node: node.clone(), role, containers }, after.ready_since));
     } else if !after.ready && was_ready {
         out.push((Event::PodNotReady { pod: pod.clone(), node: node.clone(), role }, after.ready_since));
     }
@@ -454,6 +474,7 @@ mod tests {
             deletion_requested: None,
             owner_kind: Some("ReplicaSet".into()),
             revision: Some("new".into()),
+            containers: Vec::new(),
         };
         view.pods.insert("first".into(), pod("first", Some("cloud-1")));
         view.pods.insert("second".into(), pod("second", None));
