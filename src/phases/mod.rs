@@ -520,9 +520,9 @@ impl<'a> Moments<'a> {
     /// That pod's own pull (its `Pulling`, or its `Pulled` "already present" for a cached image), never another's.
     fn image_pull_started(&self) -> Option<&'a Observation> {
         let pod = self.last_ready_pod()?;
-        let own = &self.scan.obs[..];
-        startup::pod_event(own, pod, "Pulling", false)
-            .or_else(|| startup::pod_event(own, pod, "Pulled", false))
+        let obs = self.scan.obs;
+        startup::pod_event(obs, pod, "Pulling", false)
+            .or_else(|| startup::pod_event(obs, pod, "Pulled", false))
             .filter(|o| o.seq > self.t0_seq && o.seq < self.restored_seq)
     }
 

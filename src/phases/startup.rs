@@ -71,7 +71,7 @@ pub fn pod_event<'a>(obs: &'a [Observation], pod: &str, reason: &str, last: bool
     let mut matching = obs
         .iter()
         .filter(|o| matches!(&o.event, Event::KubeEvent { object: ob, reason: r, .. } if *ob == object && r == reason));
-    if last { matching.last() } else { matching.next() }
+    if last { matching.next_back() } else { matching.next() }
 }
 
 fn one_pod(
