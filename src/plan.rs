@@ -95,7 +95,7 @@ pub async fn resolve(cluster: &Cluster, drill: &Drill) -> Result<Plan, PlanError
     let (on_prem_nodes, cordoned_already) = on_prem_nodes(cluster, drill).await?;
     let pods = workload_pods(cluster, drill).await?;
     check_restart_targets(cluster, drill).await?;
-    let (tolerations, split_brain) = if check_faults(cluster, drill).await? {
+    let (tolerations, split_brain) = if check_faults(cluster, drill, &on_prem_nodes).await? {
         (
             vec![tolerance(&pods, tolerations::UNREACHABLE), tolerance(&pods, tolerations::NOT_READY)],
             single_writer(&pods),
@@ -211,16 +211,22 @@ async fn check_restart_targets(cluster: &Cluster, drill: &Drill) -> Result<(), P
     Ok(())
 }
 
-/// A host cut needs its CNI's policy CRD, a node failure its hooks' programs; `true` when the drill may leave the
-/// on-prem nodes unreachable (a cut or a node failure).
-async fn check_faults(cluster: &Cluster, drill: &Drill) -> Result<bool, PlanError> {
+/// A host cut needs its CNI's policy CRD, its host firewall on, `allowCidrs` clear of the API server and its
+/// last-resort hook's program; a node failure its hooks' programs. `true` when the drill may leave the on-prem nodes
+/// unreachable (a cut or a node failure).
+async fn check_faults(cluster: &Cluster, drill: &Drill, nodes: &[String]) -> Result<bool, PlanError> {
     let mut unreachable = false;
     for step in &drill.spec.steps {
         match &step.action {
             Action::Cut(cut) => {
                 unreachable = true;
                 if let CutEnforcement::Host(cni) = cut.enforcement {
-                    policy::host_firewall(&cluster.client, &cluster.context, cni).await?;
+                    let (client, context) = (&cluster.client, &cluster.context);
+                    policy::host_firewall(client, context, cni).await?;
+                    policy::check_host_cut(client, context, &cluster.server, cni, nodes, &cut.allow_cidrs).await?;
+                    if let Some(hook) = &cut.last_resort {
+                        check_hook(&step.id, &hook.command)?;
+                    }
                 }
             }
             Action::NodeFailure(failure) => {
