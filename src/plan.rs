@@ -11,11 +11,12 @@ use kube::{Api, ResourceExt};
 
 use crate::cluster::drain_selection::select_for_drain;
 use crate::cluster::karpenter::{GPU_RESOURCE, NodePool};
+use crate::cluster::marks::CUT_LABEL;
 use crate::cluster::policy;
 use crate::cluster::quantity::as_integer;
 use crate::cluster::tolerations::{self, TaintTolerance, tolerance};
 use crate::cluster::{Cluster, first_line, is_not_found};
-use crate::drill::{Action, CutEnforcement, Drill, ReturnAction, WorkloadKind};
+use crate::drill::{Action, CutAction, CutEnforcement, Drill, ReturnAction, WorkloadKind};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
@@ -305,6 +306,25 @@ fn check_hook(step: &str, hook: &[String]) -> Result<(), PlanError> {
     Err(PlanError::NoHook { step: step.into(), program: program.clone(), hint })
 }
 
+fn host_cuts(drill: &Drill) -> impl Iterator<Item = (&str, &CutAction)> {
+    drill.spec.steps.iter().filter_map(|s| match &s.action {
+        Action::Cut(cut @ CutAction { enforcement: CutEnforcement::Host(_), .. }) => Some((s.id.as_str(), cut)),
+        _ => None,
+    })
+}
+
+/// How a host cut pins, proves and undoes itself, as the plan shows it.
+fn host_cut_line(step: &str, cut: &CutAction) -> String {
+    let last_resort = cut.last_resort.as_ref().map_or("none: a node not back needs its console".into(), |h| {
+        format!("`{}` for a node not Ready {} after", h.command.join(" "), humantime::format_duration(h.after))
+    });
+    format!(
+        "  host cut `{step}`: labels the nodes {CUT_LABEL}=<run id> and selects that label alone; fails \"cut had no \
+effect\" if no node is NotReady within {}; last resort: {last_resort}\n",
+        humantime::format_duration(cut.effect_within)
+    )
+}
+
 /// Why the workload must not run twice: StatefulSet pods, or pods that declare themselves single-writer.
 fn single_writer(pods: &[Pod]) -> Vec<String> {
     let mut reasons = BTreeSet::new();
@@ -377,6 +397,9 @@ their pods may keep running next to the fallback's replacements; fence it (lease
         }
         if let Some(warning) = self.split_brain_warning() {
             out.push_str(&format!("  {warning}\n"));
+        }
+        for (step, cut) in host_cuts(drill) {
+            out.push_str(&host_cut_line(step, cut));
         }
         out.push_str("  steps, in order:\n");
         for s in &drill.spec.steps {

@@ -215,6 +215,17 @@ fn assert_lost_node_path(report: &Value, restored_label: &str) {
     assert_eq!(overlap["to"]["label"], "last on-prem pod confirmed gone");
 }
 
+/// Puts one of lab/manifests back as lab/up applies it.
+fn apply_lab_manifest(name: &str) {
+    let out = Command::new("kubectl")
+        .env("KUBECONFIG", kubeconfig())
+        .args(["apply", "-f"])
+        .arg(repo().join("lab/manifests").join(name))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 fn assert_nothing_left() {
     assert!(leftovers().is_empty(), "the run left labelled objects: {:?}", leftovers());
     assert!(cut_labelled().is_empty(), "nodes still carry the cut label: {:?}", cut_labelled());
@@ -292,25 +303,16 @@ fn the_plan_shows_the_expected_eviction_delay_and_refuses_a_missing_cni_before_t
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("expected eviction delay once an on-prem node stops answering"), "{stdout}");
     assert!(stdout.contains("node.kubernetes.io/unreachable: evicted after 30s (4 pods)"), "{stdout}");
+    assert!(
+        stdout.contains("host cut `cut`: labels the nodes hybrid-drill.io/cut=<run id> and selects that label alone"),
+        "{stdout}"
+    );
     // The lab serves Calico's backing CRD; a CRD that is not there is one line, and nothing is touched.
     let dir = tempfile::tempdir().unwrap();
     assert_eq!(plan(&variant("dx-cut.yaml", dir.path(), &[("cni: cilium", "cni: calico")])).status.code(), Some(0));
     kubectl_quiet(&["delete", "crd", "globalnetworkpolicies.crd.projectcalico.org"]);
-    let out = plan(&variant("dx-cut.yaml", dir.path(), &[("cni: cilium", "cni: calico")]));
-    let reinstall = Command::new("kubectl")
-        .env("KUBECONFIG", kubeconfig())
-        .args(["apply", "-f"])
-        .arg(repo().join("lab/manifests/15-host-firewall-crds.yaml"))
-        .output()
-        .unwrap();
-    assert!(reinstall.status.success(), "{}", String::from_utf8_lossy(&reinstall.stderr));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
-    assert!(
-        stderr.starts_with("error: a host-level cut with `cni: calico` needs Calico's GlobalNetworkPolicy"),
-        "{stderr}"
-    );
+    let no_crd = plan(&variant("dx-cut.yaml", dir.path(), &[("cni: cilium", "cni: calico")]));
+    apply_lab_manifest("15-host-firewall-crds.yaml");
     eventually("the Calico stand-in CRD served again", Duration::from_secs(30), || {
         kubectl_quiet(&["get", "globalnetworkpolicies.crd.projectcalico.org"])
     });
@@ -320,21 +322,21 @@ fn the_plan_shows_the_expected_eviction_delay_and_refuses_a_missing_cni_before_t
         dir.path(),
         &[("cni: cilium\n", "cni: cilium\n        allowCidrs: [10.0.0.0/8, 127.0.0.1/32]\n")],
     );
-    let refusals =
-        [(plan(&open), "error: allowCidrs entry `127.0.0.1/32` contains the API server's address 127.0.0.1")];
+    let api_allowed = plan(&open);
     // Cilium's host firewall off: the policy would be stored and cut nothing.
     let patch = r#"{"data":{"enable-host-firewall":"false"}}"#;
     kubectl(&["patch", "configmap", "cilium-config", "-n", "kube-system", "--type", "merge", "-p", patch]);
     let off = plan(&repo().join("drills/dx-cut.yaml"));
-    let reapply = Command::new("kubectl")
-        .env("KUBECONFIG", kubeconfig())
-        .args(["apply", "-f"])
-        .arg(repo().join("lab/manifests/16-cni-config.yaml"))
-        .output()
-        .unwrap();
-    assert!(reapply.status.success(), "{}", String::from_utf8_lossy(&reapply.stderr));
-    let expected = "error: Cilium's host firewall is off in context `hybrid-lab` (kube-system/cilium-config has enable-host-firewall: \"false\")";
-    for (out, expected) in refusals.into_iter().chain([(off, expected)]) {
+    apply_lab_manifest("16-cni-config.yaml");
+    let refusals = [
+        (no_crd, "error: a host-level cut with `cni: calico` needs Calico's GlobalNetworkPolicy"),
+        (api_allowed, "error: allowCidrs entry `127.0.0.1/32` contains the API server's address 127.0.0.1"),
+        (
+            off,
+            "error: Cilium's host firewall is off in context `hybrid-lab` (kube-system/cilium-config has enable-host-firewall: \"false\")",
+        ),
+    ];
+    for (out, expected) in refusals {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");

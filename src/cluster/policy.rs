@@ -472,7 +472,7 @@ mod tests {
         let h1 = object(
             "{apiVersion: crd.projectcalico.org/v1, kind: HostEndpoint, metadata: {name: h1-eth0}, spec: {node: h1}}",
         );
-        let err = calico_host_endpoints("lab", &nodes, &[h1.clone()], None).unwrap_err();
+        let err = calico_host_endpoints("lab", &nodes, std::slice::from_ref(&h1), None).unwrap_err();
         assert!(err.to_string().contains("and h2 has none in context `lab`"), "{err}");
         let auto = object(
             "{apiVersion: crd.projectcalico.org/v1, kind: KubeControllersConfiguration, metadata: {name: default}, spec: {controllers: {node: {hostEndpoint: {autoCreate: Enabled}}}}}",
