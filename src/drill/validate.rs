@@ -515,6 +515,27 @@ mod tests {
         assert!(p[0].starts_with("a host-level cut needs `cni: cilium` or `cni: calico`"), "{p:?}");
         assert!(p[1].contains("not a CIDR"), "{p:?}");
         assert!(p[2].contains("no later step restores it"), "{p:?}");
+        let p = problems(
+            "    - {id: c, cut: {fidelity: pod-network, effectWithin: 1m, lastResort: {command: [reboot]}}}\n    - {id: r, restore: cut}\n",
+        );
+        assert_eq!(
+            p,
+            [
+                "`effectWithin` applies only to `fidelity: host`: a pod-network cut leaves the nodes Ready",
+                "`lastResort` applies only to `fidelity: host`: a pod-network cut leaves the nodes Ready"
+            ]
+        );
+        let p = problems(
+            "    - {id: c, cut: {fidelity: host, cni: cilium, effectWithin: 0s, lastResort: {command: [], timeout: 0s}}}\n    - {id: r, restore: cut}\n",
+        );
+        assert_eq!(
+            p,
+            [
+                "effectWithin must be longer than zero",
+                "`command` needs a program first, e.g. [ipmitool, ...]",
+                "timeout must be longer than zero"
+            ]
+        );
         let p = problems("    - {id: c, cut: {fidelity: pod-network, cni: cilium}}\n    - {id: r, restore: cut}\n");
         assert_eq!(p, ["`cni` applies only to `fidelity: host`; a pod-network cut is a Kubernetes NetworkPolicy"]);
         let p = problems("    - {id: r, restore: node-failure}\n");
