@@ -363,6 +363,8 @@ fn a_cut_that_no_node_feels_ends_cut_had_no_effect_with_everything_restored() {
     assert_eq!(out.status.code(), Some(3), "report: {report:#}\nstderr:\n{stderr}");
     let reason = report["abort_reason"].as_str().unwrap();
     assert!(reason.contains("cut had no effect: no on-prem node lost contact within 30s"), "{reason}");
+    let fidelity = report["fidelity"].as_str().unwrap();
+    assert!(fidelity.starts_with("link cut, host fidelity, without effect:"), "{fidelity}");
     let mut undone: Vec<&str> =
         report["rollback"]["undone"].as_array().unwrap().iter().map(|u| u.as_str().unwrap()).collect();
     undone.sort();
