@@ -11,11 +11,12 @@ use kube::{Api, ResourceExt};
 
 use crate::cluster::drain_selection::select_for_drain;
 use crate::cluster::karpenter::{GPU_RESOURCE, NodePool};
+use crate::cluster::marks::CUT_LABEL;
 use crate::cluster::policy;
 use crate::cluster::quantity::as_integer;
 use crate::cluster::tolerations::{self, TaintTolerance, tolerance};
 use crate::cluster::{Cluster, first_line, is_not_found};
-use crate::drill::{Action, CutEnforcement, Drill, ReturnAction, WorkloadKind};
+use crate::drill::{Action, CutAction, CutEnforcement, Drill, ReturnAction, WorkloadKind};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
@@ -95,7 +96,7 @@ pub async fn resolve(cluster: &Cluster, drill: &Drill) -> Result<Plan, PlanError
     let (on_prem_nodes, cordoned_already) = on_prem_nodes(cluster, drill).await?;
     let pods = workload_pods(cluster, drill).await?;
     check_restart_targets(cluster, drill).await?;
-    let (tolerations, split_brain) = if check_faults(cluster, drill).await? {
+    let (tolerations, split_brain) = if check_faults(cluster, drill, &on_prem_nodes).await? {
         (
             vec![tolerance(&pods, tolerations::UNREACHABLE), tolerance(&pods, tolerations::NOT_READY)],
             single_writer(&pods),
@@ -211,16 +212,22 @@ async fn check_restart_targets(cluster: &Cluster, drill: &Drill) -> Result<(), P
     Ok(())
 }
 
-/// A host cut needs its CNI's policy CRD, a node failure its hooks' programs; `true` when the drill may leave the
-/// on-prem nodes unreachable (a cut or a node failure).
-async fn check_faults(cluster: &Cluster, drill: &Drill) -> Result<bool, PlanError> {
+/// A host cut needs its CNI's policy CRD, its host firewall on, `allowCidrs` clear of the API server and its
+/// last-resort hook's program; a node failure its hooks' programs. `true` when the drill may leave the on-prem nodes
+/// unreachable (a cut or a node failure).
+async fn check_faults(cluster: &Cluster, drill: &Drill, nodes: &[String]) -> Result<bool, PlanError> {
     let mut unreachable = false;
     for step in &drill.spec.steps {
         match &step.action {
             Action::Cut(cut) => {
                 unreachable = true;
                 if let CutEnforcement::Host(cni) = cut.enforcement {
-                    policy::host_firewall(&cluster.client, &cluster.context, cni).await?;
+                    let (client, context) = (&cluster.client, &cluster.context);
+                    policy::host_firewall(client, context, cni).await?;
+                    policy::check_host_cut(client, context, &cluster.server, cni, nodes, &cut.allow_cidrs).await?;
+                    if let Some(hook) = &cut.last_resort {
+                        check_hook(&step.id, &hook.command)?;
+                    }
                 }
             }
             Action::NodeFailure(failure) => {
@@ -299,6 +306,25 @@ fn check_hook(step: &str, hook: &[String]) -> Result<(), PlanError> {
     Err(PlanError::NoHook { step: step.into(), program: program.clone(), hint })
 }
 
+fn host_cuts(drill: &Drill) -> impl Iterator<Item = (&str, &CutAction)> {
+    drill.spec.steps.iter().filter_map(|s| match &s.action {
+        Action::Cut(cut @ CutAction { enforcement: CutEnforcement::Host(_), .. }) => Some((s.id.as_str(), cut)),
+        _ => None,
+    })
+}
+
+/// How a host cut pins, proves and undoes itself, as the plan shows it.
+fn host_cut_line(step: &str, cut: &CutAction) -> String {
+    let last_resort = cut.last_resort.as_ref().map_or("none: a node not back needs its console".into(), |h| {
+        format!("`{}` for a node not Ready {} after", h.command.join(" "), humantime::format_duration(h.after))
+    });
+    format!(
+        "  host cut `{step}`: labels the nodes {CUT_LABEL}=<run id> and selects that label alone; fails \"cut had no \
+effect\" if no node is NotReady within {}; last resort: {last_resort}\n",
+        humantime::format_duration(cut.effect_within)
+    )
+}
+
 /// Why the workload must not run twice: StatefulSet pods, or pods that declare themselves single-writer.
 fn single_writer(pods: &[Pod]) -> Vec<String> {
     let mut reasons = BTreeSet::new();
@@ -371,6 +397,9 @@ their pods may keep running next to the fallback's replacements; fence it (lease
         }
         if let Some(warning) = self.split_brain_warning() {
             out.push_str(&format!("  {warning}\n"));
+        }
+        for (step, cut) in host_cuts(drill) {
+            out.push_str(&host_cut_line(step, cut));
         }
         out.push_str("  steps, in order:\n");
         for s in &drill.spec.steps {

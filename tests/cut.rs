@@ -8,7 +8,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use common::lab::{
-    Repair, cordoned_or_marked, eventually, kubeconfig, kubectl_json, kubectl_quiet, lock_lab, reset_lab,
+    Repair, cordoned_or_marked, eventually, kubeconfig, kubectl, kubectl_json, kubectl_quiet, lock_lab, reset_lab,
     workload_on_prem_and_fallback_empty,
 };
 use common::repo;
@@ -31,6 +31,18 @@ fn leftovers() -> Vec<String> {
         );
     }
     left
+}
+
+const CUT_LABEL: &str = "hybrid-drill.io/cut";
+/// Stand-in annotations (lab/host-firewall-stand-in): a node that stays cut once its policy is gone, and one whose
+/// host policies nothing enforces.
+const LOCKOUT: &str = "hybrid-lab.io/lockout";
+const UNENFORCED: &str = "hybrid-lab.io/unenforced";
+
+/// Nodes carrying a host cut's run label.
+fn cut_labelled() -> Vec<String> {
+    let list = kubectl_json(&["get", "nodes", "-l", CUT_LABEL]);
+    list["items"].as_array().unwrap().iter().map(|n| n["metadata"]["name"].as_str().unwrap().to_string()).collect()
 }
 
 /// Hybrid nodes not heartbeating: failed by a hook or cut off by the stand-in.
@@ -63,7 +75,16 @@ fn repair_quietly() {
     kubectl_quiet(&["label", "pods", "-A", "-l", RUN_LABEL, &format!("{RUN_LABEL}-")]);
     let nodes = ["hybrid-gpu-1", "hybrid-gpu-2"];
     for node in nodes {
-        let _ = Command::new(repo().join("lab/node-recover")).arg(node).env("KUBECONFIG", kubeconfig()).output();
+        kubectl_quiet(&["annotate", "node", node, &format!("{LOCKOUT}-"), &format!("{UNENFORCED}-")]);
+        kubectl_quiet(&["label", "node", node, &format!("{CUT_LABEL}-")]);
+    }
+    // A locked-out node comes back only through a power cycle, which also recovers a failed one.
+    for node in nodes {
+        let _ = Command::new(repo().join("lab/node-reboot"))
+            .arg(node)
+            .env("KUBECONFIG", kubeconfig())
+            .env("LAB_REBOOT_SECONDS", "0")
+            .output();
     }
 }
 
@@ -194,22 +215,57 @@ fn assert_lost_node_path(report: &Value, restored_label: &str) {
     assert_eq!(overlap["to"]["label"], "last on-prem pod confirmed gone");
 }
 
+/// Puts one of lab/manifests back as lab/up applies it.
+fn apply_lab_manifest(name: &str) {
+    let out = Command::new("kubectl")
+        .env("KUBECONFIG", kubeconfig())
+        .args(["apply", "-f"])
+        .arg(repo().join("lab/manifests").join(name))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 fn assert_nothing_left() {
     assert!(leftovers().is_empty(), "the run left labelled objects: {:?}", leftovers());
+    assert!(cut_labelled().is_empty(), "nodes still carry the cut label: {:?}", cut_labelled());
     assert!(failed_nodes().is_empty(), "nodes still failed: {:?}", failed_nodes());
     assert!(cordoned_or_marked().is_empty(), "nodes left cordoned or marked: {:?}", cordoned_or_marked());
 }
 
 #[test]
-fn the_host_cut_drill_passes_with_the_lost_node_path_and_the_overlap_and_leaves_nothing() {
+fn the_host_cut_drill_pins_its_run_label_brings_a_locked_out_node_back_with_its_last_resort_and_leaves_nothing() {
     let _lab = lock_lab();
     reset();
     let _repair = guard();
+    // hybrid-gpu-2 keeps its cut after the policy is deleted, as a node whose agent never hears of it.
+    kubectl(&["annotate", "node", "hybrid-gpu-2", &format!("{LOCKOUT}=true"), "--overwrite"]);
     let reports = tempfile::tempdir().unwrap();
-    let out = run(&repo().join("drills/dx-cut.yaml"), reports.path()).output().unwrap();
-    let report = report_of(&out);
+    let child = run(&repo().join("drills/dx-cut.yaml"), reports.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let policies = || kubectl_json(&["get", "ciliumclusterwidenetworkpolicies.cilium.io", "-l", RUN_LABEL]);
+    eventually("the cut's policy in place", Duration::from_secs(60), || {
+        !policies()["items"].as_array().unwrap().is_empty()
+    });
+    let policy = policies()["items"][0].clone();
+    let pinned = cut_labelled();
+    let (out, report) = finish(child);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "report: {report:#}\nstderr:\n{stderr}");
+    // The policy selects by the run's own label alone, which exactly the resolved on-prem nodes carry.
+    let run_label = policy["metadata"]["labels"][RUN_LABEL].as_str().unwrap();
+    assert_eq!(policy["spec"]["nodeSelector"], serde_json::json!({"matchLabels": {CUT_LABEL: run_label}}));
+    assert!(!policy["spec"].to_string().contains("kubernetes.io"), "{policy:#}");
+    assert_eq!(pinned, ["hybrid-gpu-1", "hybrid-gpu-2"]);
+    // The locked-out node needed its last resort; the other came back when the policy went.
+    let timeline = std::fs::read_to_string(run_dir(reports.path()).unwrap().join("timeline.jsonl")).unwrap();
+    assert!(timeline.contains(r#""step":"cut","command":"lab/node-reboot hybrid-gpu-2","exit_code":0"#), "{timeline}");
+    assert!(!timeline.contains("lab/node-reboot hybrid-gpu-1"), "hybrid-gpu-1 was rebooted");
+    let md = std::fs::read_to_string(run_dir(reports.path()).unwrap().join("report.md")).unwrap();
+    assert!(md.contains("ran `lab/node-reboot hybrid-gpu-2` (exit 0)"), "{md}");
     print_phases(&report);
     println!("overlap: {}", report["overlap"]);
     assert_lost_node_path(&report, "link restored");
@@ -247,28 +303,77 @@ fn the_plan_shows_the_expected_eviction_delay_and_refuses_a_missing_cni_before_t
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("expected eviction delay once an on-prem node stops answering"), "{stdout}");
     assert!(stdout.contains("node.kubernetes.io/unreachable: evicted after 30s (4 pods)"), "{stdout}");
+    assert!(
+        stdout.contains("host cut `cut`: labels the nodes hybrid-drill.io/cut=<run id> and selects that label alone"),
+        "{stdout}"
+    );
     // The lab serves Calico's backing CRD; a CRD that is not there is one line, and nothing is touched.
     let dir = tempfile::tempdir().unwrap();
     assert_eq!(plan(&variant("dx-cut.yaml", dir.path(), &[("cni: cilium", "cni: calico")])).status.code(), Some(0));
     kubectl_quiet(&["delete", "crd", "globalnetworkpolicies.crd.projectcalico.org"]);
-    let out = plan(&variant("dx-cut.yaml", dir.path(), &[("cni: cilium", "cni: calico")]));
-    let reinstall = Command::new("kubectl")
-        .env("KUBECONFIG", kubeconfig())
-        .args(["apply", "-f"])
-        .arg(repo().join("lab/manifests/15-host-firewall-crds.yaml"))
-        .output()
-        .unwrap();
-    assert!(reinstall.status.success(), "{}", String::from_utf8_lossy(&reinstall.stderr));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
-    assert!(
-        stderr.starts_with("error: a host-level cut with `cni: calico` needs Calico's GlobalNetworkPolicy"),
-        "{stderr}"
-    );
+    let no_crd = plan(&variant("dx-cut.yaml", dir.path(), &[("cni: cilium", "cni: calico")]));
+    apply_lab_manifest("15-host-firewall-crds.yaml");
     eventually("the Calico stand-in CRD served again", Duration::from_secs(30), || {
         kubectl_quiet(&["get", "globalnetworkpolicies.crd.projectcalico.org"])
     });
+    // An allowed API server (the lab's is 127.0.0.1, the kubeconfig's server) would leave the nodes connected.
+    let open = variant(
+        "dx-cut.yaml",
+        dir.path(),
+        &[("cni: cilium\n", "cni: cilium\n        allowCidrs: [10.0.0.0/8, 127.0.0.1/32]\n")],
+    );
+    let api_allowed = plan(&open);
+    // Cilium's host firewall off: the policy would be stored and cut nothing.
+    let patch = r#"{"data":{"enable-host-firewall":"false"}}"#;
+    kubectl(&["patch", "configmap", "cilium-config", "-n", "kube-system", "--type", "merge", "-p", patch]);
+    let off = plan(&repo().join("drills/dx-cut.yaml"));
+    apply_lab_manifest("16-cni-config.yaml");
+    let refusals = [
+        (no_crd, "error: a host-level cut with `cni: calico` needs Calico's GlobalNetworkPolicy"),
+        (api_allowed, "error: allowCidrs entry `127.0.0.1/32` contains the API server's address 127.0.0.1"),
+        (
+            off,
+            "error: Cilium's host firewall is off in context `hybrid-lab` (kube-system/cilium-config has enable-host-firewall: \"false\")",
+        ),
+    ];
+    for (out, expected) in refusals {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(stderr.starts_with(expected), "{stderr}");
+    }
+    assert!(leftovers().is_empty() && cut_labelled().is_empty(), "a refused plan touched the cluster");
+}
+
+#[test]
+fn a_cut_that_no_node_feels_ends_cut_had_no_effect_with_everything_restored() {
+    let _lab = lock_lab();
+    reset();
+    let _repair = guard();
+    // No agent enforces host policies on these nodes: the policy is stored and cuts nothing.
+    for node in ["hybrid-gpu-1", "hybrid-gpu-2"] {
+        kubectl(&["annotate", "node", node, &format!("{UNENFORCED}=true"), "--overwrite"]);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = variant("dx-cut.yaml", dir.path(), &[("cni: cilium\n", "cni: cilium\n        effectWithin: 30s\n")]);
+    let reports = tempfile::tempdir().unwrap();
+    let out = run(&file, reports.path()).output().unwrap();
+    let report = report_of(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "report: {report:#}\nstderr:\n{stderr}");
+    let reason = report["abort_reason"].as_str().unwrap();
+    assert!(reason.contains("cut had no effect: no on-prem node lost contact within 30s"), "{reason}");
+    let fidelity = report["fidelity"].as_str().unwrap();
+    assert!(fidelity.starts_with("link cut, host fidelity, without effect:"), "{fidelity}");
+    let mut undone: Vec<&str> =
+        report["rollback"]["undone"].as_array().unwrap().iter().map(|u| u.as_str().unwrap()).collect();
+    undone.sort();
+    assert_eq!(undone.len(), 3, "{undone:?}");
+    assert_eq!(undone[1..], ["label node/hybrid-gpu-1", "label node/hybrid-gpu-2"]);
+    assert!(hybrid_nodes_ready(), "the nodes were never cut");
+    let timeline = std::fs::read_to_string(run_dir(reports.path()).unwrap().join("timeline.jsonl")).unwrap();
+    assert!(!timeline.contains(r#""status":"Unknown""#), "a node went Unknown: no cut should have happened");
+    assert_nothing_left();
 }
 
 #[test]
@@ -294,9 +399,10 @@ fn sigint_in_the_middle_of_a_host_cut_lifts_it_and_leaves_nothing() {
     let undone: Vec<&str> =
         report["rollback"]["undone"].as_array().unwrap().iter().map(|u| u.as_str().unwrap()).collect();
     assert!(
-        undone.len() == 1 && undone[0].starts_with("create CiliumClusterwideNetworkPolicy/hybrid-drill-cut-dx-cut-"),
+        undone.len() == 3 && undone[0].starts_with("create CiliumClusterwideNetworkPolicy/hybrid-drill-cut-dx-cut-"),
         "{undone:?}"
     );
+    assert_eq!(undone[1..], ["label node/hybrid-gpu-2", "label node/hybrid-gpu-1"]);
     assert!(leftovers().is_empty(), "the abort left {:?}", leftovers());
     // The stand-in reconnects the nodes once the policy is gone.
     eventually("the hybrid nodes Ready after the abort", Duration::from_secs(60), hybrid_nodes_ready);
@@ -311,11 +417,13 @@ fn a_run_killed_after_its_cut_is_lifted_by_recover_even_without_its_journal() {
     let _repair = guard();
     let reports = tempfile::tempdir().unwrap();
     let out = run(&repo().join("drills/dx-cut.yaml"), reports.path())
-        .env("HYBRID_DRILL_CRASH_AT", "0:after")
+        // The nodes' cut labels are mutations 0 and 1, the policy 2.
+        .env("HYBRID_DRILL_CRASH_AT", "2:after")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), None, "the run should have died: {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(leftovers().len(), 1, "{:?}", leftovers());
+    assert_eq!(cut_labelled(), ["hybrid-gpu-1", "hybrid-gpu-2"]);
     // With the journal gone, the run id label in the cluster is all that is left to go by.
     let dir = run_dir(reports.path()).unwrap();
     std::fs::remove_file(dir.join("journal.jsonl")).unwrap();
@@ -329,7 +437,9 @@ fn a_run_killed_after_its_cut_is_lifted_by_recover_even_without_its_journal() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("restored: create CiliumClusterwideNetworkPolicy/hybrid-drill-cut-dx-cut-"), "{stdout}");
+    assert!(stdout.contains("label node/hybrid-gpu-1 (cut by run dx-cut-"), "{stdout}");
     assert!(leftovers().is_empty(), "{:?}", leftovers());
+    assert!(cut_labelled().is_empty(), "{:?}", cut_labelled());
     eventually("the hybrid nodes Ready after recover", Duration::from_secs(60), hybrid_nodes_ready);
     reset();
 }

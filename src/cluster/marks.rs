@@ -8,6 +8,10 @@ use std::fmt;
 /// it as a label (value: [`run_label`]), so recovery can list them.
 pub const RUN_ANNOTATION: &str = "hybrid-drill.io/run-id";
 
+/// Label a host cut puts on the on-prem nodes it cuts (value: [`run_label`]), which its policy selects and nothing
+/// else: Cilium drops `kubernetes.io/` keys from a host endpoint's labels, so a policy pinned by them selects no node.
+pub const CUT_LABEL: &str = "hybrid-drill.io/cut";
+
 /// A run's id as a label value: label values stop at 63 characters, so a long drill name is shortened and the
 /// timestamp kept.
 pub fn run_label(run_id: &str) -> String {
@@ -53,6 +57,14 @@ pub fn label_selector(run: Option<&RunId>) -> String {
     }
 }
 
+/// The label selector for the nodes a host cut of `run` (or of any run) labelled.
+pub fn cut_selector(run: Option<&RunId>) -> String {
+    match run {
+        Some(run) => format!("{CUT_LABEL}={}", run.label()),
+        None => CUT_LABEL.to_string(),
+    }
+}
+
 /// The run whose annotation an object carries, when it is `run` (or any run, when none is named).
 pub fn annotated_by<'a>(annotations: &'a BTreeMap<String, String>, run: Option<&RunId>) -> Option<&'a str> {
     let mark = annotations.get(RUN_ANNOTATION)?;
@@ -81,5 +93,6 @@ mod tests {
         assert_eq!(annotated_by(&BTreeMap::new(), None), None);
         assert_eq!(label_selector(Some(&run)), "hybrid-drill.io/run-id=drain-20261202t101500z");
         assert_eq!(label_selector(None), "hybrid-drill.io/run-id");
+        assert_eq!(cut_selector(Some(&run)), "hybrid-drill.io/cut=drain-20261202t101500z");
     }
 }

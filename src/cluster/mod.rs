@@ -27,6 +27,9 @@ pub const PERMISSIONS: &[(&str, &str, &[&str])] = &[
     ("", "pods", &["get", "list", "watch", "patch"]),
     ("", "pods/eviction", &["create"]),
     ("", "events", &["list", "watch"]),
+    ("", "configmaps", &["get"]),
+    ("", "endpoints", &["get"]),
+    ("discovery.k8s.io", "endpointslices", &["list"]),
     ("policy", "poddisruptionbudgets", &["list"]),
     ("karpenter.sh", "nodepools", &["list", "watch"]),
     ("karpenter.sh", "nodeclaims", &["list", "watch"]),
@@ -40,6 +43,8 @@ pub const PERMISSIONS: &[(&str, &str, &[&str])] = &[
     ("cilium.io", "ciliumclusterwidenetworkpolicies", &["list", "create", "delete"]),
     ("projectcalico.org", "globalnetworkpolicies", &["list", "create", "delete"]),
     ("crd.projectcalico.org", "globalnetworkpolicies", &["list", "create", "delete"]),
+    ("crd.projectcalico.org", "hostendpoints", &["list"]),
+    ("crd.projectcalico.org", "kubecontrollersconfigurations", &["get"]),
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -255,6 +255,22 @@ pub struct CutAction {
     pub enforcement: CutEnforcement,
     /// CIDRs that stay reachable through the cut.
     pub allow_cidrs: Vec<String>,
+    /// A host cut that leaves every on-prem node Ready this long had no effect.
+    pub effect_within: Duration,
+    /// A host cut's way back for a node that does not come back once the cut is lifted.
+    pub last_resort: Option<LastResortHook>,
+}
+
+/// How long a host cut may take to show when the drill does not say: the node-monitor grace period (50 s by
+/// default) plus a margin.
+pub const DEFAULT_EFFECT_WITHIN: Duration = Duration::from_secs(120);
+
+/// The command run for a node still not Ready `after` its cut was lifted; `{node}` expands as in node-failure hooks.
+#[derive(Debug, Clone)]
+pub struct LastResortHook {
+    pub command: Vec<String>,
+    pub after: Duration,
+    pub timeout: Duration,
 }
 
 /// Who enforces a cut: a CNI's host firewall on the nodes, or a NetworkPolicy around the workload's pods.

@@ -299,6 +299,29 @@ pub struct CutAction {
     /// Networks that stay reachable through the cut, as CIDRs: the on-prem side, an out-of-band management network.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_cidrs: Vec<String>,
+    /// For `host`: how long the cut may take to show, the first on-prem node NotReady or Unknown; past it the step
+    /// fails with "cut had no effect" and the drill restores. Leave room for the node-monitor grace period (50 s by
+    /// default). Default 2m.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect_within: Option<HumanDuration>,
+    /// For `host`: a node's way back when it is not Ready `after` its cut is lifted (its CNI agent, cut off the API
+    /// server, never hears the policy go): a BMC power cycle, a console script. `{node}` is the node's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_resort: Option<LastResortHook>,
+}
+
+/// A command the restore, the abort or `hybrid-drill recover` of a host cut runs for a node that did not come back.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LastResortHook {
+    /// The command, program first, no shell; `{node}` is the node's name.
+    pub command: Vec<String>,
+    /// How long the node may stay not Ready after the cut is lifted before the hook runs. Default 2m.
+    #[serde(default = "default_hook_timeout")]
+    pub after: HumanDuration,
+    /// Bound on the hook's run. Default 2m.
+    #[serde(default = "default_hook_timeout")]
+    pub timeout: HumanDuration,
 }
 
 /// A node failure caused by the drill's own hooks; no shell unless you name one (`[sh, -c, "..."]`).

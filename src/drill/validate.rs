@@ -5,10 +5,10 @@ use std::collections::{BTreeMap, HashSet};
 
 use super::diagnostics::Diagnostic;
 use super::model::{
-    Action, Check, CutAction, CutEnforcement, DEFAULT_STEP_TIMEOUT, Drill, DrillSpec, DrillTargets, ExecAction,
-    ExpectedCluster, FallbackTarget, Guards, HttpProbe, Metadata, NODE_PLACEHOLDER, NodeFailureAction, Objectives,
-    OnDeviation, OnPremTarget, ParsedSelector, RestoredWhen, ReturnAction, Step, WorkloadKind, WorkloadRef,
-    WorkloadTarget,
+    Action, Check, CutAction, CutEnforcement, DEFAULT_EFFECT_WITHIN, DEFAULT_STEP_TIMEOUT, Drill, DrillSpec,
+    DrillTargets, ExecAction, ExpectedCluster, FallbackTarget, Guards, HttpProbe, LastResortHook, Metadata,
+    NODE_PLACEHOLDER, NodeFailureAction, Objectives, OnDeviation, OnPremTarget, ParsedSelector, RestoredWhen,
+    ReturnAction, Step, WorkloadKind, WorkloadRef, WorkloadTarget,
 };
 use super::parse::{SpanMap, index, join, suggest};
 use super::raw::{self, API_VERSION, KIND, STEP_ACTIONS};
@@ -323,8 +323,48 @@ impl Validator<'_> {
                 ),
             );
         }
-        let enforcement = enforcement.filter(|_| cidrs_valid && restored)?;
-        Some(CutAction { enforcement, allow_cidrs: cut.allow_cidrs.clone() })
+        let host_only_valid = self.host_only(at, cut);
+        let enforcement = enforcement.filter(|_| cidrs_valid && restored && host_only_valid)?;
+        Some(CutAction {
+            enforcement,
+            allow_cidrs: cut.allow_cidrs.clone(),
+            effect_within: cut.effect_within.as_ref().map_or(DEFAULT_EFFECT_WITHIN, |d| d.0),
+            last_resort: cut.last_resort.as_ref().map(|h| LastResortHook {
+                command: h.command.clone(),
+                after: h.after.0,
+                timeout: h.timeout.0,
+            }),
+        })
+    }
+
+    /// `effectWithin` and `lastResort` watch nodes a host cut cuts off; a pod-network cut leaves them Ready.
+    fn host_only(&mut self, at: &str, cut: &raw::CutAction) -> bool {
+        let before = self.problems.len();
+        if cut.fidelity == CutFidelity::PodNetwork {
+            for (key, given) in
+                [("effectWithin", cut.effect_within.is_some()), ("lastResort", cut.last_resort.is_some())]
+            {
+                if given {
+                    self.problem(
+                        &join(at, key),
+                        format!("`{key}` applies only to `fidelity: host`: a pod-network cut leaves the nodes Ready"),
+                    );
+                }
+            }
+        }
+        if cut.effect_within.as_ref().is_some_and(|d| d.0.is_zero()) {
+            self.problem(&join(at, "effectWithin"), "effectWithin must be longer than zero");
+        }
+        if let Some(hook) = &cut.last_resort {
+            let at = join(at, "lastResort");
+            if hook.command.first().is_none_or(|p| p.trim().is_empty()) {
+                self.problem(&join(&at, "command"), "`command` needs a program first, e.g. [ipmitool, ...]");
+            }
+            if hook.timeout.0.is_zero() {
+                self.problem(&join(&at, "timeout"), "timeout must be longer than zero");
+            }
+        }
+        self.problems.len() == before
     }
 
     /// Both hooks name a program and `{node}` both or neither, and a later `restore: node-failure` brings the nodes back.
@@ -475,6 +515,27 @@ mod tests {
         assert!(p[0].starts_with("a host-level cut needs `cni: cilium` or `cni: calico`"), "{p:?}");
         assert!(p[1].contains("not a CIDR"), "{p:?}");
         assert!(p[2].contains("no later step restores it"), "{p:?}");
+        let p = problems(
+            "    - {id: c, cut: {fidelity: pod-network, effectWithin: 1m, lastResort: {command: [reboot]}}}\n    - {id: r, restore: cut}\n",
+        );
+        assert_eq!(
+            p,
+            [
+                "`effectWithin` applies only to `fidelity: host`: a pod-network cut leaves the nodes Ready",
+                "`lastResort` applies only to `fidelity: host`: a pod-network cut leaves the nodes Ready"
+            ]
+        );
+        let p = problems(
+            "    - {id: c, cut: {fidelity: host, cni: cilium, effectWithin: 0s, lastResort: {command: [], timeout: 0s}}}\n    - {id: r, restore: cut}\n",
+        );
+        assert_eq!(
+            p,
+            [
+                "effectWithin must be longer than zero",
+                "`command` needs a program first, e.g. [ipmitool, ...]",
+                "timeout must be longer than zero"
+            ]
+        );
         let p = problems("    - {id: c, cut: {fidelity: pod-network, cni: cilium}}\n    - {id: r, restore: cut}\n");
         assert_eq!(p, ["`cni` applies only to `fidelity: host`; a pod-network cut is a Kubernetes NetworkPolicy"]);
         let p = problems("    - {id: r, restore: node-failure}\n");

@@ -6,13 +6,17 @@ use std::collections::BTreeMap;
 use crate::drill::{Action, CutEnforcement, Drill};
 use crate::timeline::{ConditionStatus, Event, NodeRole, Observation};
 
-const HOST: &str = "link cut, host fidelity: a host firewall policy ({cni}) on the on-prem nodes denied their traffic \
-to and from everything but themselves and the drill's allowCidrs, so their kubelets lost the API server as on a DX/VPN \
-cut. Reproduced: the control plane's side of the cut (the nodes go Unknown, the unreachable NoExecute taint, eviction \
+const HOST: &str = "link cut, host fidelity: a host firewall policy ({cni}) on the on-prem nodes (selected by the \
+run's hybrid-drill.io/cut label) denied their traffic to and from everything but themselves and the drill's \
+allowCidrs, so their kubelets lost the API server as on a DX/VPN cut. Reproduced: the control plane's side of the cut (the nodes go Unknown, the unreachable NoExecute taint, eviction \
 once the pods' tolerationSeconds run out, the fallback), and the window in which the old pods may still run on-prem \
 next to their replacements (the overlap). Not reproduced: what the cut-off side itself does (its clients, storage and \
-own view of the cut), traffic the CNI never blocks (Calico's failsafe ports), and a cut the CNI does not enforce \
-(Cilium needs its host firewall enabled).";
+own view of the cut) and traffic the CNI never blocks (Calico's failsafe ports).";
+
+/// A host cut no on-prem node felt: said instead of [`HOST`], which would claim a cut that did not happen.
+const HOST_NO_EFFECT: &str = "link cut, host fidelity, without effect: a host firewall policy ({cni}) selecting the \
+on-prem nodes by the run's hybrid-drill.io/cut label was created, but no on-prem node lost the API server: nothing was \
+cut, and nothing in this report measures a cut. Check that the CNI enforces host policies on these nodes.";
 
 const POD_NETWORK: &str = "link cut, pod-network fidelity: a Kubernetes NetworkPolicy isolated the workload's pods on \
 the on-prem nodes (labelled for the run) from everything but each other and the drill's allowCidrs: a data-plane \
@@ -34,6 +38,9 @@ pub fn statement(drill: &Drill, observations: &[Observation]) -> String {
         Some(Action::Drain(_)) => return super::DRAIN_FIDELITY.into(),
         Some(Action::Cut(cut)) => match cut.enforcement {
             CutEnforcement::PodNetwork => POD_NETWORK.to_string(),
+            CutEnforcement::Host(cni) if !any_on_prem_lost(observations) => {
+                HOST_NO_EFFECT.replace("{cni}", &cni.to_string())
+            }
             CutEnforcement::Host(cni) => HOST.replace("{cni}", &cni.to_string()),
         },
         Some(Action::NodeFailure(f)) => {
@@ -45,6 +52,14 @@ pub fn statement(drill: &Drill, observations: &[Observation]) -> String {
         Some(seen) => format!("{text} Observed: {seen}."),
         None => text,
     }
+}
+
+/// Whether an on-prem node was seen not Ready after the fault.
+fn any_on_prem_lost(observations: &[Observation]) -> bool {
+    let after = observations.iter().skip_while(|o| !matches!(o.event, Event::FaultInjected { .. }));
+    after
+        .into_iter()
+        .any(|o| matches!(&o.event, Event::NodeReady { role: NodeRole::OnPrem, status, .. } if !status.is_true()))
 }
 
 /// What the fault did, from the fault to the return: the on-prem nodes' readiness, evictions, the fallback.
@@ -141,5 +156,9 @@ spec:
         );
         assert!(text.contains("(cilium)"), "{text}");
         assert!(text.ends_with("Observed: h1 went Unknown; 1 workload pods were evicted from them; the fallback was triggered (1 NodeClaims created)."), "{text}");
+        let fault = E::FaultInjected { step: "c".into(), kind: FaultKind::Cut(CutFidelity::Host) };
+        let felt_by_none = statement(&d, &observations(vec![fault]));
+        assert!(felt_by_none.starts_with("link cut, host fidelity, without effect:"), "{felt_by_none}");
+        assert!(!felt_by_none.contains("lost the API server as on"), "{felt_by_none}");
     }
 }

@@ -27,6 +27,16 @@ pub enum Mutation {
     CreatePolicy { policy: PolicyRef },
     /// Label a pod with the run's id so a pod-network cut's policy selects it; undone by removing the label.
     LabelPod { namespace: String, pod: String, label: String },
+    /// Label an on-prem node with the run's cut label, so a host cut's policy selects exactly the nodes resolved
+    /// before the drill; undone by removing the label and, when the node is not Ready within the hook's bound after
+    /// that (its CNI agent never heard the policy go), by running the drill's last-resort hook for it.
+    LabelNode {
+        step: String,
+        node: String,
+        label: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        last_resort: Option<LastResort>,
+    },
     /// Fail a node (or all of them, when `node` is none) with the drill's hook; undone by its recovery hook.
     FailNode {
         step: String,
@@ -36,6 +46,15 @@ pub enum Mutation {
         recover: Vec<String>,
         timeout_seconds: u64,
     },
+}
+
+/// A node's way back when lifting a cut does not bring it back: the drill's hook, `{node}` already expanded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LastResort {
+    pub command: Vec<String>,
+    /// How long the node may stay not Ready after its cut is lifted before the hook runs.
+    pub after_seconds: u64,
+    pub timeout_seconds: u64,
 }
 
 impl Mutation {
@@ -48,6 +67,7 @@ impl Mutation {
             Mutation::Exec { step, command, .. } => ("exec".into(), format!("{step}: {}", command.join(" "))),
             Mutation::CreatePolicy { policy } => ("create".into(), policy.to_string()),
             Mutation::LabelPod { namespace, pod, .. } => ("label".into(), format!("pod/{namespace}/{pod}")),
+            Mutation::LabelNode { node, .. } => ("label".into(), format!("node/{node}")),
             Mutation::FailNode { node: Some(node), .. } => ("fail".into(), format!("node/{node}")),
             Mutation::FailNode { step, command, .. } => {
                 ("fail".into(), format!("nodes ({step}: {})", command.join(" ")))

@@ -12,11 +12,11 @@ use kube::api::{DynamicObject, EvictParams, ListParams, Patch, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use super::journal::{self, EntryState, Journal, Mutation, ReadError};
+use super::journal::{self, EntryState, Journal, LastResort, Mutation, ReadError};
 use super::ledger::{Ledger, Settled, Stage, transient_retry};
 use super::requests::{FIELD_MANAGER, patch_params, uncordon_node};
 use super::undo::{self, RollbackOutcome, UndoBy};
-use crate::cluster::marks::{RUN_ANNOTATION, RunId};
+use crate::cluster::marks::{CUT_LABEL, RUN_ANNOTATION, RunId};
 use crate::cluster::policy::{PolicyKind, PolicyRef};
 use crate::cluster::scheduling::selector_matches;
 use crate::cluster::{Cluster, first_line, is_not_found};
@@ -262,6 +262,22 @@ impl Mutator {
             _ => Settled::forward(result, None),
         };
         self.mutate(&m, None, call, settle).await
+    }
+
+    /// Labels an on-prem node with the run's cut label, which the host cut's policy selects; its undo removes the label
+    /// and, when the node does not come back, runs `last_resort`.
+    pub async fn label_node(
+        &self,
+        step: &str,
+        node: &str,
+        last_resort: Option<LastResort>,
+    ) -> Result<(), MutationError> {
+        let m = Mutation::LabelNode { step: step.into(), node: node.into(), label: CUT_LABEL.into(), last_resort };
+        let nodes: Api<Node> = Api::all(self.cluster.client.clone());
+        let patch = json!({"metadata": {"labels": {CUT_LABEL: self.run_label()}}});
+        let (params, merge) = (patch_params(), Patch::Merge(&patch));
+        let call = || async { nodes.patch(node, &params, &merge).await.map(drop) };
+        self.mutate(&m, None, call, |r| Settled::forward(r, None)).await
     }
 
     /// Runs a drill's failure hook (for one node, or for all when `node` is none); its recovery hook is the undo,

@@ -12,7 +12,7 @@ use super::journal::{self, Journal, Mutation};
 use super::ledger::{Ledger, transient_retry};
 use super::mutator::api_error;
 use super::undo::{self, RollbackOutcome, ToUndo, UndoBy};
-use crate::cluster::marks::{self, RUN_ANNOTATION, RunId};
+use crate::cluster::marks::{self, CUT_LABEL, RUN_ANNOTATION, RunId};
 use crate::cluster::policy::{self, PolicyRef};
 use crate::cluster::{Cluster, is_not_found};
 
@@ -26,7 +26,8 @@ pub async fn recover(cluster: &Cluster, journal_path: &Path) -> Result<RollbackO
 
 /// Restores what the cluster itself says a run changed, for when its journal is gone: every node still carrying
 /// the run annotation (of `run`, or of any run) is uncordoned and unmarked; every cut policy labelled with the run
-/// is deleted and every pod labelled with it unlabelled.
+/// is deleted, every pod labelled with it unlabelled, and every node carrying its cut label unlabelled (without a
+/// last-resort hook: only the journal knows the drill's).
 ///
 /// Each undo is journalled before it is made, in `journal_path`, which is opened (directory included) only when
 /// something is marked. `hybrid-drill recover RUN_DIR` passes the run's own `journal.jsonl` (when it reads), so a
@@ -54,7 +55,7 @@ fn open(journal_path: &Path) -> Result<Journal, MutationError> {
         .map_err(|cause| MutationError::Journal { path: journal_path.display().to_string(), cause })
 }
 
-/// Every change of `run` (or of any run) the cluster still shows: marked nodes, then labelled policies and pods.
+/// Every change of `run` (or of any run) the cluster still shows: marked nodes, labelled policies, cut nodes, pods.
 async fn marked(cluster: &Cluster, run: Option<&RunId>) -> Result<Vec<ToUndo>, MutationError> {
     let mut marked = Vec::new();
     let nodes: Api<Node> = Api::all(cluster.client.clone());
@@ -88,6 +89,17 @@ async fn marked(cluster: &Cluster, run: Option<&RunId>) -> Result<Vec<ToUndo>, M
             labelled_by_run(Mutation::CreatePolicy { policy }, o.labels())
         }));
     }
+    let cut = ListParams::default().labels(&marks::cut_selector(run));
+    let list = transient_retry(|| nodes.list(&cut)).await.map_err(|e| api_error("list", "nodes", &e))?;
+    marked.extend(list.items.into_iter().map(|n| {
+        let mark = n.labels().get(CUT_LABEL).cloned().unwrap_or_default();
+        let node = n.name_any();
+        ToUndo {
+            seq: None,
+            shown: format!("label node/{node} (cut by run {mark})"),
+            mutation: Mutation::LabelNode { step: "recover".into(), node, label: CUT_LABEL.into(), last_resort: None },
+        }
+    }));
     let pods: Api<Pod> = Api::all(cluster.client.clone());
     let list = transient_retry(|| pods.list(&labelled)).await.map_err(|e| api_error("list", "pods", &e))?;
     marked.extend(list.items.into_iter().map(|p| {

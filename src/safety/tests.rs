@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::journal::{self, EntryState, Journal, Mutation};
 use super::{Mutator, recover_marks};
 use crate::cluster::Cluster;
-use crate::cluster::marks::{RUN_ANNOTATION, RunId};
+use crate::cluster::marks::{CUT_LABEL, RUN_ANNOTATION, RunId};
 use crate::cluster::policy::PolicyRef;
 use crate::timeline::{Event, Timeline};
 
@@ -219,6 +219,12 @@ async fn recovery_from_marks_journals_each_undo_before_making_it() {
     let server = serve(handle, {
         let (path, at_patch) = (path.clone(), at_patch.clone());
         move |request| match (request.method.as_str(), request.uri.split('?').next().unwrap_or_default()) {
+            ("GET", "/api/v1/nodes") if request.uri.contains("labelSelector=hybrid-drill.io%2Fcut") => Answer::Json(
+                200,
+                json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": [
+                    {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "hybrid-gpu-2", "labels": {CUT_LABEL: RUN}}},
+                ]}),
+            ),
             ("GET", "/api/v1/nodes") => Answer::Json(
                 200,
                 json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": [
@@ -240,17 +246,30 @@ async fn recovery_from_marks_journals_each_undo_before_making_it() {
     let outcome = recover_marks(&cluster, Some(&RunId::new(RUN)), &path).await.unwrap();
     drop(cluster);
     let seen = server.await.unwrap();
-    assert_eq!(outcome.undone, [format!("cordon node/hybrid-gpu-1 (marked by run {RUN})")]);
+    assert_eq!(
+        outcome.undone,
+        [
+            format!("cordon node/hybrid-gpu-1 (marked by run {RUN})"),
+            format!("label node/hybrid-gpu-2 (cut by run {RUN})")
+        ]
+    );
     assert!(outcome.restored());
     let patches: Vec<_> = seen.iter().filter(|r| r.method == "PATCH").collect();
-    assert_eq!(patches.len(), 1, "only the named run's node: {seen:?}");
+    assert_eq!(patches.len(), 2, "only the named run's nodes: {seen:?}");
     assert_eq!(
         patches[0].body,
         json!({"spec": {"unschedulable": null}, "metadata": {"annotations": {RUN_ANNOTATION: null}}})
     );
+    assert_eq!(patches[1].uri, "/api/v1/nodes/hybrid-gpu-2?&fieldManager=hybrid-drill");
+    assert_eq!(patches[1].body, json!({"metadata": {"labels": {CUT_LABEL: null}}}));
+    assert!(seen.iter().any(|r| r.uri == format!("/api/v1/nodes?&labelSelector=hybrid-drill.io%2Fcut%3D{RUN}")));
     assert!(seen.iter().any(|r| r.uri == format!("/api/v1/pods?&labelSelector=hybrid-drill.io%2Frun-id%3D{RUN}")));
-    assert_eq!(*at_patch.lock().unwrap(), Some(vec![(0, EntryState::Undoing)]));
-    assert_eq!(states(&path), [(0, EntryState::Undoing), (0, EntryState::Undone)]);
+    assert_eq!(
+        *at_patch.lock().unwrap(),
+        Some(vec![(0, EntryState::Undoing), (0, EntryState::Undone), (1, EntryState::Undoing)])
+    );
+    let both: Vec<_> = [0, 1].into_iter().flat_map(|s| [(s, EntryState::Undoing), (s, EntryState::Undone)]).collect();
+    assert_eq!(states(&path), both);
 }
 
 #[tokio::test]
@@ -267,4 +286,49 @@ async fn recovery_from_marks_writes_no_journal_when_nothing_is_marked() {
     server.await.unwrap();
     assert!(outcome.undone.is_empty() && outcome.restored());
     assert!(!path.parent().unwrap().exists());
+}
+
+#[tokio::test]
+async fn a_node_not_back_after_its_cut_is_lifted_gets_its_last_resort_hook_in_the_timeline() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.jsonl");
+    let labelled = |node: &str, hook: &str| Mutation::LabelNode {
+        step: "cut".into(),
+        node: node.into(),
+        label: CUT_LABEL.into(),
+        last_resort: Some(journal::LastResort {
+            command: vec![hook.into(), node.into()],
+            after_seconds: 1,
+            timeout_seconds: 10,
+        }),
+    };
+    journal_of(&path, &[labelled("back", "false"), labelled("locked-out", "true")]);
+    let (cluster, handle) = Cluster::mock();
+    let server = serve(handle, |request| {
+        let ready = if request.uri.contains("/nodes/back") { "True" } else { "Unknown" };
+        let name = request.uri.split('/').nth(4).unwrap_or_default().split('?').next().unwrap_or_default().to_string();
+        Answer::Json(
+            200,
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+                   "status": {"conditions": [{"type": "Ready", "status": ready}]}}),
+        )
+    });
+    let timeline = Timeline::in_memory();
+    let mutator = Mutator::new(cluster, Journal::create(&path).unwrap(), timeline.clone(), RUN.into());
+    let outcome = mutator.rollback().await;
+    drop(mutator);
+    let seen = server.await.unwrap();
+    // Newest first; the node that is back never runs its hook (`false` would fail the undo).
+    assert_eq!(outcome.undone, ["label node/locked-out", "label node/back"]);
+    assert!(outcome.restored(), "{:?}", outcome.failed);
+    assert_eq!(seen[0].body, json!({"metadata": {"labels": {CUT_LABEL: null}}}));
+    let hooks: Vec<_> = timeline
+        .observations()
+        .into_iter()
+        .filter_map(|o| match o.event {
+            Event::HookRan { step, command, exit_code } => Some((step, command, exit_code)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(hooks, [("cut".to_string(), "true locked-out".to_string(), Some(0))]);
 }

@@ -2,13 +2,13 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, Patch};
 use serde_json::json;
 
 use super::MutationError;
-use super::journal::{self, EntryState, Mutation};
+use super::journal::{self, EntryState, LastResort, Mutation};
 use super::ledger::{Ledger, Settled, Stage, Transient};
 use super::process::run_command;
 use super::requests::{patch_params, uncordon_node};
@@ -26,6 +26,7 @@ pub(super) enum Undo {
     Uncordon { node: String },
     DeletePolicy(PolicyRef),
     Unlabel { namespace: String, pod: String, label: String },
+    UnlabelNode { node: String, label: String, last_resort: Option<LastResort> },
     Run { command: Vec<String>, timeout: Duration },
 }
 
@@ -52,6 +53,9 @@ impl Mutation {
             Mutation::LabelPod { namespace, pod, label } => {
                 Undo::Unlabel { namespace: namespace.clone(), pod: pod.clone(), label: label.clone() }
             }
+            Mutation::LabelNode { node, label, last_resort, .. } => {
+                Undo::UnlabelNode { node: node.clone(), label: label.clone(), last_resort: last_resort.clone() }
+            }
             Mutation::FailNode { recover, timeout_seconds, .. } => {
                 Undo::Run { command: recover.clone(), timeout: Duration::from_secs(*timeout_seconds) }
             }
@@ -74,6 +78,8 @@ pub(super) enum UndoError {
     Exited { command: String, code: i32 },
     #[error("{0}")]
     Command(MutationError),
+    #[error("{node} not Ready {after}s after its cut was lifted, and its last-resort hook `{command}` {outcome}")]
+    LastResort { node: String, after: u64, command: String, code: Option<i32>, outcome: String },
 }
 
 impl Transient for UndoError {
@@ -83,16 +89,28 @@ impl Transient for UndoError {
             // An undo command is the only way back and is written to be run again (`recover` re-runs it), so a
             // failed run is tried again like a dropped connection.
             UndoError::Exited { .. } => true,
-            UndoError::UnknownPolicyKind(_) | UndoError::Command(_) => false,
+            // A power cycle is not repeated on its own: `recover` or the operator runs it again.
+            UndoError::UnknownPolicyKind(_) | UndoError::Command(_) | UndoError::LastResort { .. } => false,
         }
     }
 }
 
+/// How often an undo looks at a node it waits for.
+const NODE_POLL: Duration = Duration::from_secs(2);
+
 impl Undo {
-    /// One attempt; whatever is already undone (a 404) counts as undone.
-    async fn perform(&self, cluster: &Cluster) -> Result<(), UndoError> {
+    /// One attempt; whatever is already undone (a 404) counts as undone. `Some(command)` when a last-resort hook had
+    /// to run and exited 0.
+    async fn perform(&self, cluster: &Cluster) -> Result<Option<String>, UndoError> {
         match self {
-            Undo::Nothing => Ok(()),
+            Undo::UnlabelNode { node, label, last_resort } => unlabel_node(cluster, node, label, last_resort).await,
+            other => other.perform_plain(cluster).await.map(|()| None),
+        }
+    }
+
+    async fn perform_plain(&self, cluster: &Cluster) -> Result<(), UndoError> {
+        match self {
+            Undo::Nothing | Undo::UnlabelNode { .. } => Ok(()),
             Undo::Uncordon { node } => uncordon_node(cluster, node).await.map_err(UndoError::Api),
             Undo::DeletePolicy(policy) => {
                 let kind = PolicyKind::of(&policy.api_version, &policy.kind)
@@ -120,6 +138,51 @@ impl Undo {
             },
         }
     }
+}
+
+/// Removes a host cut's label from a node; with a last-resort hook, waits (bounded) for the node to be Ready, and runs
+/// the hook when it is not: a node whose CNI agent cannot reach the API server never hears its cut was lifted.
+async fn unlabel_node(
+    cluster: &Cluster,
+    node: &str,
+    label: &str,
+    last_resort: &Option<LastResort>,
+) -> Result<Option<String>, UndoError> {
+    let nodes: Api<Node> = Api::all(cluster.client.clone());
+    let patch = json!({"metadata": {"labels": {label: null}}});
+    match nodes.patch(node, &patch_params(), &Patch::Merge(&patch)).await {
+        Err(e) if is_not_found(&e) => return Ok(None),
+        result => result.map(drop).map_err(UndoError::Api)?,
+    }
+    let Some(hook) = last_resort else { return Ok(None) };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(hook.after_seconds);
+    loop {
+        if nodes.get_opt(node).await.ok().flatten().is_some_and(|n| is_ready(&n)) {
+            return Ok(None);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(NODE_POLL).await;
+    }
+    let command = hook.command.join(" ");
+    let failed = |code: Option<i32>, outcome: String| UndoError::LastResort {
+        node: node.into(),
+        after: hook.after_seconds,
+        command: command.clone(),
+        code,
+        outcome,
+    };
+    match run_command(&hook.command, Duration::from_secs(hook.timeout_seconds)).await {
+        Ok(0) => Ok(Some(command.clone())),
+        Ok(code) => Err(failed(Some(code), format!("exited {code}"))),
+        Err(e) => Err(failed(None, format!("failed: {e}"))),
+    }
+}
+
+fn is_ready(node: &Node) -> bool {
+    let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions.is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// Why mutations are being undone, which decides how the journal and the timeline record it.
@@ -197,11 +260,11 @@ pub(super) async fn undo_all(ledger: &Ledger, cluster: &Cluster, items: Vec<ToUn
     let mut outcome = RollbackOutcome::default();
     for item in items {
         let undo = item.mutation.undo();
-        let settle = |result: &Result<(), UndoError>| settled(&item.mutation, by, result);
+        let settle = |result: &Result<Option<String>, UndoError>| settled(&item.mutation, by, result);
         let performed =
             ledger.perform(Stage::Undo(item.seq), &item.mutation, None, || undo.perform(cluster), settle).await;
         match performed.result {
-            Some(Ok(())) => outcome.undone.push(item.shown.clone()),
+            Some(Ok(_)) => outcome.undone.push(item.shown.clone()),
             Some(Err(e)) => outcome.failed.push((item.shown.clone(), e.to_string())),
             None => outcome.failed.push((item.shown.clone(), "not undone: its undo could not be journalled".into())),
         }
@@ -218,19 +281,29 @@ pub(super) async fn undo_all(ledger: &Ledger, cluster: &Cluster, items: Vec<ToUn
 }
 
 /// How the journal and the timeline record the end of one undo.
-fn settled(m: &Mutation, by: UndoBy, result: &Result<(), UndoError>) -> Settled {
+fn settled(m: &Mutation, by: UndoBy, result: &Result<Option<String>, UndoError>) -> Settled {
     let (action, target) = m.describe();
     let mut settled = match result {
-        Ok(()) => by.undone(),
+        Ok(_) => by.undone(),
         Err(e) => Settled::new(EntryState::UndoFailed).note(e.to_string()),
     };
     if let Mutation::FailNode { step, recover, .. } = m {
         let exit_code = result.is_ok().then_some(0);
         settled = settled.event(Event::HookRan { step: step.clone(), command: recover.join(" "), exit_code });
     }
+    if let Mutation::LabelNode { step, .. } = m {
+        let hook = match result {
+            Ok(Some(command)) => Some((command.clone(), Some(0))),
+            Err(UndoError::LastResort { command, code, .. }) => Some((command.clone(), *code)),
+            _ => None,
+        };
+        if let Some((command, exit_code)) = hook {
+            settled = settled.event(Event::HookRan { step: step.clone(), command, exit_code });
+        }
+    }
     match result {
-        Ok(()) if by == UndoBy::Rollback => settled.event(Event::UndoDone { action, target }),
-        Ok(()) => settled,
+        Ok(_) if by == UndoBy::Rollback => settled.event(Event::UndoDone { action, target }),
+        Ok(_) => settled,
         Err(e) => settled.event(Event::UndoFailed { action, target, error: e.to_string() }),
     }
 }

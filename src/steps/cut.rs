@@ -1,49 +1,94 @@
-//! The link cut: deny policies between the on-prem side and the cloud side, at the fidelity the drill chooses.
+//! The link cut: deny policies between the on-prem side and the cloud side, at the fidelity the drill chooses; a host
+//! cut pins its policy to the resolved nodes with the run's own label and fails when no node loses contact.
 
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::node_failure::for_node;
 use super::{StepContext, StepError, StepSuccess};
+use crate::cluster::marks::CUT_LABEL;
 use crate::cluster::policy;
 use crate::cluster::selector::{LabelRequirement, Operator};
 use crate::drill::{Cni, CutAction, CutEnforcement, CutFidelity};
+use crate::safety::journal::LastResort;
 use crate::timeline::{Event, FaultKind, NodeRole};
 
-const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
-
-pub async fn cut(ctx: &StepContext<'_>, step: &str, action: &CutAction) -> Result<StepSuccess, StepError> {
+pub async fn cut(
+    ctx: &StepContext<'_>,
+    step: &str,
+    action: &CutAction,
+    deadline: Instant,
+) -> Result<StepSuccess, StepError> {
     match action.enforcement {
-        CutEnforcement::Host(cni) => host(ctx, step, cni, &action.allow_cidrs).await,
+        CutEnforcement::Host(cni) => host(ctx, step, cni, action, deadline).await,
         CutEnforcement::PodNetwork => pod_network(ctx, step, &action.allow_cidrs).await,
     }
 }
 
-async fn host(ctx: &StepContext<'_>, step: &str, cni: Cni, allow_cidrs: &[String]) -> Result<StepSuccess, StepError> {
+async fn host(
+    ctx: &StepContext<'_>,
+    step: &str,
+    cni: Cni,
+    action: &CutAction,
+    deadline: Instant,
+) -> Result<StepSuccess, StepError> {
     // The plan checked it before anything was touched; resolved again here for the kind to create.
     let kind = ctx.reader.host_firewall(cni).await.map_err(|e| StepError::Failed(e.to_string()))?;
-    let mut nodes = ctx.drill.spec.targets.on_prem.nodes.requirements().to_vec();
-    if let Some(pin) = pin_to_resolved(ctx).await? {
-        nodes.push(pin);
+    // Labelled first, so the policy selects exactly the nodes resolved before the drill, by a key no CNI filters out.
+    for node in ctx.on_prem_nodes {
+        let last_resort = action.last_resort.as_ref().map(|hook| LastResort {
+            command: for_node(&hook.command, node),
+            after_seconds: hook.after.as_secs().max(1),
+            timeout_seconds: hook.timeout.as_secs().max(1),
+        });
+        ctx.mutator.label_node(step, node, last_resort).await?;
     }
-    let (reference, object) = policy::host(kind, &nodes, ctx.mutator.run_id(), &ctx.mutator.run_label(), allow_cidrs);
+    let pin =
+        [LabelRequirement { key: CUT_LABEL.into(), operator: Operator::Equals, values: vec![ctx.mutator.run_label()] }];
+    let (reference, object) =
+        policy::host(kind, &pin, ctx.mutator.run_id(), &ctx.mutator.run_label(), &action.allow_cidrs);
     let fault = FaultKind::Cut(CutFidelity::Host);
     ctx.timeline.record(Event::FaultInjected { step: step.into(), kind: fault });
     ctx.mutator.create_policy(&reference, object).await?;
-    Ok(StepSuccess::ok(format!("{reference} cuts {} off the control plane and the VPC", ctx.on_prem_nodes.join(", "))))
+    let started = Instant::now();
+    let lost = lost_contact(ctx, action.effect_within, deadline).await?;
+    Ok(StepSuccess::ok(format!(
+        "{reference} cuts {} off the control plane and the VPC; {} lost contact after {}s",
+        ctx.on_prem_nodes.join(", "),
+        lost.join(", "),
+        started.elapsed().as_secs()
+    )))
 }
 
-/// A requirement that keeps the policy to the nodes resolved before the drill (not ones that join later), when each
-/// carries its `kubernetes.io/hostname` label.
-async fn pin_to_resolved(ctx: &StepContext<'_>) -> Result<Option<LabelRequirement>, StepError> {
-    let mut hostnames = Vec::new();
-    for name in ctx.on_prem_nodes {
-        let node =
-            ctx.reader.node(name).await.map_err(|e| StepError::Failed(format!("cannot read node {name}: {e}")))?;
-        match node.metadata.labels.as_ref().and_then(|l| l.get(HOSTNAME_LABEL)) {
-            Some(h) => hostnames.push(h.clone()),
-            None => return Ok(None),
+/// Waits, watch-driven, until an on-prem node is not Ready: a host policy the CNI does not enforce (host firewall off,
+/// a selector it filters out, an agent down) is stored and cuts nothing, and the drill must not report a cut then.
+async fn lost_contact(ctx: &StepContext<'_>, within: Duration, deadline: Instant) -> Result<Vec<String>, StepError> {
+    let mut changes = ctx.view.changes();
+    let started = Instant::now();
+    let bound = (started + within).min(deadline);
+    loop {
+        let lost: Vec<String> = ctx.view.read(|v| {
+            ctx.on_prem_nodes.iter().filter(|n| v.nodes.get(*n).is_some_and(|s| !s.is_ready())).cloned().collect()
+        });
+        if !lost.is_empty() {
+            return Ok(lost);
+        }
+        ctx.progress.waiting(&format!("waiting for the cut to show: {} still Ready", ctx.on_prem_nodes.join(", ")));
+        match tokio::time::timeout_at(bound, changes.changed()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return Err(StepError::Failed("the drill's watches stopped".into())),
+            Err(_) => {
+                let waited = Duration::from_secs(bound.saturating_duration_since(started).as_secs());
+                return Err(StepError::Failed(format!(
+                    "cut had no effect: no on-prem node lost contact within {}; check that the CNI enforces host \
+policies on these nodes",
+                    humantime::format_duration(waited)
+                )));
+            }
         }
     }
-    Ok(Some(LabelRequirement { key: HOSTNAME_LABEL.into(), operator: Operator::In, values: hostnames }))
 }
-
 async fn pod_network(ctx: &StepContext<'_>, step: &str, allow_cidrs: &[String]) -> Result<StepSuccess, StepError> {
     let namespace = &ctx.drill.spec.targets.workload.namespace;
     let pods: Vec<String> = ctx.view.read(|v| {

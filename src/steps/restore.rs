@@ -12,7 +12,9 @@ use crate::timeline::Event;
 
 fn ends(target: RestoreTarget, m: &Mutation) -> bool {
     match target {
-        RestoreTarget::Cut => matches!(m, Mutation::CreatePolicy { .. } | Mutation::LabelPod { .. }),
+        RestoreTarget::Cut => {
+            matches!(m, Mutation::CreatePolicy { .. } | Mutation::LabelPod { .. } | Mutation::LabelNode { .. })
+        }
         RestoreTarget::NodeFailure => matches!(m, Mutation::FailNode { .. }),
     }
 }
