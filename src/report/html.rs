@@ -16,6 +16,7 @@ pub fn render(report: &Report) -> String {
         (header(report))
         (timeline(report))
         (phases(report))
+        (startup(report))
         (steps(report))
         section { h2 { "Fidelity" } p { (report.fidelity) } }
         (fallback(report))
@@ -518,6 +519,34 @@ fn phase_row(p: &Phase) -> Markup {
                 @else { span class={ "badge " (verdict_class(p)) } { (verdict_word(p)) } }
             }
             td { (p.note.as_deref().unwrap_or("")) }
+        }
+    }
+}
+
+/// Each fallback pod's startup in consecutive parts, on the server's clock.
+fn startup(report: &Report) -> Markup {
+    let s = &report.startup;
+    html! {
+        @if !s.pods.is_empty() {
+            section {
+                h2 { "Startup per pod" }
+                p class="muted" { "Server clock (whole seconds where the kubelet reports those); each part runs from the end of the one before, so they add up to the pod's startup." }
+                table {
+                    thead { tr { th { "Pod" } th { "Node" } th class="num" { "Startup" } th { "Parts" } } }
+                    tbody {
+                        @for p in &s.pods {
+                            tr {
+                                td { (p.pod) } td { (p.node) }
+                                td class="num" { (p.seconds.map(human_seconds).unwrap_or_else(|| "-".into())) }
+                                td { (p.parts.iter().map(|part| format!("{} {}", part.name, human_seconds(part.seconds))).collect::<Vec<_>>().join(" · ")) }
+                            }
+                        }
+                    }
+                }
+                @if let (Some(slowest), Some(spread)) = (&s.slowest, s.spread_seconds) {
+                    p { "Slowest: " strong { (slowest) } ", " (human_seconds(spread)) " more than the quickest." }
+                }
+            }
         }
     }
 }
