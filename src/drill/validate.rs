@@ -11,6 +11,7 @@ use super::model::{
     WorkloadTarget,
 };
 use super::parse::{SpanMap, index, join, suggest};
+use super::placeholders;
 use super::raw::{self, API_VERSION, KIND, STEP_ACTIONS};
 use crate::domain::{CutFidelity, PhaseId, RestoreTarget};
 
@@ -80,6 +81,7 @@ impl Validator<'_> {
                 guards,
                 pricing: spec.pricing.clone(),
                 steps: steps?,
+                keep_changes: spec.keep_changes,
             },
         })
     }
@@ -129,7 +131,7 @@ impl Validator<'_> {
             timeout: h.timeout.0,
         });
         Some(DrillTargets {
-            on_prem: OnPremTarget { nodes: nodes? },
+            on_prem: OnPremTarget { nodes: nodes?, addresses: targets.on_prem.addresses.clone() },
             workload: WorkloadTarget {
                 namespace: namespace.clone(),
                 selector: selector?,
@@ -341,12 +343,17 @@ impl Validator<'_> {
                 self.problem(&join(at, key), format!("`{key}` needs a command: a list, program first"));
             }
         }
-        let per_node = |hook: &[String]| hook.iter().any(|a| a.contains(NODE_PLACEHOLDER));
-        if per_node(&failure.fail) != per_node(&failure.recover) {
+        for (key, hook) in [("fail", &failure.fail), ("recover", &failure.recover)] {
+            if let Err((arg, e)) = placeholders::check(hook) {
+                self.problem(&index(&join(at, key), arg), e.to_string());
+            }
+        }
+        if placeholders::names_node(&failure.fail) != placeholders::names_node(&failure.recover) {
             self.problem(
                 at,
                 format!(
-                    "`{NODE_PLACEHOLDER}` must appear in both `fail` and `recover` or in neither: each node failed is recovered"
+                    "a node placeholder (`{NODE_PLACEHOLDER}`, or {}) must appear in both `fail` and `recover` or in neither: each node failed is recovered",
+                    placeholders::KNOWN
                 ),
             );
         }
