@@ -309,6 +309,7 @@ impl<'a> Run<'a> {
         self.timeline.record(Event::RollbackFinished {
             undone: outcome.undone,
             failed: outcome.failed.into_iter().map(|(what, why)| format!("{what}: {why}")).collect(),
+            verified: outcome.verified,
         });
         restored
     }

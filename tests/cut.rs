@@ -487,7 +487,6 @@ fn a_node_that_does_not_come_back_exits_4_naming_it_until_recover_verifies_it() 
     for node in ["hybrid-gpu-1", "hybrid-gpu-2"] {
         assert!(failed.contains(&format!("{node}: NotReady after 30s")), "{failed}");
     }
-    assert!(stderr.contains("RESTORE INCOMPLETE: hybrid-gpu-1: NotReady"), "{stderr}");
     // The restore step's hooks and the rollback's each ran once per node, with each node's InternalIP.
     let addresses = std::fs::read_to_string(&seen).unwrap();
     let mut lines: Vec<&str> = addresses.lines().collect();

@@ -562,11 +562,16 @@ fn an_abort_while_the_workload_runs_on_the_fallback_brings_it_home_and_the_fallb
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(cordoned_or_marked().is_empty(), "nodes left cordoned: {:?}", cordoned_or_marked());
     // The rollback was verified, then the drill's own return restart brought the workload back on-prem.
+    let verified = report["rollback"]["verified"].to_string();
     for node in ["hybrid-gpu-1", "hybrid-gpu-2"] {
-        assert!(stderr.contains(&format!("verified: {node}: Ready, schedulable, no mark of the run")), "{stderr}");
+        assert!(verified.contains(&format!("{node}: Ready, schedulable, no mark of the run")), "{verified}");
     }
-    assert!(stderr.contains("bringing the workload home: restarting deployment/llm-inference"), "{stderr}");
-    assert!(stderr.contains("the workload is back on-prem"), "{stderr}");
+    let timeline = std::fs::read_to_string(drill.run_dir().unwrap().join("timeline.jsonl")).unwrap();
+    let aborted = timeline.find(r#""type":"rollback-finished""#).expect("no rollback in the timeline");
+    assert!(
+        timeline[aborted..].contains(r#""target":"deployment/inference/llm-inference""#),
+        "no restart after the rollback"
+    );
     let warnings = report["warnings"].to_string();
     assert!(!warnings.contains("workload pods are not on the on-prem nodes"), "{warnings}");
     // The cloud nodes outlive the run: the report says so, and its cost counts them up to the end of the rollback.
