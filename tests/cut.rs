@@ -8,7 +8,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use common::lab::{
-    Repair, cordoned_or_marked, eventually, kubeconfig, kubectl_json, kubectl_quiet, lock_lab, reset_lab,
+    Repair, cordoned_or_marked, eventually, kubeconfig, kubectl_json, kubectl_quiet, lock_lab, recover, reset_lab,
     workload_on_prem_and_fallback_empty,
 };
 use common::repo;
@@ -424,20 +424,6 @@ fn a_ceiling_below_the_fallback_aborts_recovers_the_nodes_and_reports_the_overru
     assert!(md.contains("- Drill ceiling (guards.maxFallbackGpus): 4 — **EXCEEDED**"), "{md}");
     eventually("the hybrid nodes Ready after the abort", Duration::from_secs(60), hybrid_nodes_ready);
     reset();
-}
-
-/// Runs `hybrid-drill recover RUN_DIR` from the repository root: its exit code and everything it printed.
-fn recover(run_dir: &Path) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
-        .arg("recover")
-        .arg(run_dir)
-        .arg("--kubeconfig")
-        .arg(kubeconfig())
-        .current_dir(repo())
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.code().unwrap_or(-1), text)
 }
 
 /// The last journal state of each entry whose action is `action`.

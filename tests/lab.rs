@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::lab::{
     cordoned_or_marked, eventually, freeze_karpenter, kubeconfig, kubectl, kubectl_apply, kubectl_json, lock_lab,
-    reset_lab, set_max_unavailable, workload_on_prem_and_fallback_empty,
+    recover, reset_lab, set_max_unavailable, workload_on_prem_and_fallback_empty,
 };
 use common::repo;
 use serde_json::Value;
@@ -478,20 +478,6 @@ fn deployment_spec() -> Value {
     // kubectl's own restart mark is the one change a return step makes on purpose.
     spec["template"]["metadata"]["annotations"] = Value::Null;
     spec
-}
-
-fn recover(run_dir: &Path) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
-        .arg("recover")
-        .arg(run_dir)
-        .arg("--kubeconfig")
-        .arg(kubeconfig())
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
-    )
 }
 
 /// The run dies like `kill -9` at one mutation (HYBRID_DRILL_CRASH_AT); `recover` must leave the cluster as it was.
