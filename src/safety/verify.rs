@@ -51,15 +51,30 @@ impl fmt::Display for Leftover {
     }
 }
 
-/// What the journal says about the nodes: which it names, and which the run itself cordoned.
+/// What the journal says about the nodes: which it names, which the run itself cordoned, and what the run still
+/// means to change (a cordon or a node failure not yet undone, a policy or pod label not yet removed): a restore
+/// step ends one fault while the drill's other changes stay, and an undo that failed is reported as such already.
 #[derive(Debug, Default)]
 struct JournalNodes {
     named: BTreeSet<String>,
     cordoned_by_run: BTreeSet<String>,
+    still_cordoned: BTreeSet<String>,
+    still_failed: BTreeSet<String>,
+    still_present: BTreeSet<String>,
 }
 
 fn journal_nodes(entries: &[Entry]) -> JournalNodes {
     let mut nodes = JournalNodes::default();
+    for (_, m) in journal::outstanding(entries) {
+        let (set, key) = match m {
+            Mutation::Cordon { node, .. } => (&mut nodes.still_cordoned, node),
+            Mutation::FailNode { node: Some(node), .. } => (&mut nodes.still_failed, node),
+            Mutation::CreatePolicy { policy } => (&mut nodes.still_present, format!("{}/{}", policy.kind, policy.name)),
+            Mutation::LabelPod { namespace, pod, .. } => (&mut nodes.still_present, format!("pod/{namespace}/{pod}")),
+            _ => continue,
+        };
+        set.insert(key);
+    }
     for e in entries {
         match &e.mutation {
             Mutation::Cordon { node, was_unschedulable } => {
@@ -109,13 +124,19 @@ fn node_leftovers(scope: &RestoreScope, journal: &JournalNodes, listed: &[Node])
     for name in scope.nodes.union(&journal.named) {
         let Some(node) = listed.iter().find(|n| n.name_any() == *name) else { continue };
         let mut problems = Vec::new();
-        if !is_ready(node) {
+        if !is_ready(node) && !journal.still_failed.contains(name) {
             problems.push("NotReady".to_string());
         }
-        let marks = marks_of(scope.run.as_ref(), [node.annotations(), node.labels()]);
+        let mut marks = marks_of(scope.run.as_ref(), [node.annotations(), node.labels()]);
+        if journal.still_cordoned.contains(name) {
+            marks.retain(|m| m != marks::RUN_ANNOTATION);
+        }
         let unschedulable = node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
         // A node someone else cordoned before the drill carries no mark of the run and is left as found.
-        if unschedulable && (journal.cordoned_by_run.contains(name) || !marks.is_empty()) {
+        if unschedulable
+            && !journal.still_cordoned.contains(name)
+            && (journal.cordoned_by_run.contains(name) || !marks.is_empty())
+        {
             problems.push("still cordoned".into());
         }
         if !marks.is_empty() {
@@ -161,6 +182,7 @@ async fn read_leftovers(cluster: &Cluster, scope: &RestoreScope, journal: &Journ
         })),
         Err(e) => left.push(unreadable("pods", e)),
     }
+    left.retain(|l| !journal.still_present.contains(&l.object));
     left
 }
 
@@ -273,6 +295,15 @@ mod tests {
         let journal = journal_nodes(&[cordon(false)]);
         assert_eq!(node_leftovers(&scope(&[]), &journal, &listed)[0].to_string(), "hybrid-1: still cordoned");
         assert!(node_leftovers(&scope(&[]), &journal_nodes(&[cordon(true)]), &listed).is_empty());
+    }
+
+    #[test]
+    fn what_the_drill_still_means_to_change_is_not_a_leftover_of_a_restore_step() {
+        let entry = |mutation| Entry { seq: 0, at: chrono::Utc::now(), state: EntryState::Done, mutation, note: None };
+        // A drain's cordon stays while a later `restore: cut` ends the cut.
+        let journal = journal_nodes(&[entry(Mutation::Cordon { node: "hybrid-1".into(), was_unschedulable: false })]);
+        let listed = [node("hybrid-1", "True", true, json!({marks::RUN_ANNOTATION: RUN}))];
+        assert!(node_leftovers(&scope(&["hybrid-1"]), &journal, &listed).is_empty());
     }
 
     #[test]
