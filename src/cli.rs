@@ -13,7 +13,7 @@ use crate::preflight;
 use crate::report::history::{self, History};
 use crate::report::{Format, terminal};
 use crate::run::{self, RunOptions};
-use crate::safety;
+use crate::safety::{self, RestoreScope};
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -226,12 +226,17 @@ fn validate(files: &[PathBuf]) -> u8 {
     let mut code = EXIT_PASSED;
     for file in files {
         match load(file) {
-            Ok(d) => println!(
-                "ok: {} is a valid drill ({}, {} steps)",
-                file.display(),
-                d.drill.metadata.name,
-                d.drill.spec.steps.len()
-            ),
+            Ok(d) => {
+                println!(
+                    "ok: {} is a valid drill ({}, {} steps)",
+                    file.display(),
+                    d.drill.metadata.name,
+                    d.drill.spec.steps.len()
+                );
+                for warning in drill::left::warnings(&d.drill) {
+                    println!("warning: {}: {warning}", file.display());
+                }
+            }
             Err(c) => code = c,
         }
     }
@@ -415,12 +420,27 @@ async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path, target: &
         eprintln!("error: {e}");
         return EXIT_INVALID;
     }
-    recover_with(&cluster, journals, run_id.as_ref(), &marks_journal).await
+    let scope = RestoreScope { nodes: on_prem_nodes_of(&cluster, run_dir.as_deref()).await, run: run_id.clone() };
+    recover_with(&cluster, journals, &scope, &marks_journal).await
+}
+
+/// The on-prem nodes the run's own copy of its drill file selects, which the restored-state check covers besides
+/// those its journal names; none when the run directory holds no readable drill file.
+async fn on_prem_nodes_of(cluster: &Cluster, run_dir: Option<&Path>) -> std::collections::BTreeSet<String> {
+    let Some(loaded) = run_dir.and_then(|d| crate::drill::load(&d.join("drill.yaml")).ok()) else {
+        return Default::default();
+    };
+    let selector = loaded.drill.spec.targets.on_prem.nodes.as_str().to_string();
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(cluster.client.clone());
+    match nodes.list(&kube::api::ListParams::default().labels(&selector)).await {
+        Ok(list) => list.items.iter().map(kube::ResourceExt::name_any).collect(),
+        Err(_) => Default::default(),
+    }
 }
 
 /// Recovers from each journal with something outstanding, then from the marks in the cluster; an unreadable journal
 /// is an error (exit 4), a torn last line a one-line notice.
-async fn recover_with(cluster: &Cluster, journals: Vec<PathBuf>, run_id: Option<&RunId>, marks_journal: &Path) -> u8 {
+async fn recover_with(cluster: &Cluster, journals: Vec<PathBuf>, scope: &RestoreScope, marks_journal: &Path) -> u8 {
     let mut outcomes = Vec::new();
     for journal in journals {
         let contents = match safety::journal::read(&journal) {
@@ -436,9 +456,10 @@ async fn recover_with(cluster: &Cluster, journals: Vec<PathBuf>, run_id: Option<
         if safety::journal::outstanding(&contents.entries).is_empty() {
             continue;
         }
-        outcomes.push((journal.display().to_string(), safety::recover(cluster, &journal).await));
+        outcomes.push((journal.display().to_string(), safety::recover(cluster, &journal, scope).await));
     }
-    outcomes.push(("marks in the cluster".to_string(), safety::recover_marks(cluster, run_id, marks_journal).await));
+    let marks = safety::recover_marks(cluster, scope.run.as_ref(), marks_journal).await;
+    outcomes.push(("marks in the cluster".to_string(), marks));
     let mut code = EXIT_PASSED;
     let mut anything = false;
     for (source, outcome) in outcomes {
@@ -447,6 +468,9 @@ async fn recover_with(cluster: &Cluster, journals: Vec<PathBuf>, run_id: Option<
                 for u in &outcome.undone {
                     anything = true;
                     println!("restored: {u} (from {source})");
+                }
+                for checked in &outcome.verified {
+                    println!("verified: {checked} (from {source})");
                 }
                 for (u, why) in &outcome.failed {
                     anything = true;
@@ -524,7 +548,7 @@ mod tests {
         let (cluster, handle) = Cluster::mock();
         let server = serve(handle, answer);
         let marks_journal = path.with_file_name("marks.jsonl");
-        let code = recover_with(&cluster, vec![path.to_path_buf()], None, &marks_journal).await;
+        let code = recover_with(&cluster, vec![path.to_path_buf()], &RestoreScope::default(), &marks_journal).await;
         drop(cluster);
         (code, server.await.unwrap())
     }

@@ -11,15 +11,15 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinHandle;
 
 use crate::cluster::{self, Cluster, ClusterError, Reader, Target};
-use crate::drill::{Action, Drill, LoadedDrill, ReturnAction};
+use crate::drill::{Action, Drill, LoadedDrill, ReturnAction, WorkloadRef};
 use crate::monitor::Monitor;
 use crate::phases;
 use crate::plan::{self, Plan, PlanError};
 use crate::preflight;
 use crate::progress::Progress;
 use crate::report::{self, Outcome, Report, RunMeta};
-use crate::safety::Mutator;
 use crate::safety::journal::Journal;
+use crate::safety::{self, Mutator, RollbackOutcome};
 use crate::steps::{self, StepContext, StepError};
 use crate::timeline::view::{ClusterView, SharedView};
 use crate::timeline::watch::Watches;
@@ -71,8 +71,9 @@ pub async fn plan_only(loaded: &LoadedDrill, target: &Target) -> Result<String, 
         Ok(report) => format!("{}{}\n", preflight::render::table(&report), preflight::plan_note(drill, &report)),
         Err(e) => format!("preflight could not run: {e}\n"),
     };
+    let left: String = crate::drill::left::warnings(drill).iter().map(|w| format!("warning: {w}\n")).collect();
     Ok(format!(
-        "context {} ({}, Kubernetes {version})\n{}\n{verdict}nothing was changed\n",
+        "context {} ({}, Kubernetes {version})\n{}{left}\n{verdict}nothing was changed\n",
         cluster.context,
         cluster.server,
         plan.describe(drill)
@@ -184,7 +185,8 @@ impl<'a> Run<'a> {
             progress.line(delay.trim_end());
         }
         let monitor = Monitor::start(drill, &view, &timeline);
-        let mutator = Mutator::new(cluster.clone(), journal, timeline.clone(), run_id);
+        let mutator =
+            Mutator::new(cluster.clone(), journal, timeline.clone(), run_id).with_on_prem_nodes(&plan.on_prem_nodes);
         let mut warnings = Warnings { timeline: timeline.clone() };
         if let Some(warning) = plan.split_brain_warning() {
             progress.line(&format!("WARNING: {warning}"));
@@ -256,11 +258,16 @@ impl<'a> Run<'a> {
         stop
     }
 
-    /// After a failure or an abort, undoes every change the drill made; after a refusal there is nothing to undo.
+    /// After a failure or an abort, undoes every change the drill made, checks the restore and brings the workload
+    /// home; after a completed run, undoes what the steps left in place (unless the drill keeps it); after a refusal
+    /// there is nothing to undo.
     async fn stop(&mut self, stop: Stop) -> Stopped {
         let mut stopped = Stopped { stop, restore_failed: false };
         let reason = match &stopped.stop {
-            Stop::Completed => return stopped,
+            Stop::Completed => {
+                stopped.restore_failed = !self.leave_nothing_behind().await;
+                return stopped;
+            }
             Stop::Refused(reason) => {
                 // Validation puts the refusing step before any change, so there is nothing to restore.
                 self.timeline.record(Event::Aborted { reason: reason.clone() });
@@ -272,17 +279,126 @@ impl<'a> Run<'a> {
         self.timeline.record(Event::Aborted { reason: reason.clone() });
         self.progress.line(&format!("aborting: {reason}; restoring the cluster"));
         let notice = second_signal_notice(self.dir.clone(), self.progress.clone());
-        let outcome = self.mutator.rollback().await;
+        let outcome = self.mutator.rollback_verified(safety::restore_wait(&self.cluster)).await;
         notice.abort();
-        stopped.restore_failed = !outcome.restored();
-        self.timeline.record(Event::RollbackFinished {
-            undone: outcome.undone,
-            failed: outcome.failed.into_iter().map(|(what, why)| format!("{what}: {why}")).collect(),
-        });
+        stopped.restore_failed = !self.record_restore(outcome);
+        if !stopped.restore_failed {
+            self.bring_workload_home().await;
+        }
         if let Some(warning) = self.view.read(|v| displaced_workload_warning(&self.loaded.drill, v)) {
             self.warnings.raise(warning);
         }
+        self.fallback_still_running();
         stopped
+    }
+
+    /// Records what a checked rollback undid, verified and left; whether the cluster is restored.
+    fn record_restore(&mut self, outcome: RollbackOutcome) -> bool {
+        let restored = outcome.restored();
+        for checked in &outcome.verified {
+            self.progress.line(&format!("verified: {checked}"));
+        }
+        if !restored {
+            let left: Vec<String> = outcome.failed.iter().map(|(what, why)| format!("{what}: {why}")).collect();
+            self.progress.line(&format!(
+                "RESTORE INCOMPLETE: {}; the journal keeps it outstanding: finish with `hybrid-drill recover {}`",
+                left.join("; "),
+                self.dir.display()
+            ));
+        }
+        self.timeline.record(Event::RollbackFinished {
+            undone: outcome.undone,
+            failed: outcome.failed.into_iter().map(|(what, why)| format!("{what}: {why}")).collect(),
+            verified: outcome.verified,
+        });
+        restored
+    }
+
+    /// At the end of a completed run, undoes (and checks) what the steps left in place, or, when the drill keeps its
+    /// changes, lists them in the report; whether the cluster is as the drill means to leave it.
+    async fn leave_nothing_behind(&mut self) -> bool {
+        let left = match self.mutator.outstanding().await {
+            Ok(left) => left,
+            Err(e) => {
+                self.warnings.raise(format!("cannot read the journal to find what the steps left in place: {e}"));
+                return false;
+            }
+        };
+        if left.is_empty() {
+            return true;
+        }
+        if self.loaded.drill.spec.keep_changes {
+            self.warnings.raise(format!(
+                "left in place at the end, as spec.keepChanges asks: {}; undo with `hybrid-drill recover {}`",
+                left.join(", "),
+                self.dir.display()
+            ));
+            return true;
+        }
+        self.progress.line(&format!("undoing what the steps left in place: {}", left.join(", ")));
+        let outcome = self.mutator.rollback_verified(safety::restore_wait(&self.cluster)).await;
+        if !outcome.undone.is_empty() {
+            self.warnings.raise(format!(
+                "the drill's steps left changes in place; undone at its end: {}",
+                outcome.undone.join(", ")
+            ));
+        }
+        self.record_restore(outcome)
+    }
+
+    /// After an abort whose restore held: the drill's own return restart, then a bounded wait for the workload's pods
+    /// to be Ready on-prem with none on the fallback, so consolidation can reclaim the cloud nodes. A second signal
+    /// ends the wait (the cluster is restored already).
+    async fn bring_workload_home(&mut self) {
+        let drill = &self.loaded.drill;
+        let displaced = self
+            .view
+            .read(|v| v.live_pods().any(|p| p.node.as_deref().is_none_or(|n| v.role_of(n) != NodeRole::OnPrem)));
+        let Some(target) = return_restart(drill) else { return };
+        if !displaced {
+            return;
+        }
+        let namespace = &drill.spec.targets.workload.namespace;
+        self.progress.line(&format!("bringing the workload home: restarting {target}"));
+        if let Err(e) = self.mutator.restart(namespace, target.kind.as_str(), &target.name).await {
+            self.warnings.raise(format!("the workload was not brought home: {e}"));
+            return;
+        }
+        let wait = if self.cluster.is_lab() { Duration::from_secs(180) } else { Duration::from_secs(900) };
+        let mut derived = self.monitor.derived.clone();
+        let home = async {
+            loop {
+                if derived.borrow_and_update().back_on_prem {
+                    return true;
+                }
+                if derived.changed().await.is_err() {
+                    return false;
+                }
+            }
+        };
+        let waited = tokio::select! {
+            home = tokio::time::timeout(wait, home) => home.unwrap_or(false),
+            _ = interrupted() => false,
+        };
+        if waited {
+            self.progress.line("the workload is back on-prem");
+        } else {
+            self.warnings.raise(format!(
+                "the workload was restarted ({target}) but is not back on-prem yet: it was not Ready on-prem with no pod                  on the fallback within {}",
+                humantime::format_duration(wait)
+            ));
+        }
+    }
+
+    /// Says plainly when fallback nodes outlive the run: they bill until consolidation reclaims them.
+    fn fallback_still_running(&mut self) {
+        let (nodes, gpus) =
+            (self.view.read(|v| v.fallback_nodes().count()), self.monitor.derived.borrow().fallback_gpus);
+        if nodes > 0 {
+            self.warnings.raise(format!(
+                "{nodes} fallback nodes ({gpus} GPUs) are still running at the end of the run: Karpenter's                  consolidation reclaims them once no workload pod is left on them (after the NodePool's                  consolidateAfter); the fallback cost in this report counts them up to the end of the rollback only"
+            ));
+        }
     }
 
     /// Stops watching, cuts the timeline into phases, judges the run, then writes (and maybe pushes) its report.
@@ -404,14 +520,7 @@ fn displaced_workload_warning(drill: &Drill, view: &ClusterView) -> Option<Strin
         return None;
     }
     let workload = &drill.spec.targets.workload;
-    let restart = drill
-        .spec
-        .steps
-        .iter()
-        .find_map(|s| match &s.action {
-            Action::Return(ReturnAction { restart: Some(target), .. }) => Some(target),
-            _ => None,
-        })
+    let restart = return_restart(drill)
         .map(|target| format!("`kubectl rollout restart {target} -n {}`", workload.namespace))
         .unwrap_or_else(|| {
             format!("a rollout restart of the workload `{}` in `{}`", workload.selector, workload.namespace)
@@ -421,6 +530,14 @@ fn displaced_workload_warning(drill: &Drill, view: &ClusterView) -> Option<Strin
          moves no pod; once the on-prem nodes are Ready, {restart} brings them back and consolidation then reclaims \
          the fallback"
     ))
+}
+
+/// The workload the drill's return restarts, if it does.
+fn return_restart(drill: &Drill) -> Option<&WorkloadRef> {
+    drill.spec.steps.iter().find_map(|s| match &s.action {
+        Action::Return(ReturnAction { restart: Some(target), .. }) => Some(target),
+        _ => None,
+    })
 }
 
 /// Writes report.json, report.md, report.html, junit.xml and metrics.prom into the run directory.

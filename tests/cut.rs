@@ -8,8 +8,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use common::lab::{
-    Repair, cordoned_or_marked, eventually, kubeconfig, kubectl, kubectl_json, kubectl_quiet, lock_lab, reset_lab,
-    workload_on_prem_and_fallback_empty,
+    Repair, cordoned_or_marked, eventually, kubeconfig, kubectl, kubectl_json, kubectl_quiet, lock_lab, recover,
+    reset_lab, workload_on_prem_and_fallback_empty,
 };
 use common::repo;
 use serde_json::Value;
@@ -533,5 +533,83 @@ fn a_ceiling_below_the_fallback_aborts_recovers_the_nodes_and_reports_the_overru
     let md = std::fs::read_to_string(run_dir(reports.path()).unwrap().join("report.md")).unwrap();
     assert!(md.contains("- Drill ceiling (guards.maxFallbackGpus): 4 — **EXCEEDED**"), "{md}");
     eventually("the hybrid nodes Ready after the abort", Duration::from_secs(60), hybrid_nodes_ready);
+    reset();
+}
+
+/// The last journal state of each entry whose action is `action`.
+fn last_states(run_dir: &Path, action: &str) -> Vec<String> {
+    let journal = std::fs::read_to_string(run_dir.join("journal.jsonl")).unwrap();
+    let mut last = std::collections::BTreeMap::new();
+    for line in journal.lines() {
+        let entry: Value = serde_json::from_str(line).unwrap();
+        if entry["action"] == action {
+            last.insert(entry["seq"].as_u64().unwrap(), entry["state"].as_str().unwrap().to_string());
+        }
+    }
+    last.into_values().collect()
+}
+
+#[test]
+fn a_node_that_does_not_come_back_exits_4_naming_it_until_recover_verifies_it() {
+    let _lab = lock_lab();
+    reset();
+    let _repair = guard();
+    let dir = tempfile::tempdir().unwrap();
+    // The recovery hook brings nothing back (the node stays NotReady, as a locked-out host would); it records the
+    // address `{internalIP}` gave it, read from each Node object.
+    let seen = dir.path().join("recover-hook-addresses");
+    let hook = format!(r#"recover: [sh, -c, 'echo "$0" >> {}', "{{internalIP}}"]"#, seen.display());
+    let file = variant(
+        "node-failure.yaml",
+        dir.path(),
+        &[
+            (r#"recover: [lab/node-recover, "{node}"]"#, &hook),
+            // Long enough for the lab's 20 s node-monitor grace period: the nodes are NotReady when restored.
+            (
+                "    - id: fallback\n      waitFor: fallback-ready\n      timeout: 20m\n",
+                "    - id: down\n      pause: 30s\n",
+            ),
+            ("    - id: restored\n      waitFor: workload-restored\n      timeout: 15m\n", ""),
+            ("      restore: node-failure\n      timeout: 10m\n", "      restore: node-failure\n      timeout: 15s\n"),
+        ],
+    );
+    let reports = tempfile::tempdir().unwrap();
+    let out = run(&file, reports.path()).output().unwrap();
+    let report = report_of(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "report: {report:#}\nstderr:\n{stderr}");
+    assert_eq!(report["outcome"], "restore-failed");
+    let failed = report["rollback"]["failed"].to_string();
+    for node in ["hybrid-gpu-1", "hybrid-gpu-2"] {
+        assert!(failed.contains(&format!("{node}: NotReady after 30s")), "{failed}");
+    }
+    // The restore step's hooks and the rollback's each ran once per node, with each node's InternalIP.
+    let addresses = std::fs::read_to_string(&seen).unwrap();
+    let mut lines: Vec<&str> = addresses.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["10.0.1.21", "10.0.1.21", "10.0.1.22", "10.0.1.22"]);
+    // The journal keeps the failures outstanding for `recover`.
+    let run_dir = run_dir(reports.path()).unwrap();
+    assert_eq!(last_states(&run_dir, "fail-node"), ["undo-failed", "undo-failed"]);
+    let (code, text) = recover(&run_dir);
+    assert_eq!(code, 4, "recover cannot finish while the nodes are down: {text}");
+    assert!(text.contains("NOT RESTORED: hybrid-gpu-1: NotReady"), "{text}");
+
+    // The operator brings the nodes back out of band; `recover` then verifies and finishes.
+    for node in ["hybrid-gpu-1", "hybrid-gpu-2"] {
+        let back = Command::new(repo().join("lab/node-recover"))
+            .args([node, "--wait"])
+            .env("KUBECONFIG", kubeconfig())
+            .output()
+            .unwrap();
+        assert!(back.status.success(), "{}", String::from_utf8_lossy(&back.stderr));
+    }
+    let (code, text) = recover(&run_dir);
+    assert_eq!(code, 0, "{text}");
+    for node in ["hybrid-gpu-1", "hybrid-gpu-2"] {
+        assert!(text.contains(&format!("verified: {node}: Ready, schedulable, no mark of the run")), "{text}");
+    }
+    assert_eq!(last_states(&run_dir, "fail-node"), ["undone", "undone"]);
+    assert_eq!(recover(&run_dir), (0, "nothing to recover\n".to_string()));
     reset();
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::lab::{
     cordoned_or_marked, eventually, freeze_karpenter, kubeconfig, kubectl, kubectl_apply, kubectl_json, lock_lab,
-    reset_lab, set_max_unavailable, workload_on_prem_and_fallback_empty,
+    recover, reset_lab, set_max_unavailable, workload_on_prem_and_fallback_empty,
 };
 use common::repo;
 use serde_json::Value;
@@ -497,20 +497,6 @@ fn deployment_spec() -> Value {
     spec
 }
 
-fn recover(run_dir: &Path) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
-        .arg("recover")
-        .arg(run_dir)
-        .arg("--kubeconfig")
-        .arg(kubeconfig())
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
-    )
-}
-
 /// The run dies like `kill -9` at one mutation (HYBRID_DRILL_CRASH_AT); `recover` must leave the cluster as it was.
 fn crash_then_recover(point: &str) {
     reset_lab();
@@ -567,7 +553,7 @@ fn sigterm_during_the_reclaim_wait_stops_cleanly_with_a_report() {
 }
 
 #[test]
-fn an_abort_while_the_workload_runs_on_the_fallback_says_how_to_bring_it_back() {
+fn an_abort_while_the_workload_runs_on_the_fallback_brings_it_home_and_the_fallback_is_reclaimed() {
     let _lab = lock_lab();
     reset_lab();
     let dir = tempfile::tempdir().unwrap();
@@ -575,17 +561,100 @@ fn an_abort_while_the_workload_runs_on_the_fallback_says_how_to_bring_it_back() 
         drill_variant(dir.path(), &[("    - id: return\n", "    - id: hold\n      pause: 10m\n    - id: return\n")]);
     let drill = Drill::new();
     let (out, report) = sigterm_once_step_starts(&drill, &held, "hold");
-    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(cordoned_or_marked().is_empty(), "nodes left cordoned: {:?}", cordoned_or_marked());
-    // The restore uncordoned the nodes but moved no pod: the report says so and gives the drill's own return command.
+    // The rollback was verified, then the drill's own return restart brought the workload back on-prem.
+    let verified = report["rollback"]["verified"].to_string();
+    for node in ["hybrid-gpu-1", "hybrid-gpu-2"] {
+        assert!(verified.contains(&format!("{node}: Ready, schedulable, no mark of the run")), "{verified}");
+    }
+    let timeline = std::fs::read_to_string(drill.run_dir().unwrap().join("timeline.jsonl")).unwrap();
+    let aborted = timeline.find(r#""type":"rollback-finished""#).expect("no rollback in the timeline");
+    assert!(
+        timeline[aborted..].contains(r#""target":"deployment/inference/llm-inference""#),
+        "no restart after the rollback"
+    );
+    let warnings = report["warnings"].to_string();
+    assert!(!warnings.contains("workload pods are not on the on-prem nodes"), "{warnings}");
+    // The cloud nodes outlive the run: the report says so, and its cost counts them up to the end of the rollback.
+    assert!(warnings.contains("fallback nodes") && warnings.contains("consolidation reclaims them"), "{warnings}");
+    assert!(report["fallback"]["gpu_hours"].as_f64().unwrap() > 0.0, "{:#}", report["fallback"]);
+    // Nothing holds the cloud nodes any more: consolidation takes the fallback back to 0.
+    eventually("the fallback reclaimed to 0", Duration::from_secs(240), workload_on_prem_and_fallback_empty);
+}
+
+/// Runs `hybrid-drill validate` and `plan` on a drill file: what each printed.
+fn validate_and_plan(file: &Path) -> (String, String) {
+    let validate = Command::new(env!("CARGO_BIN_EXE_hybrid-drill")).arg("validate").arg(file).output().unwrap();
+    assert!(validate.status.success(), "{}", String::from_utf8_lossy(&validate.stderr));
+    let plan = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
+        .arg("plan")
+        .arg(file)
+        .arg("--kubeconfig")
+        .arg(kubeconfig())
+        .output()
+        .unwrap();
+    assert!(plan.status.success(), "{}", String::from_utf8_lossy(&plan.stderr));
+    (String::from_utf8_lossy(&validate.stdout).into_owned(), String::from_utf8_lossy(&plan.stdout).into_owned())
+}
+
+#[test]
+fn a_drill_that_ends_with_its_nodes_cordoned_is_undone_at_its_end_unless_it_keeps_them() {
+    let _lab = lock_lab();
+    reset_lab();
+    let dir = tempfile::tempdir().unwrap();
+    // The drain drill cut after its `restored` step: it drains and never returns.
+    let source = std::fs::read_to_string(repo().join("drills/drain.yaml")).unwrap();
+    let cut_at = source.find("    # Uncordon on-prem, then a rollout restart").unwrap();
+    let drained = dir.path().join("drained.yaml");
+    std::fs::write(&drained, &source[..cut_at]).unwrap();
+    let (validated, planned) = validate_and_plan(&drained);
+    let left = "step `drain` cordons the on-prem nodes and no later step uncordons them (`uncordon` or `return`): the \
+                run undoes it at its end";
+    assert!(validated.contains(left), "{validated}");
+    assert!(planned.contains(left), "{planned}");
+    let drill = Drill::new();
+    let (out, report) = drill.run(&drained);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(4), "{stderr}");
+    assert!(report["outcome"] == "passed" || report["outcome"] == "objective-missed", "{report:#}");
+    assert!(cordoned_or_marked().is_empty(), "nodes left cordoned: {:?}", cordoned_or_marked());
+    let undone = report["rollback"]["undone"].to_string();
+    assert!(undone.contains("cordon node/hybrid-gpu-1") && undone.contains("cordon node/hybrid-gpu-2"), "{undone}");
     let warnings = report["warnings"].to_string();
     assert!(
-        warnings.contains("4 of 4 workload pods are not on the on-prem nodes")
-            && warnings.contains("`kubectl rollout restart deployment/llm-inference -n inference`"),
+        warnings.contains("the drill's steps left changes in place; undone at its end: cordon node/"),
         "{warnings}"
     );
     let md = std::fs::read_to_string(drill.run_dir().unwrap().join("report.md")).unwrap();
-    assert!(md.contains("kubectl rollout restart deployment/llm-inference -n inference"), "{md}");
+    assert!(md.contains("undone at its end"), "{md}");
+    reset_lab();
+
+    // With `keepChanges` the cordons stay, the report lists them, and `recover` undoes them later.
+    let steady_end = source.find("    # Cordon, then evict through the Eviction API").unwrap();
+    let kept_source = source[..steady_end].replace("  steps:\n", "  keepChanges: true\n  steps:\n")
+        + "    - id: cordon\n      cordon: onPrem\n";
+    let kept = dir.path().join("kept.yaml");
+    std::fs::write(&kept, kept_source).unwrap();
+    let (validated, planned) = validate_and_plan(&kept);
+    for text in [&validated, &planned] {
+        assert!(text.contains("kept at the end of the run (spec.keepChanges: true)"), "{text}");
+    }
+    let drill = Drill::new();
+    let (out, report) = drill.run(&kept);
+    assert_ne!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(cordoned_or_marked().len(), 2, "the kept cordons");
+    let warnings = report["warnings"].to_string();
+    assert!(
+        warnings.contains(
+            "left in place at the end, as spec.keepChanges asks: cordon node/hybrid-gpu-2, cordon node/hybrid-gpu-1"
+        ),
+        "{warnings}"
+    );
+    let (code, text) = recover(&drill.run_dir().unwrap());
+    assert_eq!(code, 0, "{text}");
+    assert!(cordoned_or_marked().is_empty(), "{text}");
     reset_lab();
 }
 

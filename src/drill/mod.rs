@@ -2,8 +2,10 @@
 //! form serde reads stays in here; the crate sees only the validated [`Drill`].
 
 pub mod diagnostics;
+pub mod left;
 mod model;
 pub mod parse;
+pub mod placeholders;
 mod raw;
 pub mod validate;
 

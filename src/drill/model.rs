@@ -33,6 +33,10 @@ pub struct DrillSpec {
     /// On-demand price per hour of each fallback instance type, in dollars.
     pub pricing: BTreeMap<String, f64>,
     pub steps: Vec<Step>,
+    /// Keep what the steps leave in place at the end instead of undoing it (see [`left::left_in_place`]).
+    ///
+    /// [`left::left_in_place`]: super::left::left_in_place
+    pub keep_changes: bool,
 }
 
 /// The cluster this drill is meant for: the tool refuses to run against any other.
@@ -51,6 +55,8 @@ pub struct DrillTargets {
 #[derive(Debug, Clone)]
 pub struct OnPremTarget {
     pub nodes: ParsedSelector,
+    /// The hooks' `{address}` of each node, by node name.
+    pub addresses: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone)]
@@ -301,9 +307,10 @@ pub struct NodeFailureAction {
 }
 
 impl NodeFailureAction {
-    /// Whether the hooks run once per on-prem node, with its name in place of `{node}`.
+    /// Whether the hooks run once per on-prem node, with the node's name, labels or addresses in place of the
+    /// placeholders (see [`super::placeholders`]).
     pub fn per_node(&self) -> bool {
-        self.fail.iter().any(|a| a.contains(NODE_PLACEHOLDER))
+        super::placeholders::names_node(&self.fail)
     }
 }
 

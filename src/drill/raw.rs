@@ -51,6 +51,10 @@ pub struct DrillSpec {
     pub pricing: std::collections::BTreeMap<String, f64>,
     /// Run in order. A failing step aborts the drill and restores the cluster.
     pub steps: Vec<Step>,
+    /// Keep the changes the steps leave in place at the end (a cordon with no later uncordon, a cut with no later
+    /// restore) instead of undoing them; the report lists them and `hybrid-drill recover RUN_DIR` undoes them later.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_changes: bool,
 }
 
 /// The cluster this drill is meant for: the tool refuses to run against any other.
@@ -74,6 +78,9 @@ pub struct Targets {
 pub struct OnPremTarget {
     /// Label selector of the on-prem GPU nodes, e.g. `eks.amazonaws.com/compute-type=hybrid`.
     pub nodes: String,
+    /// An address per node name for the hooks' `{address}` placeholder, e.g. a BMC's: `mi-0abc...: 10.0.1.21`.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub addresses: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

@@ -7,10 +7,11 @@ use super::diagnostics::Diagnostic;
 use super::model::{
     Action, Check, CutAction, CutEnforcement, DEFAULT_EFFECT_WITHIN, DEFAULT_STEP_TIMEOUT, Drill, DrillSpec,
     DrillTargets, ExecAction, ExpectedCluster, FallbackTarget, Guards, HttpProbe, LastResortHook, Metadata,
-    NODE_PLACEHOLDER, NodeFailureAction, Objectives, OnDeviation, OnPremTarget, ParsedSelector, RestoredWhen,
-    ReturnAction, Step, WorkloadKind, WorkloadRef, WorkloadTarget,
+    NodeFailureAction, Objectives, OnDeviation, OnPremTarget, ParsedSelector, RestoredWhen, ReturnAction, Step,
+    WorkloadKind, WorkloadRef, WorkloadTarget,
 };
 use super::parse::{SpanMap, index, join, suggest};
+use super::placeholders;
 use super::raw::{self, API_VERSION, KIND, STEP_ACTIONS};
 use crate::domain::{CutFidelity, PhaseId, RestoreTarget};
 
@@ -80,6 +81,7 @@ impl Validator<'_> {
                 guards,
                 pricing: spec.pricing.clone(),
                 steps: steps?,
+                keep_changes: spec.keep_changes,
             },
         })
     }
@@ -129,7 +131,7 @@ impl Validator<'_> {
             timeout: h.timeout.0,
         });
         Some(DrillTargets {
-            on_prem: OnPremTarget { nodes: nodes? },
+            on_prem: OnPremTarget { nodes: nodes?, addresses: targets.on_prem.addresses.clone() },
             workload: WorkloadTarget {
                 namespace: namespace.clone(),
                 selector: selector?,
@@ -363,6 +365,9 @@ impl Validator<'_> {
             if hook.timeout.0.is_zero() {
                 self.problem(&join(&at, "timeout"), "timeout must be longer than zero");
             }
+            if let Err((arg, e)) = placeholders::check(&hook.command) {
+                self.problem(&index(&join(&at, "command"), arg), e.to_string());
+            }
         }
         self.problems.len() == before
     }
@@ -381,12 +386,19 @@ impl Validator<'_> {
                 self.problem(&join(at, key), format!("`{key}` needs a command: a list, program first"));
             }
         }
-        let per_node = |hook: &[String]| hook.iter().any(|a| a.contains(NODE_PLACEHOLDER));
-        if per_node(&failure.fail) != per_node(&failure.recover) {
+        let mut placeholders_valid = true;
+        for (key, hook) in [("fail", &failure.fail), ("recover", &failure.recover)] {
+            if let Err((arg, e)) = placeholders::check(hook) {
+                self.problem(&index(&join(at, key), arg), e.to_string());
+                placeholders_valid = false;
+            }
+        }
+        if placeholders_valid && placeholders::names_node(&failure.fail) != placeholders::names_node(&failure.recover) {
             self.problem(
                 at,
                 format!(
-                    "`{NODE_PLACEHOLDER}` must appear in both `fail` and `recover` or in neither: each node failed is recovered"
+                    "a node placeholder ({}) must appear in both `fail` and `recover` or in neither: each node failed is recovered",
+                    placeholders::KNOWN
                 ),
             );
         }
@@ -557,6 +569,44 @@ mod tests {
         assert!(parse_workload_ref("deploymnet/llm").unwrap_err().contains("did you mean `deployment`"));
         assert!(parse_workload_ref("llm").is_err());
         assert!(parse_workload_ref("daemonset/llm").unwrap_err().starts_with("cannot restart a `daemonset`"));
+    }
+
+    #[test]
+    fn a_misspelt_hook_placeholder_is_located_and_a_real_node_address_is_valid() {
+        let steps = "    - {id: f, nodeFailure: {fail: [ipmitool, -H, '{internalIp}'], recover: [on, '{internalIP}']}}\n    - {id: r, restore: node-failure}\n";
+        let source = drill_source("", steps);
+        let d = diagnostics(source.clone());
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(d[0].message.contains("did you mean `{internalIP}`"), "{}", d[0].message);
+        assert_eq!(&source[d[0].location.start..d[0].location.end], "'{internalIp}'");
+        let good = "    - {id: f, nodeFailure: {fail: [ipmitool, -H, '{label:bmc/ip}'], recover: [on, '{address}']}}\n    - {id: r, restore: node-failure}\n";
+        assert!(problems(good).is_empty());
+    }
+
+    #[test]
+    fn a_drain_with_no_later_return_is_left_in_place_unless_kept() {
+        let source = drill_source("", "    - {id: d, drain: onPrem}\n");
+        let drill = crate::drill::from_source(std::path::Path::new("d.yaml"), source).unwrap().drill;
+        let warnings = crate::drill::left::warnings(&drill);
+        assert_eq!(
+            warnings,
+            ["step `d` cordons the on-prem nodes and no later step uncordons them (`uncordon` or `return`): the run \
+              undoes it at its end (spec.keepChanges: true keeps it)"]
+        );
+        let kept = drill_source(
+            "  keepChanges: true\n",
+            "    - {id: d, drain: onPrem}\n    - {id: x, exec: {command: [a], undo: [b]}}\n",
+        );
+        let drill = crate::drill::from_source(std::path::Path::new("d.yaml"), kept).unwrap().drill;
+        assert!(drill.spec.keep_changes);
+        let warnings = crate::drill::left::warnings(&drill);
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(
+            warnings[1].starts_with("step `x` runs a command with an undo") && warnings[1].contains("kept at the end")
+        );
+        let returned = drill_source("", "    - {id: d, drain: onPrem}\n    - {id: r, return: {}}\n");
+        let drill = crate::drill::from_source(std::path::Path::new("d.yaml"), returned).unwrap().drill;
+        assert!(crate::drill::left::warnings(&drill).is_empty());
     }
 
     fn problems(steps: &str) -> Vec<String> {

@@ -130,6 +130,9 @@ pub fn render(report: &Report) -> String {
         for u in &rb.failed {
             let _ = writeln!(md, "- **NOT RESTORED**: {u}");
         }
+        for v in &rb.verified {
+            let _ = writeln!(md, "- verified: {v}");
+        }
         if rb.undone.is_empty() && rb.failed.is_empty() {
             let _ = writeln!(md, "- nothing needed undoing");
         }

@@ -40,6 +40,9 @@ pub struct StepRecord {
 pub struct Rollback {
     pub undone: Vec<String>,
     pub failed: Vec<String>,
+    /// What the restored-state check read back: each on-prem node Ready, schedulable and unmarked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verified: Vec<String>,
 }
 
 /// What a notable event is about: the HTML timeline draws one lane of markers per kind.
@@ -428,7 +431,9 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         _ => None,
     });
     let rollback = observations.iter().rev().find_map(|o| match &o.event {
-        Event::RollbackFinished { undone, failed } => Some(Rollback { undone: undone.clone(), failed: failed.clone() }),
+        Event::RollbackFinished { undone, failed, verified } => {
+            Some(Rollback { undone: undone.clone(), failed: failed.clone(), verified: verified.clone() })
+        }
         _ => None,
     });
     let outcome = recorded_outcome(observations).unwrap_or(match (&rollback, &abort_reason) {
@@ -911,7 +916,14 @@ mod tests {
         let events = vec![
             (0.0, E::DrillStarted { drill: "d".into(), run_id: "r".into(), context: "c".into() }),
             (1.0, E::Aborted { reason: "guard tripped".into() }),
-            (2.0, E::RollbackFinished { undone: vec!["uncordon h1".into()], failed: vec!["delete p: 500".into()] }),
+            (
+                2.0,
+                E::RollbackFinished {
+                    undone: vec!["uncordon h1".into()],
+                    failed: vec!["delete p: 500".into()],
+                    verified: vec![],
+                },
+            ),
             (3.0, E::DrillFinished { outcome: Outcome::RestoreFailed }),
         ];
         let r = build(&sample::drill(), &observations(events.clone()), &sample::meta());

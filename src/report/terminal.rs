@@ -64,6 +64,9 @@ pub fn render(report: &Report, run_dir: &str) -> String {
         for u in &rb.failed {
             out.push_str(&format!("NOT RESTORED: {u}\n"));
         }
+        for v in &rb.verified {
+            out.push_str(&format!("verified: {v}\n"));
+        }
     }
     for w in &report.warnings {
         out.push_str(&format!("warning: {w}\n"));

@@ -8,6 +8,7 @@ mod process;
 mod recover;
 mod requests;
 mod undo;
+mod verify;
 
 #[cfg(test)]
 pub(crate) mod tests;
@@ -15,3 +16,4 @@ pub(crate) mod tests;
 pub use mutator::{Eviction, MutationError, Mutator};
 pub use recover::{recover, recover_marks};
 pub use undo::RollbackOutcome;
+pub use verify::{Leftover, RestoreScope, restore_wait};

@@ -1,6 +1,6 @@
 //! The Mutator: the one holder of a client that writes, and every forward mutation a drill makes through it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::time::Duration;
 
@@ -16,6 +16,7 @@ use super::journal::{self, EntryState, Journal, LastResort, Mutation, ReadError}
 use super::ledger::{Ledger, Settled, Stage, transient_retry};
 use super::requests::{FIELD_MANAGER, patch_params, uncordon_node};
 use super::undo::{self, RollbackOutcome, UndoBy};
+use super::verify::RestoreScope;
 use crate::cluster::marks::{CUT_LABEL, RUN_ANNOTATION, RunId};
 use crate::cluster::policy::{PolicyKind, PolicyRef};
 use crate::cluster::scheduling::selector_matches;
@@ -54,11 +55,28 @@ pub struct Mutator {
     cluster: Cluster,
     ledger: Ledger,
     run: RunId,
+    /// The on-prem nodes a restore must bring back, besides those the journal names.
+    on_prem: BTreeSet<String>,
 }
 
 impl Mutator {
     pub fn new(cluster: Cluster, journal: Journal, timeline: Timeline, run_id: String) -> Mutator {
-        Mutator { cluster, ledger: Ledger::new(journal, Some(timeline)), run: RunId::new(run_id) }
+        Mutator {
+            cluster,
+            ledger: Ledger::new(journal, Some(timeline)),
+            run: RunId::new(run_id),
+            on_prem: BTreeSet::new(),
+        }
+    }
+
+    /// The on-prem nodes of the drill, which every restore check covers even when the journal names none of them.
+    pub fn with_on_prem_nodes(mut self, nodes: &[String]) -> Mutator {
+        self.on_prem = nodes.iter().cloned().collect();
+        self
+    }
+
+    fn scope(&self) -> RestoreScope {
+        RestoreScope { run: Some(self.run.clone()), nodes: self.on_prem.clone() }
     }
 
     pub fn run_id(&self) -> &str {
@@ -306,9 +324,37 @@ impl Mutator {
         undo::undo_journalled(&self.ledger, &self.cluster, which, UndoBy::Drill).await
     }
 
+    /// The mutations still outstanding in the journal, newest first, as the report names them.
+    pub async fn outstanding(&self) -> Result<Vec<String>, MutationError> {
+        let entries = journal::read(&self.ledger.journal_path().await)?.entries;
+        Ok(journal::outstanding(&entries)
+            .into_iter()
+            .map(|(_, m)| {
+                let (action, target) = m.describe();
+                format!("{action} {target}")
+            })
+            .collect())
+    }
+
     /// Undoes every outstanding mutation, newest first, each journalled before and after.
     pub async fn rollback(&self) -> RollbackOutcome {
         undo::undo_journalled(&self.ledger, &self.cluster, |_| true, UndoBy::Rollback).await
+    }
+
+    /// The rollback of a run, checked: every outstanding mutation undone, then the restored-state check for up to
+    /// `wait`. What is left fails the outcome and stays outstanding in the journal.
+    pub async fn rollback_verified(&self, wait: Duration) -> RollbackOutcome {
+        let mut outcome = self.rollback().await;
+        undo::verify_after(&self.ledger, &self.cluster, &self.scope(), wait, &mut outcome).await;
+        outcome
+    }
+
+    /// The restored-state check alone (after a restore step), for up to `wait`; what is left reopens the journal's
+    /// undone changes, so the rollback undoes them again.
+    pub async fn verify_restored(&self, wait: Duration) -> RollbackOutcome {
+        let mut outcome = RollbackOutcome::default();
+        undo::verify_after(&self.ledger, &self.cluster, &self.scope(), wait, &mut outcome).await;
+        outcome
     }
 }
 

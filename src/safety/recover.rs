@@ -12,16 +12,25 @@ use super::journal::{self, Journal, Mutation};
 use super::ledger::{Ledger, transient_retry};
 use super::mutator::api_error;
 use super::undo::{self, RollbackOutcome, ToUndo, UndoBy};
+use super::verify::{RestoreScope, restore_wait};
 use crate::cluster::marks::{self, CUT_LABEL, RUN_ANNOTATION, RunId};
 use crate::cluster::policy::{self, PolicyRef};
 use crate::cluster::{Cluster, is_not_found};
 
 /// Restores a cluster from a run's journal: what `recover` does after a crash. Safe to repeat. An unreadable journal
 /// is an error; a torn last line is not (see [`journal::read`]) and is cut off before the undos are journalled.
-pub async fn recover(cluster: &Cluster, journal_path: &Path) -> Result<RollbackOutcome, MutationError> {
+/// Ends with the restored-state check over the journal's nodes and `scope`'s (see [`super::verify`]): what is left
+/// fails the outcome and stays outstanding, so the next `recover` tries again.
+pub async fn recover(
+    cluster: &Cluster,
+    journal_path: &Path,
+    scope: &RestoreScope,
+) -> Result<RollbackOutcome, MutationError> {
     journal::read(journal_path)?;
     let ledger = Ledger::new(open(journal_path)?, None);
-    Ok(undo::undo_journalled(&ledger, cluster, |_| true, UndoBy::Recover).await)
+    let mut outcome = undo::undo_journalled(&ledger, cluster, |_| true, UndoBy::Recover).await;
+    undo::verify_after(&ledger, cluster, scope, restore_wait(cluster), &mut outcome).await;
+    Ok(outcome)
 }
 
 /// Restores what the cluster itself says a run changed, for when its journal is gone: every node still carrying

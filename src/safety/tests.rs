@@ -332,3 +332,83 @@ async fn a_node_not_back_after_its_cut_is_lifted_gets_its_last_resort_hook_in_th
         .collect();
     assert_eq!(hooks, [("cut".to_string(), "true locked-out".to_string(), Some(0))]);
 }
+
+/// A node as the restored-state check reads it: Ready or not, schedulable or not, unmarked.
+fn node_with(name: &str, ready: &str, unschedulable: bool) -> Value {
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+           "spec": {"unschedulable": unschedulable},
+           "status": {"conditions": [{"type": "Ready", "status": ready}]}})
+}
+
+/// An API server whose node list shows `nodes()`; PATCHes succeed, other lists are empty.
+fn cluster_showing(nodes: impl Fn() -> Vec<Value> + Send + 'static) -> impl FnMut(&Seen) -> Answer + Send + 'static {
+    move |request| match (request.method.as_str(), request.uri.split('?').next().unwrap_or_default()) {
+        ("GET", "/api/v1/nodes") => {
+            Answer::Json(200, json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": nodes()}))
+        }
+        ("GET", _) => Answer::Json(200, json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": []})),
+        _ => Answer::Json(200, node_with("hybrid-gpu-1", "True", false)),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rollback_whose_node_does_not_come_back_names_it_and_keeps_the_journal_outstanding() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.jsonl");
+    let cut = Mutation::CreatePolicy {
+        policy: PolicyRef {
+            api_version: "cilium.io/v2".into(),
+            kind: "CiliumClusterwideNetworkPolicy".into(),
+            name: "hybrid-drill-cut-x".into(),
+            namespace: None,
+        },
+    };
+    journal_of(&path, &[Mutation::Cordon { node: "hybrid-gpu-2".into(), was_unschedulable: false }, cut]);
+    let (cluster, handle) = Cluster::mock();
+    // hybrid-gpu-2 is uncordoned by the rollback but the API server still shows it cordoned (a controller fighting
+    // back); the cut's policy is deleted but hybrid-gpu-1, locked out, never hears of it and stays NotReady.
+    let server = serve(
+        handle,
+        cluster_showing(|| vec![node_with("hybrid-gpu-1", "Unknown", false), node_with("hybrid-gpu-2", "True", true)]),
+    );
+    let mutator = Mutator::new(cluster, Journal::create(&path).unwrap(), Timeline::in_memory(), RUN.into())
+        .with_on_prem_nodes(&["hybrid-gpu-1".into(), "hybrid-gpu-2".into()]);
+    let outcome = mutator.rollback_verified(std::time::Duration::from_secs(10)).await;
+    drop(mutator);
+    server.await.unwrap();
+    assert_eq!(outcome.undone.len(), 2, "{outcome:?}");
+    assert!(!outcome.restored() && outcome.verified.is_empty());
+    let failed: Vec<String> = outcome.failed.iter().map(|(what, why)| format!("{what}: {why}")).collect();
+    assert_eq!(failed, ["hybrid-gpu-1: NotReady after 10s", "hybrid-gpu-2: still cordoned after 10s"]);
+    // Both undos are reopened for `recover`, with what was left as the note.
+    let entries = journal::read(&path).unwrap().entries;
+    assert_eq!(journal::outstanding(&entries).len(), 2);
+    let last = entries.last().unwrap();
+    assert_eq!(last.state, EntryState::UndoFailed);
+    assert!(last.note.as_deref().unwrap().starts_with("undone, but the restore did not hold: hybrid-gpu-1: NotReady"));
+
+    // Later the nodes are back: `recover` redoes the undos, the check holds, the journal is settled.
+    let (cluster, handle) = Cluster::mock();
+    let server = serve(
+        handle,
+        cluster_showing(|| vec![node_with("hybrid-gpu-1", "True", false), node_with("hybrid-gpu-2", "True", false)]),
+    );
+    // The run's drill file names both on-prem nodes; its journal only the cordoned one.
+    let scope = super::RestoreScope {
+        run: Some(RunId::new(RUN)),
+        nodes: ["hybrid-gpu-1".to_string(), "hybrid-gpu-2".to_string()].into(),
+    };
+    let outcome = super::recover(&cluster, &path, &scope).await.unwrap();
+    drop(cluster);
+    server.await.unwrap();
+    assert!(outcome.restored(), "{:?}", outcome.failed);
+    assert_eq!(
+        outcome.verified,
+        [
+            "hybrid-gpu-1: Ready, schedulable, no mark of the run",
+            "hybrid-gpu-2: Ready, schedulable, no mark of the run",
+            "no policy or pod labelled by the run",
+        ]
+    );
+    assert!(journal::outstanding(&journal::read(&path).unwrap().entries).is_empty());
+}

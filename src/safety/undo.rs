@@ -12,6 +12,7 @@ use super::journal::{self, EntryState, LastResort, Mutation};
 use super::ledger::{Ledger, Settled, Stage, Transient};
 use super::process::run_command;
 use super::requests::{patch_params, uncordon_node};
+use super::verify::{self, RestoreScope};
 use crate::cluster::policy::{PolicyKind, PolicyRef};
 use crate::cluster::{Cluster, first_line, is_not_found};
 use crate::timeline::Event;
@@ -228,6 +229,8 @@ impl ToUndo {
 pub struct RollbackOutcome {
     pub undone: Vec<String>,
     pub failed: Vec<(String, String)>,
+    /// What the restored-state check read back, once it held; empty when it did not run or did not hold.
+    pub verified: Vec<String>,
 }
 
 impl RollbackOutcome {
@@ -247,7 +250,10 @@ pub(super) async fn undo_journalled(
     let entries = match journal::read(&path) {
         Ok(contents) => contents.entries,
         Err(e) => {
-            return RollbackOutcome { undone: Vec::new(), failed: vec![(path.display().to_string(), e.to_string())] };
+            return RollbackOutcome {
+                failed: vec![(path.display().to_string(), e.to_string())],
+                ..RollbackOutcome::default()
+            };
         }
     };
     let outstanding = journal::outstanding(&entries).into_iter().filter(|(_, m)| which(m));
@@ -305,5 +311,34 @@ fn settled(m: &Mutation, by: UndoBy, result: &Result<Option<String>, UndoError>)
         Ok(_) if by == UndoBy::Rollback => settled.event(Event::UndoDone { action, target }),
         Ok(_) => settled,
         Err(e) => settled.event(Event::UndoFailed { action, target, error: e.to_string() }),
+    }
+}
+
+/// Ends a rollback or a recovery with the restored-state check: what it read back goes into the outcome; what is left
+/// fails it, one failure per node, and reopens the journal's undone changes for a later `recover`.
+pub(super) async fn verify_after(
+    ledger: &Ledger,
+    cluster: &Cluster,
+    scope: &RestoreScope,
+    wait: Duration,
+    outcome: &mut RollbackOutcome,
+) {
+    let path = ledger.journal_path().await;
+    let entries = match journal::read(&path) {
+        Ok(contents) => contents.entries,
+        Err(e) => return outcome.failed.push((path.display().to_string(), e.to_string())),
+    };
+    if !verify::changed_anything(&entries) {
+        return;
+    }
+    match verify::check(cluster, scope, &entries, wait).await {
+        Ok(checked) => outcome.verified = checked,
+        Err(left) => {
+            let waited = humantime::format_duration(wait);
+            outcome.failed.extend(left.iter().map(|l| (l.object.clone(), format!("{} after {waited}", l.left))));
+            if let Err(e) = verify::reopen(ledger, &left).await {
+                outcome.failed.push((path.display().to_string(), e.to_string()));
+            }
+        }
     }
 }

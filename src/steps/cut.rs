@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::node_failure::for_node;
+use super::node_failure::facts;
 use super::{StepContext, StepError, StepSuccess};
 use crate::cluster::marks::CUT_LABEL;
 use crate::cluster::policy;
@@ -36,12 +36,20 @@ async fn host(
     // The plan checked it before anything was touched; resolved again here for the kind to create.
     let kind = ctx.reader.host_firewall(cni).await.map_err(|e| StepError::Failed(e.to_string()))?;
     // Labelled first, so the policy selects exactly the nodes resolved before the drill, by a key no CNI filters out.
+    let mut last_resorts = Vec::new();
     for node in ctx.on_prem_nodes {
-        let last_resort = action.last_resort.as_ref().map(|hook| LastResort {
-            command: for_node(&hook.command, node),
-            after_seconds: hook.after.as_secs().max(1),
-            timeout_seconds: hook.timeout.as_secs().max(1),
-        });
+        // Expanded from each Node object before anything changes: a placeholder a node cannot fill refuses the cut.
+        let last_resort = match &action.last_resort {
+            Some(hook) => Some(LastResort {
+                command: last_resort_for(ctx, &hook.command, node).await?,
+                after_seconds: hook.after.as_secs().max(1),
+                timeout_seconds: hook.timeout.as_secs().max(1),
+            }),
+            None => None,
+        };
+        last_resorts.push((node, last_resort));
+    }
+    for (node, last_resort) in last_resorts {
         ctx.mutator.label_node(step, node, last_resort).await?;
     }
     let pin =
@@ -59,6 +67,13 @@ async fn host(
         lost.join(", "),
         started.elapsed().as_secs()
     )))
+}
+
+/// The last-resort hook of one node, its placeholders filled from the Node object as it is now.
+async fn last_resort_for(ctx: &StepContext<'_>, hook: &[String], node: &str) -> Result<Vec<String>, StepError> {
+    let object = ctx.reader.node(node).await.map_err(|e| StepError::Failed(format!("cannot read node {node}: {e}")))?;
+    crate::drill::placeholders::expand(hook, &facts(&object), &ctx.drill.spec.targets.on_prem.addresses)
+        .map_err(|e| StepError::Failed(format!("nothing was cut: the last-resort hook cannot be built: {e}")))
 }
 
 /// Waits, watch-driven, until an on-prem node is not Ready: a host policy the CNI does not enforce (host firewall off,

@@ -2,14 +2,48 @@
 //! recovery hooks so any stop brings the nodes back.
 
 use futures::future::join_all;
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
 
 use super::{StepContext, StepError, StepSuccess};
-use crate::drill::{NODE_PLACEHOLDER, NodeFailureAction};
+use crate::drill::NodeFailureAction;
+use crate::drill::placeholders::{self, NodeFacts};
 use crate::timeline::{Event, FaultKind};
 
-/// The hook with `{node}` replaced by the node's name.
-pub fn for_node(hook: &[String], node: &str) -> Vec<String> {
-    hook.iter().map(|a| a.replace(NODE_PLACEHOLDER, node)).collect()
+/// What a Node object offers the hooks' placeholders.
+pub fn facts(node: &Node) -> NodeFacts {
+    let internal_ip = node
+        .status
+        .as_ref()
+        .and_then(|s| s.addresses.as_ref())
+        .and_then(|a| a.iter().find(|a| a.type_ == "InternalIP"))
+        .map(|a| a.address.clone());
+    NodeFacts {
+        name: node.name_any(),
+        labels: node.labels().clone(),
+        annotations: node.annotations().clone(),
+        internal_ip,
+    }
+}
+
+/// Both hooks of every on-prem node, expanded from its Node object as it is now; any placeholder the node cannot fill
+/// refuses the step before a hook runs.
+async fn per_node_hooks(
+    ctx: &StepContext<'_>,
+    action: &NodeFailureAction,
+) -> Result<Vec<(Option<String>, Vec<String>, Vec<String>)>, StepError> {
+    let addresses = &ctx.drill.spec.targets.on_prem.addresses;
+    let mut runs = Vec::new();
+    for name in ctx.on_prem_nodes {
+        let node =
+            ctx.reader.node(name).await.map_err(|e| StepError::Failed(format!("cannot read node {name}: {e}")))?;
+        let facts = facts(&node);
+        let expand = |hook| {
+            placeholders::expand(hook, &facts, addresses).map_err(|e| StepError::Failed(format!("no hook ran: {e}")))
+        };
+        runs.push((Some(name.clone()), expand(&action.fail)?, expand(&action.recover)?));
+    }
+    Ok(runs)
 }
 
 pub async fn node_failure(
@@ -17,21 +51,19 @@ pub async fn node_failure(
     step: &str,
     action: &NodeFailureAction,
 ) -> Result<StepSuccess, StepError> {
-    let runs: Vec<(Option<&str>, Vec<String>, Vec<String>)> = if action.per_node() {
-        ctx.on_prem_nodes
-            .iter()
-            .map(|n| (Some(n.as_str()), for_node(&action.fail, n), for_node(&action.recover, n)))
-            .collect()
+    let runs = if action.per_node() {
+        per_node_hooks(ctx, action).await?
     } else {
         vec![(None, action.fail.clone(), action.recover.clone())]
     };
     ctx.timeline.record(Event::FaultInjected { step: step.into(), kind: FaultKind::NodeFailure });
     ctx.progress.waiting(&format!("running the failure hook: {}", action.fail.join(" ")));
     // All at once, as a rack losing power would: a sequence would skew t0 across the nodes.
-    let results = join_all(
-        runs.iter().map(|(node, fail, recover)| ctx.mutator.fail_node(step, *node, fail, recover, action.hook_timeout)),
-    )
-    .await;
+    let results =
+        join_all(runs.iter().map(|(node, fail, recover)| {
+            ctx.mutator.fail_node(step, node.as_deref(), fail, recover, action.hook_timeout)
+        }))
+        .await;
     let mut failed = Vec::new();
     for ((_, fail, _), result) in runs.iter().zip(results) {
         match result {
@@ -52,8 +84,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_placeholder_becomes_the_node() {
-        let hook: Vec<String> = ["ipmitool", "-H", "{node}-bmc", "power", "off"].map(String::from).to_vec();
-        assert_eq!(for_node(&hook, "h1"), ["ipmitool", "-H", "h1-bmc", "power", "off"]);
+    fn the_facts_of_a_node_come_from_its_object() {
+        let node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "mi-0abc", "labels": {"bmc": "10.9.0.1"}},
+            "status": {"addresses": [{"type": "Hostname", "address": "h"}, {"type": "InternalIP", "address": "10.0.1.21"}]},
+        }))
+        .unwrap();
+        let hook: Vec<String> = ["ipmitool", "-H", "{label:bmc}", "{internalIP}"].map(String::from).to_vec();
+        let expanded = placeholders::expand(&hook, &facts(&node), &Default::default()).unwrap();
+        assert_eq!(expanded, ["ipmitool", "-H", "10.9.0.1", "10.0.1.21"]);
     }
 }

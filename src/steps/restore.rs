@@ -1,5 +1,5 @@
 //! The end of a fault: the cut's policies and pod labels removed, or the nodes' recovery hooks run; then a
-//! watch-driven wait, bounded by the step's deadline, until every on-prem node is Ready.
+//! watch-driven wait, bounded by the step's deadline, until every on-prem node is Ready, and the restored-state check.
 
 use std::time::Duration;
 
@@ -50,6 +50,8 @@ pub async fn restore(
             Ok(Ok(())) => {}
             Ok(Err(_)) => return Err(StepError::Failed("the drill's watches stopped".into())),
             Err(_) => {
+                // Reopens the reverted changes in the journal, so the rollback undoes them again and checks again.
+                ctx.mutator.verify_restored(Duration::ZERO).await;
                 return Err(StepError::Timeout {
                     after: timeout,
                     detail: format!("{what}, but on-prem nodes not Ready: {}", unready.join(", ")),
@@ -58,5 +60,12 @@ pub async fn restore(
         }
     }
     ctx.timeline.record(Event::OnPremReady { nodes: ctx.on_prem_nodes.len() });
+    // Ready is not restored: a node can be Ready and still cordoned, marked or under a policy of the run.
+    let wait = deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(5));
+    let verified = ctx.mutator.verify_restored(wait).await;
+    if !verified.restored() {
+        let left: Vec<String> = verified.failed.iter().map(|(what, why)| format!("{what}: {why}")).collect();
+        return Err(StepError::Failed(format!("{what}, but the restore did not hold: {}", left.join("; "))));
+    }
     Ok(StepSuccess::ok(format!("{what}; on-prem nodes Ready: {}", ctx.on_prem_nodes.join(", "))))
 }

@@ -252,11 +252,14 @@ pub enum Event {
     Warning {
         message: String,
     },
-    /// What the rollback after a stop undid, and what it could not.
+    /// What the rollback after a stop (or the undo of what a completed drill left in place) undid, what it could
+    /// not, and what the restored-state check read back once it held.
     RollbackFinished {
         undone: Vec<String>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         failed: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        verified: Vec<String>,
     },
     /// Requests the tool sent to the API server during the run, recorded once at its end.
     RequestsSent {
@@ -498,7 +501,7 @@ impl Event {
             Event::UndoFailed { action, target, error } => format!("undo failed: {action} {target}: {error}"),
             Event::DrillFinished { outcome } => format!("drill finished: {outcome}"),
             Event::Warning { message } => format!("warning: {message}"),
-            Event::RollbackFinished { undone, failed } => {
+            Event::RollbackFinished { undone, failed, .. } => {
                 format!("rollback finished: {} undone, {} failed", undone.len(), failed.len())
             }
             Event::RequestsSent { total, .. } => format!("{total} API requests sent"),

@@ -1,7 +1,7 @@
 //! The lab as the end-to-end tests share it: its lock, kubectl against it, and the reset to its steady state.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -151,4 +151,19 @@ pub fn freeze_karpenter() -> Repair<impl FnMut()> {
     Repair(move || {
         let _ = Command::new("kill").args(["-CONT", &pid]).status();
     })
+}
+
+/// Runs `hybrid-drill recover RUN_DIR` from the repository root (where the lab drills' hooks are): its exit code and
+/// everything it printed.
+pub fn recover(run_dir: &Path) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
+        .arg("recover")
+        .arg(run_dir)
+        .arg("--kubeconfig")
+        .arg(kubeconfig())
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), text)
 }
