@@ -186,7 +186,7 @@ impl<'a> Run<'a> {
         let monitor = Monitor::start(drill, &view, &timeline);
         let mutator = Mutator::new(cluster.clone(), journal, timeline.clone(), run_id);
         let mut warnings = Warnings { timeline: timeline.clone() };
-        if let Some(warning) = plan.split_brain_warning() {
+        for warning in plan.split_brain_warning().into_iter().chain(plan.gpu_ceiling_warning()) {
             progress.line(&format!("WARNING: {warning}"));
             warnings.raise(warning);
         }

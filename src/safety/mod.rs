@@ -12,6 +12,6 @@ mod undo;
 #[cfg(test)]
 pub(crate) mod tests;
 
-pub use mutator::{Eviction, MutationError, Mutator};
+pub use mutator::{Eviction, MutationError, Mutator, eviction_refusal};
 pub use recover::{recover, recover_marks};
 pub use undo::RollbackOutcome;
