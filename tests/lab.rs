@@ -836,7 +836,7 @@ fn kubectl_drain_fails_at_once_when_admission_denies_an_eviction_or_two_budgets_
     kubectl_apply(FREEZE);
     eventually("the eviction freeze in force", Duration::from_secs(30), eviction_denied);
     let report = drain_fails_at_once(&[
-        "failed: the API server refused (403 Forbidden): ",
+        "failed: the API server refused (422 Invalid): ",
         "ValidatingAdmissionPolicy 'hybrid-drill-test-eviction-freeze' with binding 'hybrid-drill-test-eviction-freeze' denied request: evictions are frozen during the change freeze",
     ]);
     assert!(report["abort_reason"].as_str().unwrap().contains("evictions are frozen"), "{report:#}");
