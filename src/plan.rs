@@ -1,7 +1,7 @@
 //! A validated drill resolved read-only against a cluster: the nodes, pods and budgets it would touch, and the
 //! set-up problems that must stop it before anything is touched.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -9,7 +9,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 
-use crate::cluster::drain_selection::select_for_drain;
+use crate::cluster::drain_selection::{DrainFlags, DrainPod, DrainSelection, displaced};
 use crate::cluster::karpenter::{GPU_RESOURCE, NodePool};
 use crate::cluster::marks::CUT_LABEL;
 use crate::cluster::policy;
@@ -44,6 +44,9 @@ pub enum PlanError {
     Api { what: String, message: String },
     #[error(transparent)]
     HostFirewall(#[from] crate::cluster::policy::PolicyError),
+    /// kubectl drain would refuse: a bare pod without `force`, emptyDir data without `deleteEmptyDirData`.
+    #[error("{0}")]
+    DrainRefused(String),
     #[error("hook `{program}` of step `{step}` is not an executable file{hint}")]
     NoHook { step: String, program: String, hint: String },
 }
@@ -57,6 +60,21 @@ pub struct PodTarget {
     pub namespace: String,
     pub name: String,
     pub node: String,
+    pub gpus: i64,
+    /// What evicting it costs beyond a restart (lost, emptyDir data deleted), when its flag allows it.
+    pub loss: Option<String>,
+}
+
+impl PodTarget {
+    fn of(p: &DrainPod) -> PodTarget {
+        PodTarget {
+            namespace: p.pod.namespace().unwrap_or_default(),
+            name: p.pod.name_any(),
+            node: p.node.clone(),
+            gpus: p.gpus(),
+            loss: (!p.loss.is_none()).then(|| p.loss.to_string()),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -74,6 +92,9 @@ pub struct Plan {
     pub pods_to_evict: Vec<PodTarget>,
     /// Pods on the drained nodes left alone because their namespace is protected.
     pub pods_protected: Vec<PodTarget>,
+    /// For any fault: the GPU pods it would move to the fallback, the workload's and every other's.
+    pub displaced_gpu_pods: Vec<PodTarget>,
+    pub max_fallback_gpus: Option<u64>,
     pub budgets: Vec<BudgetState>,
     pub workload_pods: usize,
     pub node_pool: String,
@@ -104,15 +125,30 @@ pub async fn resolve(cluster: &Cluster, drill: &Drill) -> Result<Plan, PlanError
     } else {
         (Vec::new(), Vec::new())
     };
-    let drains = drill.spec.steps.iter().any(|s| matches!(s.action, Action::Drain(_)));
-    let (pods_to_evict, pods_protected) =
-        if drains { drain_targets(cluster, drill, &on_prem_nodes).await? } else { (Vec::new(), Vec::new()) };
+    let drain = drill.spec.steps.iter().find_map(|s| match &s.action {
+        Action::Drain(d) => Some((s.id.as_str(), d.flags)),
+        _ => None,
+    });
+    let drains = drain.is_some();
+    let pods_by_node = pods_by_node(cluster, &on_prem_nodes).await?;
+    let protected = &drill.spec.guards.protected_namespaces;
+    let (pods_to_evict, pods_protected) = match drain {
+        Some((step, flags)) => drain_targets(&pods_by_node, protected, step, flags)?,
+        None => (Vec::new(), Vec::new()),
+    };
+    let displaced_gpu_pods = if drill.spec.steps.iter().any(|s| s.action.is_fault()) {
+        displaced(&pods_by_node, protected).iter().filter(|p| p.gpus() > 0).map(PodTarget::of).collect()
+    } else {
+        Vec::new()
+    };
     let budgets = budgets_of(cluster, &pods_to_evict).await?;
     Ok(Plan {
         on_prem_nodes,
         cordoned_already,
         pods_to_evict,
         pods_protected,
+        displaced_gpu_pods,
+        max_fallback_gpus: drill.spec.guards.max_fallback_gpus,
         budgets,
         workload_pods: pods.len(),
         node_pool: targets.fallback.node_pool.clone(),
@@ -242,29 +278,36 @@ async fn check_faults(cluster: &Cluster, drill: &Drill, nodes: &[String]) -> Res
     Ok(unreachable)
 }
 
-/// The pods a drain of these nodes would evict, and those it leaves because their namespace is protected.
-async fn drain_targets(
-    cluster: &Cluster,
-    drill: &Drill,
-    nodes: &[String],
-) -> Result<(Vec<PodTarget>, Vec<PodTarget>), PlanError> {
+/// The pods bound to each on-prem node, read once for the drain's selection and the GPU count.
+async fn pods_by_node(cluster: &Cluster, nodes: &[String]) -> Result<BTreeMap<String, Vec<Pod>>, PlanError> {
     let all_pods: Api<Pod> = Api::all(cluster.client.clone());
-    let (mut evicted, mut protected) = (Vec::new(), Vec::new());
+    let mut by_node = BTreeMap::new();
     for node in nodes {
         let list = all_pods
             .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
             .await
             .map_err(|e| api_error(&format!("pods on {node}"), &e))?;
-        let (evict, left) = select_for_drain(list.items, &drill.spec.guards.protected_namespaces);
-        let target = |p: &Pod| PodTarget {
-            namespace: p.namespace().unwrap_or_default(),
-            name: p.name_any(),
-            node: node.clone(),
-        };
-        evicted.extend(evict.iter().map(target));
-        protected.extend(left.iter().map(target));
+        by_node.insert(node.clone(), list.items);
     }
-    Ok((evicted, protected))
+    Ok(by_node)
+}
+
+/// The pods a drain of these nodes would evict, and those it leaves because their namespace is protected; refuses
+/// as kubectl drain would (a bare pod without `force`, emptyDir data without `deleteEmptyDirData`).
+fn drain_targets(
+    pods_by_node: &BTreeMap<String, Vec<Pod>>,
+    protected: &[String],
+    step: &str,
+    flags: DrainFlags,
+) -> Result<(Vec<PodTarget>, Vec<PodTarget>), PlanError> {
+    let mut selection = DrainSelection::default();
+    for (node, pods) in pods_by_node {
+        selection.add_node(node, pods.clone(), protected, flags);
+    }
+    if let Some(why) = selection.refusal(step, flags) {
+        return Err(PlanError::DrainRefused(why));
+    }
+    Ok((selection.evict.iter().map(PodTarget::of).collect(), selection.protected.iter().map(PodTarget::of).collect()))
 }
 
 /// The PodDisruptionBudgets of the namespaces a drain would evict from, with the disruptions each allows now.
@@ -364,6 +407,26 @@ their pods may keep running next to the fallback's replacements; fence it (lease
         })
     }
 
+    /// The GPUs of every pod the fault moves to the fallback (not only the workload's), as `gpus x pods`.
+    pub fn displaced_gpus(&self) -> (i64, String) {
+        let gpus = self.displaced_gpu_pods.iter().map(|p| p.gpus).sum();
+        let pods: Vec<String> =
+            self.displaced_gpu_pods.iter().map(|p| format!("{}/{} x {}", p.namespace, p.name, p.gpus)).collect();
+        (gpus, pods.join(", "))
+    }
+
+    /// The warning for a fault that moves more GPUs than `guards.maxFallbackGpus`: its guard will abort the drill.
+    pub fn gpu_ceiling_warning(&self) -> Option<String> {
+        let (gpus, pods) = self.displaced_gpus();
+        let max = self.max_fallback_gpus?;
+        (gpus > max as i64).then(|| {
+            format!(
+                "the fault moves {gpus} GPUs to the fallback ({pods}), above guards.maxFallbackGpus ({max}): its guard \
+will abort the drill once the fallback holds them; raise the ceiling or move those pods first"
+            )
+        })
+    }
+
     /// The blast radius, in the order the drill would act.
     pub fn describe(&self, drill: &Drill) -> String {
         let mut out = String::new();
@@ -375,7 +438,8 @@ their pods may keep running next to the fallback's replacements; fence it (lease
         if self.drains {
             out.push_str(&format!("  pods to evict ({}):\n", self.pods_to_evict.len()));
             for p in &self.pods_to_evict {
-                out.push_str(&format!("    {}/{} on {}\n", p.namespace, p.name, p.node));
+                let loss = p.loss.as_ref().map(|l| format!(" ({l})")).unwrap_or_default();
+                out.push_str(&format!("    {}/{} on {}{loss}\n", p.namespace, p.name, p.node));
             }
         }
         for p in &self.pods_protected {
@@ -392,6 +456,17 @@ their pods may keep running next to the fallback's replacements; fence it (lease
             self.node_pool,
             self.pool_gpu_limit.map_or("none".into(), |l| l.to_string())
         ));
+        if !self.displaced_gpu_pods.is_empty() {
+            let (gpus, pods) = self.displaced_gpus();
+            let over = match self.pool_gpu_limit {
+                Some(limit) if gpus > limit => format!(", above the NodePool's limit of {limit}: some stay Pending"),
+                _ => String::new(),
+            };
+            out.push_str(&format!("  GPUs moving to the fallback: {gpus} ({pods}){over}\n"));
+        }
+        if let Some(warning) = self.gpu_ceiling_warning() {
+            out.push_str(&format!("  WARNING: {warning}\n"));
+        }
         if let Some(delay) = self.eviction_delay() {
             out.push_str(&format!("  {delay}"));
         }

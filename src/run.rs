@@ -188,7 +188,7 @@ impl<'a> Run<'a> {
         let mutator =
             Mutator::new(cluster.clone(), journal, timeline.clone(), run_id).with_on_prem_nodes(&plan.on_prem_nodes);
         let mut warnings = Warnings { timeline: timeline.clone() };
-        if let Some(warning) = plan.split_brain_warning() {
+        for warning in plan.split_brain_warning().into_iter().chain(plan.gpu_ceiling_warning()) {
             progress.line(&format!("WARNING: {warning}"));
             warnings.raise(warning);
         }

@@ -686,3 +686,255 @@ fn the_drain_drill_survives_an_api_server_restart_with_its_phases_intact() {
     assert!(cordoned_or_marked().is_empty());
     eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
 }
+
+/// What a test puts on a hybrid node besides the lab's own pods; deleted (namespace and all) when dropped.
+const SCRATCH: &str = "drain-flags";
+
+fn scratch_namespace() -> common::lab::Repair<impl FnMut()> {
+    kubectl_apply(&format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {SCRATCH}}}\n"));
+    eventually("the scratch namespace's default ServiceAccount", Duration::from_secs(30), || {
+        common::lab::kubectl_quiet(&["-n", SCRATCH, "get", "serviceaccount", "default"])
+    });
+    common::lab::Repair(|| {
+        common::lab::kubectl_quiet(&["delete", "namespace", SCRATCH, "--wait=true", "--timeout=60s"]);
+    })
+}
+
+/// A pod no controller manages and a Deployment's pod with emptyDir data, both on hybrid-gpu-2: what kubectl drain
+/// refuses without `--force` and `--delete-emptydir-data`.
+const BARE_AND_EMPTY_DIR: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: bare, namespace: drain-flags}
+spec:
+  nodeSelector: {kubernetes.io/hostname: hybrid-gpu-2}
+  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+  containers: [{name: debug, image: "stand-in/debug:lab"}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: cache, namespace: drain-flags}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: cache}}
+  template:
+    metadata: {labels: {app: cache}}
+    spec:
+      # A label only the hybrid nodes carry: Karpenter never launches a fallback node for it.
+      nodeSelector: {node-type: hybrid-gpu, kubernetes.io/hostname: hybrid-gpu-2}
+      tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+      containers:
+        - name: cache
+          image: "stand-in/cache:lab"
+          volumeMounts: [{name: scratch, mountPath: /scratch}]
+      volumes: [{name: scratch, emptyDir: {}}]
+"#;
+
+fn running_pods(namespace: &str, selector: &str) -> Vec<Value> {
+    let pods = kubectl_json(&["get", "pods", "-n", namespace, "-l", selector]);
+    pods["items"].as_array().unwrap().iter().filter(|p| p["status"]["phase"] == "Running").cloned().collect()
+}
+
+fn step<'a>(report: &'a Value, id: &str) -> &'a Value {
+    report["steps"].as_array().unwrap().iter().find(|s| s["id"] == id).unwrap_or_else(|| panic!("no step {id}"))
+}
+
+#[test]
+fn kubectl_drain_refuses_bare_and_empty_dir_pods_until_flagged_and_never_evicts_the_protected_pod() {
+    let _lab = lock_lab();
+    reset_lab();
+    let _scratch = scratch_namespace();
+    kubectl_apply(BARE_AND_EMPTY_DIR);
+    eventually("the bare and emptyDir pods Running", Duration::from_secs(60), || {
+        running_pods(SCRATCH, "!nothing").len() == 2
+    });
+    let cache = running_pods(SCRATCH, "app=cache")[0]["metadata"]["name"].as_str().unwrap().to_string();
+    let protected = || running_pods("kube-system", "app.kubernetes.io/name=coredns-on-prem");
+    let coredns = protected();
+    assert_eq!(coredns.len(), 1, "lab/up puts one coredns-on-prem pod on hybrid-gpu-1");
+    let (coredns_name, coredns_uid) =
+        (coredns[0]["metadata"]["name"].as_str().unwrap(), coredns[0]["metadata"]["uid"].clone());
+
+    // Without the flags: plan, preflight and run refuse before anything is touched, naming both pods and flags.
+    let drill = Drill::new();
+    let default_drill = repo().join("drills/drain.yaml");
+    let bare_clause = "drain-flags/bare on hybrid-gpu-2 (no controller: it will be lost; allow with `force: true`)";
+    let cache_clause = format!(
+        "drain-flags/{cache} on hybrid-gpu-2 (its emptyDir data (scratch) will be deleted; allow with `deleteEmptyDirData: true`)"
+    );
+    let plan = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
+        .arg("plan")
+        .arg(&default_drill)
+        .arg("--kubeconfig")
+        .arg(kubeconfig())
+        .output()
+        .unwrap();
+    let run = drill.command(&default_drill).output().unwrap();
+    for (what, out) in [("plan", &plan), ("run", &run)] {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{what}: {stderr}");
+        assert!(stderr.contains(bare_clause) && stderr.contains(&cache_clause), "{what}: {stderr}");
+    }
+    assert!(drill.run_dir().is_none(), "a refused run left a run directory");
+    assert!(cordoned_or_marked().is_empty(), "a refused run touched nodes: {:?}", cordoned_or_marked());
+    let preflight = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
+        .arg("preflight")
+        .arg(&default_drill)
+        .args(["--output", "json", "--kubeconfig"])
+        .arg(kubeconfig())
+        .output()
+        .unwrap();
+    let findings: Value = serde_json::from_slice(&preflight.stdout).unwrap();
+    assert_eq!(preflight.status.code(), Some(1), "{findings:#}");
+    let failed: Vec<&str> = findings["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["status"] == "fail")
+        .map(|f| f["object"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        failed,
+        ["Pod drain-flags/bare on hybrid-gpu-2".to_string(), format!("Pod drain-flags/{cache} on hybrid-gpu-2")],
+        "{findings:#}"
+    );
+
+    // With both flags the drill passes: both pods evicted, their loss said; the protected pod left alone and named.
+    let dir = tempfile::tempdir().unwrap();
+    let flagged = drill_variant(
+        dir.path(),
+        &[("drain: onPrem", "drain: {nodes: onPrem, force: true, deleteEmptyDirData: true}")],
+    );
+    let drill = Drill::new();
+    let (out, report) = drill.run(&flagged);
+    assert_eq!(out.status.code(), Some(0), "report: {report:#}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr));
+    let drain = step(&report, "drain");
+    assert_eq!(drain["action"], "drain onPrem (force, deleteEmptyDirData)");
+    let message = drain["message"].as_str().unwrap();
+    for said in [
+        "drain-flags/bare on hybrid-gpu-2: no controller: it will be lost".to_string(),
+        format!("drain-flags/{cache} on hybrid-gpu-2: its emptyDir data (scratch) will be deleted"),
+        format!("left alone (protected namespace): kube-system/{coredns_name} on hybrid-gpu-1"),
+    ] {
+        assert!(message.contains(&said), "{message}");
+    }
+    let journal = std::fs::read_to_string(drill.run_dir().unwrap().join("journal.jsonl")).unwrap();
+    assert!(!journal.contains(coredns_name), "the protected pod's eviction was journalled");
+    assert!(journal.contains("\"bare\""), "the bare pod's eviction is journalled");
+    let now = protected();
+    assert_eq!(now.len(), 1);
+    assert_eq!(now[0]["metadata"]["uid"], coredns_uid, "the protected pod was replaced");
+    assert!(!common::lab::kubectl_quiet(&["-n", SCRATCH, "get", "pod", "bare"]), "the bare pod survived its eviction");
+    eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
+}
+
+/// An admission policy, built into the API server, that denies every eviction in `inference`: a change freeze.
+const FREEZE: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: hybrid-drill-test-eviction-freeze}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+      - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods/eviction]}
+  validations:
+    - {expression: "false", message: "evictions are frozen during the change freeze"}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: hybrid-drill-test-eviction-freeze}
+spec:
+  policyName: hybrid-drill-test-eviction-freeze
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: inference}}
+"#;
+
+/// A second budget over the workload, written with `matchExpressions`: the Eviction API then refuses its pods (500).
+const SECOND_BUDGET: &str = r#"
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: llm-inference-extra, namespace: inference}
+spec:
+  maxUnavailable: 1
+  selector:
+    matchExpressions: [{key: app, operator: In, values: [llm-inference]}]
+"#;
+
+/// Whether a dry-run eviction of a workload pod is denied by the freeze: the policy is in force.
+fn eviction_denied() -> bool {
+    let pod = kubectl(&["get", "pods", "-n", "inference", "-l", "app=llm-inference", "-o", "name"]);
+    let name = pod.lines().next().unwrap().trim_start_matches("pod/").to_string();
+    let body = format!(
+        r#"{{"apiVersion":"policy/v1","kind":"Eviction","metadata":{{"name":"{name}","namespace":"inference"}},"deleteOptions":{{"dryRun":["All"]}}}}"#
+    );
+    let out = Command::new("kubectl")
+        .env("KUBECONFIG", kubeconfig())
+        .args(["create", "--raw", &format!("/api/v1/namespaces/inference/pods/{name}/eviction"), "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            child.stdin.take().unwrap().write_all(body.as_bytes())?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    String::from_utf8_lossy(&out.stderr).contains("evictions are frozen")
+}
+
+#[test]
+fn kubectl_drain_fails_at_once_when_admission_denies_an_eviction_or_two_budgets_cover_a_pod() {
+    let _lab = lock_lab();
+    reset_lab();
+    let _repair = common::lab::Repair(|| {
+        for (kind, name) in [
+            ("validatingadmissionpolicybinding", "hybrid-drill-test-eviction-freeze"),
+            ("validatingadmissionpolicy", "hybrid-drill-test-eviction-freeze"),
+        ] {
+            common::lab::kubectl_quiet(&["delete", kind, name, "--ignore-not-found"]);
+        }
+        common::lab::kubectl_quiet(&["delete", "pdb", "-n", "inference", "llm-inference-extra", "--ignore-not-found"]);
+    });
+    let dir = tempfile::tempdir().unwrap();
+    // Preflight would refuse the second run (two budgets); the drain itself is under test.
+    let file = drill_variant(dir.path(), &[("check: preflight", "check: preflight\n      onDeviation: warn")]);
+    let drain_fails_at_once = |expect: &[&str]| {
+        let drill = Drill::new();
+        let (out, report) = drill.run(&file);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "report: {report:#}\nstderr:\n{stderr}");
+        let drain = step(&report, "drain");
+        assert_eq!(drain["outcome"], "failed");
+        let message = drain["message"].as_str().unwrap();
+        for said in expect {
+            assert!(message.contains(said), "{said:?} not in {message}");
+        }
+        // At once, not after the step's 10m timeout spent retrying what cannot change.
+        assert!(drain["seconds"].as_f64().unwrap() < 30.0, "{drain:#}");
+        assert!(!message.contains("timed out"), "{message}");
+        assert!(cordoned_or_marked().is_empty(), "nodes left cordoned: {:?}", cordoned_or_marked());
+        assert!(workload_on_prem_and_fallback_empty(), "the workload left on-prem though nothing was evicted");
+        report
+    };
+
+    kubectl_apply(FREEZE);
+    eventually("the eviction freeze in force", Duration::from_secs(30), eviction_denied);
+    let report = drain_fails_at_once(&[
+        "failed: the API server refused (422 Invalid): ",
+        "ValidatingAdmissionPolicy 'hybrid-drill-test-eviction-freeze' with binding 'hybrid-drill-test-eviction-freeze' denied request: evictions are frozen during the change freeze",
+    ]);
+    assert!(report["abort_reason"].as_str().unwrap().contains("evictions are frozen"), "{report:#}");
+    kubectl(&["delete", "validatingadmissionpolicybinding", "hybrid-drill-test-eviction-freeze"]);
+    kubectl(&["delete", "validatingadmissionpolicy", "hybrid-drill-test-eviction-freeze"]);
+    eventually("the eviction freeze lifted", Duration::from_secs(30), || !eviction_denied());
+
+    kubectl_apply(SECOND_BUDGET);
+    drain_fails_at_once(&[
+        "the pod is under several PodDisruptionBudgets (llm-inference, llm-inference-extra), which the Eviction API refuses: ",
+        "This pod has more than one PodDisruptionBudget",
+    ]);
+    kubectl(&["delete", "pdb", "-n", "inference", "llm-inference-extra"]);
+    reset_lab();
+}

@@ -84,12 +84,20 @@ fn break_pdb() -> Repair<impl FnMut()> {
     repair
 }
 
-/// A pod that does not tolerate the GPU taint, bound to a hybrid node by name as a late taint would have left it.
+/// A pod that does not tolerate the GPU taint, bound to a hybrid node by name as a late taint would have left it. A
+/// ReplicaSet's, so a drain may evict it (kubectl drain refuses a pod no controller manages, and so does the drill).
 fn intruder_pod(node: &str) {
     kubectl_apply(&format!(
-        "apiVersion: v1\nkind: Pod\nmetadata: {{name: monitoring-agent, namespace: {NAMESPACE}}}\n\
-         spec:\n  nodeName: {node}\n  containers: [{{name: agent, image: 'stand-in/monitoring-agent:lab'}}]\n"
+        "apiVersion: apps/v1\nkind: ReplicaSet\nmetadata: {{name: monitoring-agent, namespace: {NAMESPACE}}}\n\
+         spec:\n  replicas: 1\n  selector: {{matchLabels: {{app: monitoring-agent}}}}\n  template:\n    \
+         metadata: {{labels: {{app: monitoring-agent}}}}\n    spec:\n      nodeName: {node}\n      \
+         containers: [{{name: agent, image: 'stand-in/monitoring-agent:lab'}}]\n"
     ));
+    eventually("the intruder pod bound", Duration::from_secs(30), || {
+        kubectl_json(&["get", "pods", "-n", NAMESPACE, "-l", "app=monitoring-agent"])["items"]
+            .as_array()
+            .is_some_and(|pods| !pods.is_empty())
+    });
 }
 
 #[test]
@@ -101,7 +109,7 @@ fn preflight_passes_on_the_lab_and_each_breakage_fails_exactly_its_check() {
     passes(code, &report);
     let checks: std::collections::BTreeSet<&str> =
         report["findings"].as_array().unwrap().iter().map(|f| f["check"].as_str().unwrap()).collect();
-    assert_eq!(checks.len(), 18, "every check reported: {checks:?}");
+    assert_eq!(checks.len(), 19, "every check reported: {checks:?}");
     // The same targets as flags, without a drill file, in the kubeconfig's context.
     let flags = [
         "--nodes",
@@ -189,7 +197,7 @@ fn preflight_passes_on_the_lab_and_each_breakage_fails_exactly_its_check() {
     {
         intruder_pod("hybrid-gpu-1");
         let _repair = Repair(|| {
-            kubectl_quiet(&["delete", "pod", "monitoring-agent", "-n", NAMESPACE, "--wait=true"]);
+            kubectl_quiet(&["delete", "replicaset", "monitoring-agent", "-n", NAMESPACE, "--cascade=foreground"]);
         });
         let (code, report) = preflight_drill();
         let message = fails_exactly(code, &report, "taint-applied-late", "Node hybrid-gpu-1");

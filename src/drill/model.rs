@@ -8,6 +8,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::cluster::drain_selection::DrainFlags;
 use crate::cluster::selector::{self, LabelRequirement};
 use crate::domain::{Cni, CutFidelity, PhaseId, RestoreTarget};
 
@@ -157,7 +158,7 @@ pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(600);
 #[derive(Debug, Clone)]
 pub enum Action {
     Check(Check, OnDeviation),
-    Drain(NodeTargetRef),
+    Drain(DrainAction),
     Cut(CutAction),
     NodeFailure(NodeFailureAction),
     Restore(RestoreTarget),
@@ -174,7 +175,15 @@ impl Action {
     pub fn name(&self) -> String {
         match self {
             Action::Check(check, _) => format!("check {check}"),
-            Action::Drain(_) => "drain onPrem".into(),
+            Action::Drain(d) => {
+                let flags: Vec<&str> =
+                    [(d.flags.force, "force"), (d.flags.delete_empty_dir_data, "deleteEmptyDirData")]
+                        .iter()
+                        .filter(|(on, _)| *on)
+                        .map(|(_, name)| *name)
+                        .collect();
+                if flags.is_empty() { "drain onPrem".into() } else { format!("drain onPrem ({})", flags.join(", ")) }
+            }
             Action::Cut(c) => match c.enforcement {
                 CutEnforcement::Host(cni) => format!("cut {} ({cni})", c.fidelity()),
                 CutEnforcement::PodNetwork => format!("cut {}", c.fidelity()),
@@ -220,6 +229,13 @@ impl fmt::Display for Check {
 pub enum OnDeviation {
     Fail,
     Warn,
+}
+
+/// A drain: its nodes and kubectl drain's flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DrainAction {
+    pub nodes: NodeTargetRef,
+    pub flags: DrainFlags,
 }
 
 /// Which declared node target a step acts on.

@@ -238,9 +238,10 @@ pub struct Step {
     /// failed checks into warnings and lets the drill go on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_deviation: Option<OnDeviation>,
-    /// Cordon, then evict through the Eviction API honouring PodDisruptionBudgets. This is the fault (t0).
+    /// Cordon, then evict through the Eviction API honouring PodDisruptionBudgets, as `kubectl drain` does. This is
+    /// the fault (t0). `onPrem`, or `{nodes: onPrem, force: true, deleteEmptyDirData: true}` with kubectl's flags.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub drain: Option<NodeTargetRef>,
+    pub drain: Option<DrainTarget>,
     /// Cut the on-prem side off the cloud side, as a DX/VPN link cut would (the fault, t0); `restore: cut` ends it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cut: Option<CutAction>,
@@ -291,6 +292,48 @@ impl Step {
             self.pause.is_some(),
         ];
         STEP_ACTIONS.iter().zip(present).filter(|(_, p)| *p).map(|(k, _)| *k).collect()
+    }
+}
+
+/// The nodes a drain empties, alone (`drain: onPrem`) or with kubectl drain's flags.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum DrainTarget {
+    Nodes(NodeTargetRef),
+    WithFlags(DrainSpec),
+}
+
+/// A drain with kubectl drain's flags, both off unless set: a pod they would cover refuses the drill at plan time.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DrainSpec {
+    pub nodes: NodeTargetRef,
+    /// Also evict pods no controller manages (`kubectl drain --force`): they are lost.
+    #[serde(default)]
+    pub force: bool,
+    /// Also evict pods with emptyDir volumes (`kubectl drain --delete-emptydir-data`): their data is deleted.
+    #[serde(default)]
+    pub delete_empty_dir_data: bool,
+}
+
+// By hand rather than untagged, so a mistyped flag is reported at its key instead of as "no variant matched".
+impl<'de> Deserialize<'de> for DrainTarget {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Shape;
+        impl<'de> serde::de::Visitor<'de> for Shape {
+            type Value = DrainTarget;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("`onPrem`, or a map `{nodes: onPrem, force: BOOL, deleteEmptyDirData: BOOL}`")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<DrainTarget, E> {
+                use serde::de::IntoDeserializer;
+                NodeTargetRef::deserialize(v.into_deserializer()).map(DrainTarget::Nodes)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<DrainTarget, A::Error> {
+                DrainSpec::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(DrainTarget::WithFlags)
+            }
+        }
+        d.deserialize_any(Shape)
     }
 }
 

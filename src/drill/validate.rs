@@ -5,14 +5,15 @@ use std::collections::{BTreeMap, HashSet};
 
 use super::diagnostics::Diagnostic;
 use super::model::{
-    Action, Check, CutAction, CutEnforcement, DEFAULT_EFFECT_WITHIN, DEFAULT_STEP_TIMEOUT, Drill, DrillSpec,
-    DrillTargets, ExecAction, ExpectedCluster, FallbackTarget, Guards, HttpProbe, LastResortHook, Metadata,
+    Action, Check, CutAction, CutEnforcement, DEFAULT_EFFECT_WITHIN, DEFAULT_STEP_TIMEOUT, DrainAction, Drill,
+    DrillSpec, DrillTargets, ExecAction, ExpectedCluster, FallbackTarget, Guards, HttpProbe, LastResortHook, Metadata,
     NodeFailureAction, Objectives, OnDeviation, OnPremTarget, ParsedSelector, RestoredWhen, ReturnAction, Step,
     WorkloadKind, WorkloadRef, WorkloadTarget,
 };
 use super::parse::{SpanMap, index, join, suggest};
 use super::placeholders;
 use super::raw::{self, API_VERSION, KIND, STEP_ACTIONS};
+use crate::cluster::drain_selection::DrainFlags;
 use crate::domain::{CutFidelity, PhaseId, RestoreTarget};
 
 /// The validated drill, or every problem found in it.
@@ -238,8 +239,14 @@ impl Validator<'_> {
         if let Some(check) = step.check {
             actions.push(Some(Action::Check(check, step.on_deviation.unwrap_or(OnDeviation::Fail))));
         }
-        if let Some(target) = step.drain {
-            actions.push(Some(Action::Drain(target)));
+        if let Some(target) = &step.drain {
+            actions.push(Some(Action::Drain(match target {
+                raw::DrainTarget::Nodes(nodes) => DrainAction { nodes: *nodes, flags: DrainFlags::default() },
+                raw::DrainTarget::WithFlags(spec) => DrainAction {
+                    nodes: spec.nodes,
+                    flags: DrainFlags { force: spec.force, delete_empty_dir_data: spec.delete_empty_dir_data },
+                },
+            })));
         }
         if let Some(cut) = &step.cut {
             actions.push(self.cut(steps, i, &join(path, "cut"), cut).map(Action::Cut));
@@ -507,6 +514,7 @@ pub fn check_label_selector(selector: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::drill::NodeTargetRef;
 
     #[test]
     fn selectors() {
@@ -611,6 +619,25 @@ mod tests {
 
     fn problems(steps: &str) -> Vec<String> {
         diagnostics(drill_source("", steps)).into_iter().map(|d| d.message).collect()
+    }
+
+    #[test]
+    fn a_drain_takes_kubectl_drains_flags_off_by_default_and_a_mistyped_one_is_located() {
+        let flags = |steps: &str| match &valid("", steps).spec.steps[0].action {
+            Action::Drain(d) => (d.nodes, d.flags),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(flags("    - {id: d, drain: onPrem}\n"), (NodeTargetRef::OnPrem, DrainFlags::default()));
+        assert_eq!(
+            flags("    - {id: d, drain: {nodes: onPrem, force: true, deleteEmptyDirData: true}}\n"),
+            (NodeTargetRef::OnPrem, DrainFlags { force: true, delete_empty_dir_data: true })
+        );
+        assert!(!flags("    - {id: d, drain: {nodes: onPrem, force: true}}\n").1.delete_empty_dir_data);
+        let typo = diagnostics(drill_source("", "    - {id: d, drain: {nodes: onPrem, forse: true}}\n"));
+        assert_eq!(typo[0].message, "unknown key `forse` in `spec.steps[0].drain`");
+        assert!(typo[0].label.as_deref().is_some_and(|l| l.contains("did you mean `force`")), "{:?}", typo[0]);
+        let bad = diagnostics(drill_source("", "    - {id: d, drain: cloud}\n"));
+        assert_eq!(bad[0].message, "unknown value `cloud` for `drain`");
     }
 
     #[test]

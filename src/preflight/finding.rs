@@ -43,6 +43,8 @@ pub enum CheckId {
     WorkloadFitsLimit,
     /// The eviction delay a node failure adds before any fallback starts.
     RtoFloor,
+    /// A drain would evict no pod kubectl drain refuses without a flag (bare pods, emptyDir data).
+    DrainPods,
 }
 
 impl CheckId {
@@ -66,6 +68,7 @@ impl CheckId {
             CheckId::WorkloadPdb => "workload-pdb",
             CheckId::WorkloadFitsLimit => "workload-fits-limit",
             CheckId::RtoFloor => "rto-floor",
+            CheckId::DrainPods => "drain-pods",
         }
     }
 }

@@ -98,6 +98,8 @@ pub async fn gather(client: &Client, targets: &PreflightTargets) -> Result<Snaps
         .map_err(|e| api_error("the workload's pods", &e))?
         .items;
     s.workload_pods = workload_pods.len();
+    s.workload_pod_names =
+        workload_pods.iter().map(|p| format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any())).collect();
     s.workloads = workloads(client, workload_pods).await?;
     let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &targets.namespace);
     s.budgets = budgets.list(&ListParams::default()).await.map_err(|e| api_error("PodDisruptionBudgets", &e))?.items;

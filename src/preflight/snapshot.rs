@@ -75,6 +75,8 @@ pub struct Snapshot {
     /// Pods bound to the fallback NodePool's nodes.
     pub pods_on_fallback: Vec<Pod>,
     pub workload_pods: usize,
+    /// `namespace/name` of each of the workload's pods, to tell them from the other pods a fault displaces.
+    pub workload_pod_names: BTreeSet<String>,
     pub workloads: Vec<Workload>,
     /// The PodDisruptionBudgets of the workload's namespace.
     pub budgets: Vec<PodDisruptionBudget>,

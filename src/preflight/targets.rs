@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::cluster::drain_selection::DrainFlags;
 use crate::drill::{Action, Drill};
 use crate::phases::PhaseId;
 
@@ -79,17 +80,26 @@ impl PreflightTargets {
 }
 
 /// What the drill being checked expects of the design; without a drill, a drain and no RTO objective.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Expectations {
     /// The drill's RTO objective, to compare with the eviction delay of a node failure.
     pub rto_objective: Option<Duration>,
     /// Whether the drill drains: only the Eviction API honours PodDisruptionBudgets, a lost node's taint does not.
     pub drains: bool,
+    /// The drain's kubectl flags (`force`, `deleteEmptyDirData`): a pod they do not cover refuses the drill.
+    pub drain_flags: DrainFlags,
+    /// Namespaces a drain leaves alone, and whose pods a lost node does not send to the fallback's budget.
+    pub protected_namespaces: Vec<String>,
 }
 
 impl Default for Expectations {
     fn default() -> Self {
-        Expectations { rto_objective: None, drains: true }
+        Expectations {
+            rto_objective: None,
+            drains: true,
+            drain_flags: DrainFlags::default(),
+            protected_namespaces: vec!["kube-system".into()],
+        }
     }
 }
 
@@ -98,6 +108,16 @@ impl Expectations {
         Expectations {
             rto_objective: drill.spec.objectives.get(PhaseId::Rto),
             drains: drill.spec.steps.iter().any(|s| matches!(s.action, Action::Drain(_))),
+            drain_flags: drill
+                .spec
+                .steps
+                .iter()
+                .find_map(|s| match &s.action {
+                    Action::Drain(d) => Some(d.flags),
+                    _ => None,
+                })
+                .unwrap_or_default(),
+            protected_namespaces: drill.spec.guards.protected_namespaces.clone(),
         }
     }
 }

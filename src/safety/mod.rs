@@ -13,7 +13,7 @@ mod verify;
 #[cfg(test)]
 pub(crate) mod tests;
 
-pub use mutator::{Eviction, MutationError, Mutator};
+pub use mutator::{Eviction, MutationError, Mutator, eviction_refusal};
 pub use recover::{recover, recover_marks};
 pub use undo::RollbackOutcome;
 pub use verify::{Leftover, RestoreScope, restore_wait};

@@ -37,15 +37,31 @@ pub enum MutationError {
     CommandTimeout { command: String, seconds: u64 },
 }
 
-/// What an eviction request came to.
+/// What an eviction request came to; only a budget's block and throttling may end differently if asked again.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Eviction {
     Evicted,
     AlreadyGone,
-    /// The API server answered 429: a PodDisruptionBudget allows no disruption now.
+    /// 429 with a DisruptionBudget cause: a PodDisruptionBudget allows no disruption now.
     Blocked {
         /// The budget, or the budgets (comma-separated) whose selector matches the pod.
         pdb: Option<String>,
+        message: String,
+    },
+    /// 429 without one: API Priority and Fairness (or another limiter) asks to come back later.
+    Throttled {
+        retry_after: Option<Duration>,
+        message: String,
+    },
+    /// 500: the pod is under several budgets, which the Eviction API never evicts.
+    MultipleBudgets {
+        pdbs: Vec<String>,
+        message: String,
+    },
+    /// Any other answer (403, an admission policy or webhook's denial, ...): asking again changes nothing.
+    Refused {
+        code: u16,
+        reason: String,
         message: String,
     },
 }
@@ -154,7 +170,7 @@ impl Mutator {
             match pods.evict(pod, &params).await {
                 Ok(_) => Ok(Eviction::Evicted),
                 Err(e) if is_not_found(&e) => Ok(Eviction::AlreadyGone),
-                Err(kube::Error::Api(status)) if status.code == 429 => Ok(self.blocked(namespace, pod, &status).await),
+                Err(kube::Error::Api(status)) => Ok(self.refused(namespace, pod, &status).await),
                 Err(e) => Err(e),
             }
         };
@@ -166,30 +182,33 @@ impl Mutator {
             Ok(Eviction::Blocked { pdb, message }) => Settled::new(EntryState::Failed)
                 .note(message.clone())
                 .event(Event::EvictionBlocked { pod: shown.clone(), pdb: pdb.clone(), message: message.clone() }),
+            Ok(refused) => Settled::new(EntryState::Failed).note(eviction_refusal(refused)),
             Err(_) => Settled::forward(result, None),
         };
         self.mutate(&m, Some(announce), call, settle).await
     }
 
-    /// What a 429 to an eviction says: the budget's own words, and the budget by name.
-    async fn blocked(&self, namespace: &str, pod: &str, status: &kube::core::Status) -> Eviction {
-        let cause = status.details.as_ref().and_then(|d| d.causes.iter().find(|c| c.reason == "DisruptionBudget"));
-        let mut pdb = cause.and_then(|c| pdb_name_from_message(&c.message));
-        if pdb.is_none() {
-            pdb = self.blocking_pdbs(namespace, pod).await;
+    /// What an error answer to an eviction means, with the budgets named where a budget is the reason.
+    async fn refused(&self, namespace: &str, pod: &str, status: &kube::core::Status) -> Eviction {
+        match classify_eviction_error(status) {
+            Eviction::Blocked { pdb: None, message } => {
+                let pdbs = self.pdbs_selecting(namespace, pod).await;
+                Eviction::Blocked { pdb: (!pdbs.is_empty()).then(|| pdbs.join(", ")), message }
+            }
+            Eviction::MultipleBudgets { message, .. } => {
+                Eviction::MultipleBudgets { pdbs: self.pdbs_selecting(namespace, pod).await, message }
+            }
+            other => other,
         }
-        let message = cause.map(|c| c.message.clone()).unwrap_or_else(|| status.message.clone());
-        Eviction::Blocked { pdb, message }
     }
 
-    /// The PodDisruptionBudgets whose selector matches the pod, when the API server did not name one.
-    async fn blocking_pdbs(&self, namespace: &str, pod: &str) -> Option<String> {
+    /// The PodDisruptionBudgets whose selector matches the pod, when the API server did not name them.
+    async fn pdbs_selecting(&self, namespace: &str, pod: &str) -> Vec<String> {
         let pods: Api<Pod> = Api::namespaced(self.cluster.client.clone(), namespace);
-        let labels = pods.get(pod).await.ok()?.labels().clone();
+        let Ok(found) = pods.get(pod).await else { return Vec::new() };
         let pdbs: Api<PodDisruptionBudget> = Api::namespaced(self.cluster.client.clone(), namespace);
-        let list = pdbs.list(&ListParams::default()).await.ok()?;
-        let names = budgets_selecting(&list.items, &labels);
-        (!names.is_empty()).then(|| names.join(", "))
+        let Ok(list) = pdbs.list(&ListParams::default()).await else { return Vec::new() };
+        budgets_selecting(&list.items, found.labels())
     }
 
     /// A rollout restart, done the way kubectl does it: a new pod-template annotation.
@@ -362,6 +381,51 @@ pub(super) fn api_error(action: &str, target: &str, e: &kube::Error) -> Mutation
     MutationError::Api { action: action.into(), target: target.into(), message: first_line(&e.to_string()) }
 }
 
+/// Sorts an error answer to an eviction, before the budgets are looked up: a 429 is a budget's block when it says
+/// so (a DisruptionBudget cause, or the Eviction API's own words), throttling otherwise; the Eviction API answers 500
+/// for a pod under several budgets; anything else is final.
+pub(crate) fn classify_eviction_error(status: &kube::core::Status) -> Eviction {
+    let causes = status.details.as_ref().map(|d| d.causes.as_slice()).unwrap_or_default();
+    let budget_cause = causes.iter().find(|c| c.reason == "DisruptionBudget");
+    match status.code {
+        429 if budget_cause.is_some() || status.message.contains("disruption budget") => Eviction::Blocked {
+            pdb: budget_cause.and_then(|c| pdb_name_from_message(&c.message)),
+            message: budget_cause.map_or_else(|| status.message.clone(), |c| c.message.clone()),
+        },
+        429 => Eviction::Throttled {
+            retry_after: status
+                .details
+                .as_ref()
+                .map(|d| d.retry_after_seconds)
+                .filter(|s| *s > 0)
+                .map(|s| Duration::from_secs(u64::from(s))),
+            message: status.message.clone(),
+        },
+        500 if status.message.contains("more than one PodDisruptionBudget") => {
+            Eviction::MultipleBudgets { pdbs: Vec::new(), message: status.message.clone() }
+        }
+        code => Eviction::Refused { code, reason: status.reason.clone(), message: status.message.clone() },
+    }
+}
+
+/// How a failed eviction reads in the journal, the step's message and the report.
+pub fn eviction_refusal(eviction: &Eviction) -> String {
+    match eviction {
+        Eviction::Evicted | Eviction::AlreadyGone => String::new(),
+        Eviction::Blocked { pdb, message } => {
+            format!("PodDisruptionBudget {} allows no disruption: {message}", pdb.as_deref().unwrap_or("(unnamed)"))
+        }
+        Eviction::Throttled { message, .. } => format!("throttled by the API server (429): {message}"),
+        Eviction::MultipleBudgets { pdbs, message } => {
+            let names = if pdbs.is_empty() { "(none found by selector)".into() } else { pdbs.join(", ") };
+            format!(
+                "the pod is under several PodDisruptionBudgets ({names}), which the Eviction API refuses: {message}"
+            )
+        }
+        Eviction::Refused { code, reason, message } => format!("the API server refused ({code} {reason}): {message}"),
+    }
+}
+
 /// "The disruption budget llm-inference needs 4 healthy pods ..." names the budget.
 fn pdb_name_from_message(message: &str) -> Option<String> {
     let rest = message.split("disruption budget ").nth(1)?;
@@ -379,6 +443,51 @@ fn budgets_selecting(pdbs: &[PodDisruptionBudget], labels: &BTreeMap<String, Str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn status(json: serde_json::Value) -> kube::core::Status {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn eviction_errors_are_sorted_by_what_asking_again_would_do() {
+        // What the Eviction API answers when a budget allows no disruption (registry/core/pod/storage/eviction.go).
+        let budget = status(json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 429,
+            "reason": "TooManyRequests", "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+            "details": {"causes": [{"reason": "DisruptionBudget",
+                "message": "The disruption budget llm-inference needs 2 healthy pods and has 2 currently"}]}}));
+        assert_eq!(
+            classify_eviction_error(&budget),
+            Eviction::Blocked {
+                pdb: Some("llm-inference".into()),
+                message: "The disruption budget llm-inference needs 2 healthy pods and has 2 currently".into()
+            }
+        );
+        let budget_without_cause = status(json!({"code": 429, "reason": "TooManyRequests",
+            "message": "Cannot evict pod as it would violate the pod's disruption budget."}));
+        assert!(matches!(classify_eviction_error(&budget_without_cause), Eviction::Blocked { pdb: None, .. }));
+        // API Priority and Fairness: no budget, a Retry-After in the details.
+        let throttled = status(json!({"code": 429, "reason": "TooManyRequests",
+            "message": "Too many requests, please try again later.", "details": {"retryAfterSeconds": 7}}));
+        assert_eq!(
+            classify_eviction_error(&throttled),
+            Eviction::Throttled {
+                retry_after: Some(Duration::from_secs(7)),
+                message: "Too many requests, please try again later.".into()
+            }
+        );
+        let several = status(json!({"code": 500, "reason": "InternalError", "message":
+            "Internal error occurred: This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."}));
+        assert!(matches!(classify_eviction_error(&several), Eviction::MultipleBudgets { .. }));
+        let denied = status(json!({"code": 403, "reason": "Forbidden", "message":
+            "pods \"p\" is forbidden: ValidatingAdmissionPolicy 'no-evictions' with binding 'no-evictions' denied request: frozen"}));
+        let refused = classify_eviction_error(&denied);
+        assert!(matches!(&refused, Eviction::Refused { code: 403, reason, .. } if reason == "Forbidden"));
+        assert!(
+            eviction_refusal(&refused).starts_with("the API server refused (403 Forbidden): pods \"p\" is forbidden")
+        );
+        let other = status(json!({"code": 500, "reason": "InternalError", "message": "etcd timed out"}));
+        assert!(matches!(classify_eviction_error(&other), Eviction::Refused { code: 500, .. }));
+    }
 
     #[test]
     fn pdb_name_is_read_from_the_eviction_cause() {

@@ -68,7 +68,7 @@ pub async fn run_step(ctx: &mut StepContext<'_>, step: &Step) -> Result<StepSucc
     match &step.action {
         Action::Check(Check::SteadyState, on_deviation) => check::steady_state(ctx, *on_deviation),
         Action::Check(Check::Preflight, on_deviation) => preflight::preflight(ctx, *on_deviation).await,
-        Action::Drain(_) => drain::drain(ctx, &step.id, deadline, timeout).await,
+        Action::Drain(d) => drain::drain(ctx, &step.id, d.flags, deadline, timeout).await,
         Action::Cut(c) => cut::cut(ctx, &step.id, c, deadline).await,
         Action::NodeFailure(f) => node_failure::node_failure(ctx, &step.id, f).await,
         Action::Restore(t) => restore::restore(ctx, &step.id, *t, deadline, timeout).await,

@@ -36,5 +36,6 @@ pub fn evaluate(s: &Snapshot, targets: &PreflightTargets, expect: &Expectations)
     device_plugin::device_plugin_scope(s, &on_prem, fallback.as_ref(), targets, &mut out);
     node_pool::node_pool(s, targets, &mut out);
     workload::workloads(s, targets, &on_prem, fallback.as_ref(), expect, &mut out);
+    budget::drain_pods(s, expect, &mut out);
     out.0
 }

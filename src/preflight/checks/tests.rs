@@ -126,6 +126,7 @@ spec:
         claims: Vec::new(),
         pods_on_fallback: Vec::new(),
         workload_pods: 4,
+        workload_pod_names: Default::default(),
         workloads: vec![Workload {
             kind: "Deployment".into(),
             namespace: "inference".into(),
@@ -143,7 +144,7 @@ fn run(s: &Snapshot) -> Vec<Finding> {
 }
 
 fn with_rto(seconds: u64) -> Expectations {
-    Expectations { rto_objective: Some(Duration::from_secs(seconds)), drains: true }
+    Expectations { rto_objective: Some(Duration::from_secs(seconds)), ..Expectations::default() }
 }
 
 /// The (check, object) of every finding with this status.
@@ -183,7 +184,7 @@ fn the_lab_as_set_up_passes_every_check() {
     assert!(with(&findings, Status::Warn).is_empty(), "{findings:#?}");
     assert!(with(&findings, Status::Skip).is_empty(), "{findings:#?}");
     let seen: BTreeSet<CheckId> = findings.iter().map(|f| f.check).collect();
-    assert_eq!(seen.len(), 18, "every check reports: {seen:?}");
+    assert_eq!(seen.len(), 19, "every check reports: {seen:?}");
     let floor = findings.iter().find(|f| f.check == CheckId::RtoFloor).unwrap();
     assert_eq!(floor.status, Status::Info);
     assert!(floor.message.contains("about 80s after the fault"), "{}", floor.message);
@@ -434,7 +435,7 @@ fn budgets_must_exist_alone_and_allow_a_disruption() {
     let f = only_failure(&s);
     assert_eq!((f.check, f.object.as_str()), (CheckId::WorkloadPdb, "PodDisruptionBudget inference/llm-inference"));
     // Without a drain the budget is in nobody's way: a lost node's taint evicts regardless.
-    let findings = evaluate(&s, &targets(), &Expectations { rto_objective: None, drains: false });
+    let findings = evaluate(&s, &targets(), &Expectations { drains: false, ..Expectations::default() });
     assert!(with(&findings, Status::Fail).is_empty(), "{findings:#?}");
     assert_eq!(with(&findings, Status::Warn).len(), 1);
 
@@ -513,4 +514,59 @@ fn the_rto_floor_follows_the_tolerations_and_warns_below_the_objective() {
         "{}",
         f.message
     );
+}
+
+/// A pod on a hybrid node, tolerating its GPU taint.
+fn on_prem_pod(yaml: &str) -> Pod {
+    let mut pod: Pod = obj(yaml);
+    pod.spec.as_mut().unwrap().tolerations =
+        Some(vec![obj("{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}")]);
+    pod
+}
+
+#[test]
+fn a_bare_or_empty_dir_pod_on_prem_fails_drain_pods_naming_the_flag_and_passes_with_it() {
+    let mut s = lab();
+    s.pods_on_prem.push(on_prem_pod(
+        "metadata: {name: debug, namespace: default}\nspec: {nodeName: hybrid-gpu-1, containers: [{name: c}]}",
+    ));
+    s.pods_on_prem.push(on_prem_pod(
+        "metadata: {name: coredns-x, namespace: kube-system, ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: coredns, uid: c, controller: true}]}\n\
+         spec: {nodeName: hybrid-gpu-2, containers: [{name: c}], volumes: [{name: tmp, emptyDir: {}}]}",
+    ));
+    let failed = with(&run(&s), Status::Fail);
+    assert_eq!(failed, [(CheckId::DrainPods, "Pod default/debug on hybrid-gpu-1".to_string())]);
+    let f = run(&s).into_iter().find(|f| f.check == CheckId::DrainPods).unwrap();
+    assert!(f.message.contains("without `force`: no controller"), "{}", f.message);
+
+    let mut flags = Expectations::default();
+    flags.drain_flags.force = true;
+    let findings = evaluate(&s, &targets(), &flags);
+    let f = findings.iter().find(|f| f.check == CheckId::DrainPods).unwrap();
+    assert_eq!(f.status, Status::Pass);
+    assert!(
+        f.message.ends_with("3 pods to evict; left alone (protected namespace): kube-system/coredns-x on hybrid-gpu-2"),
+        "{}",
+        f.message
+    );
+    let no_drain = evaluate(&s, &targets(), &Expectations { drains: false, ..Expectations::default() });
+    assert!(no_drain.iter().any(|f| f.check == CheckId::DrainPods && f.status == Status::Skip));
+}
+
+#[test]
+fn every_gpu_pod_a_lost_node_displaces_counts_against_the_fallback_limit() {
+    let mut s = lab();
+    let gpu_pod = |name: &str, namespace: &str| {
+        on_prem_pod(&format!(
+            "metadata: {{name: {name}, namespace: {namespace}, ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: r, uid: r, controller: true}}]}}\n\
+             spec: {{nodeName: hybrid-gpu-1, containers: [{{name: c, resources: {{limits: {{nvidia.com/gpu: '1'}}}}}}]}}"
+        ))
+    };
+    // 4 x 4 of the workload fill the limit of 16; a second GPU workload on-prem falls back too, a protected one not.
+    s.pods_on_prem.push(gpu_pod("dcgm-probe", "kube-system"));
+    assert!(with(&run(&s), Status::Fail).is_empty());
+    s.pods_on_prem.push(gpu_pod("embeddings-x", "batch"));
+    let f = only_failure(&s);
+    assert_eq!(f.check, CheckId::WorkloadFitsLimit);
+    assert!(f.message.contains("needs 17 GPUs") && f.message.contains("batch/embeddings-x x 1"), "{}", f.message);
 }

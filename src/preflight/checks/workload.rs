@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::core::v1::{Container, Node, PodSpec, Taint};
 
-use super::budget::workload_budget;
+use super::budget::{other_displaced_gpu_pods, workload_budget};
 use super::rto::rto_floor;
 use super::support::{Findings, gpu_taints, is_gpu_taint, most_gpus, names, taint_text, tolerations};
 use crate::cluster::karpenter::GPU_RESOURCE;
@@ -65,7 +65,7 @@ pub(super) fn workloads(
         workload_affinity(spec, &hybrid, fallback, &object, out);
         workload_budget(s, w, &object, expect.drains, out);
     }
-    fits_limit(s, &demand, &selection, &targets.node_pool, out);
+    fits_limit(s, &demand, expect, &selection, &targets.node_pool, out);
     rto_floor(s, &s.workloads[0], expect.rto_objective, out);
 }
 
@@ -121,8 +121,16 @@ fn gpu_request(spec: &PodSpec, object: &str, out: &mut Findings) -> Option<i64> 
     None
 }
 
-/// workload-fits-limit: the GPU demand of every controller fits under the fallback NodePool's GPU limit.
-fn fits_limit(s: &Snapshot, demand: &[(&Workload, i64)], selection: &str, pool_name: &str, out: &mut Findings) {
+/// workload-fits-limit: the GPU demand of every controller, and of every other GPU pod a lost on-prem node sends
+/// to the fallback, fits under the fallback NodePool's GPU limit.
+fn fits_limit(
+    s: &Snapshot,
+    demand: &[(&Workload, i64)],
+    expect: &Expectations,
+    selection: &str,
+    pool_name: &str,
+    out: &mut Findings,
+) {
     let id = CheckId::WorkloadFitsLimit;
     let limit = match &s.pool {
         PoolLookup::Found(pool) => pool.spec.limits.as_ref().and_then(|l| l.get(GPU_RESOURCE)).and_then(as_integer),
@@ -143,8 +151,15 @@ fn fits_limit(s: &Snapshot, demand: &[(&Workload, i64)], selection: &str, pool_n
         }
         Some(limit) => limit,
     };
-    let total: i64 = demand.iter().map(|(w, g)| i64::from(w.replicas) * g).sum();
-    let parts = names(demand.iter().map(|(w, g)| format!("{} x {g}", w.replicas)));
+    let others = other_displaced_gpu_pods(s, expect);
+    let total: i64 = demand.iter().map(|(w, g)| i64::from(w.replicas) * g).sum::<i64>()
+        + others.iter().map(|p| p.gpus()).sum::<i64>();
+    let parts = names(
+        demand
+            .iter()
+            .map(|(w, g)| format!("{} x {g}", w.replicas))
+            .chain(others.iter().map(|p| format!("{} x {}", p.name(), p.gpus()))),
+    );
     if total <= limit {
         out.add(
             id,
@@ -161,7 +176,10 @@ fn fits_limit(s: &Snapshot, demand: &[(&Workload, i64)], selection: &str, pool_n
                 "needs {total} GPUs on the fallback ({parts}) but NodePool {pool_name} is limited to {limit}: some pods \
                  would stay Pending"
             ),
-            format!("raise the NodePool's nvidia.com/gpu limit to at least {total}, or run fewer replicas"),
+            format!(
+                "raise the NodePool's nvidia.com/gpu limit to at least {total}, or run fewer replicas (every GPU pod on \
+                 the on-prem nodes falls back, not only the workload's)"
+            ),
         );
     }
 }
