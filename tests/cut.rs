@@ -8,8 +8,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use common::lab::{
-    Repair, cordoned_or_marked, eventually, kubeconfig, kubectl_json, kubectl_quiet, lock_lab, reset_lab,
-    workload_on_prem_and_fallback_empty,
+    Repair, assert_fidelity, cordoned_or_marked, eventually, kubeconfig, kubectl_json, kubectl_quiet, lock_lab,
+    reset_lab, workload_on_prem_and_fallback_empty,
 };
 use common::repo;
 use serde_json::Value;
@@ -225,6 +225,7 @@ fn the_host_cut_drill_passes_with_the_lost_node_path_and_the_overlap_and_leaves_
     );
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(md.contains("## Overlap window (split brain)") && md.contains("| └ toleration |"), "{md}");
+    assert_fidelity(&dir);
     assert_nothing_left();
     eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
 }
@@ -380,7 +381,8 @@ fn the_node_failure_drill_passes_with_its_hooks() {
     assert_eq!(out.status.code(), Some(0), "report: {report:#}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr));
     print_phases(&report);
     assert_lost_node_path(&report, "recovery hooks ran");
-    let timeline = std::fs::read_to_string(run_dir(reports.path()).unwrap().join("timeline.jsonl")).unwrap();
+    let dir = run_dir(reports.path()).unwrap();
+    let timeline = std::fs::read_to_string(dir.join("timeline.jsonl")).unwrap();
     for hook in ["lab/node-fail hybrid-gpu-1", "lab/node-fail hybrid-gpu-2", "lab/node-recover hybrid-gpu-1"] {
         assert!(timeline.contains(&format!(r#""command":"{hook}","exit_code":0"#)), "{hook} did not run");
     }
@@ -390,6 +392,7 @@ fn the_node_failure_drill_passes_with_its_hooks() {
             .unwrap()
             .starts_with("node failure: the drill's own hooks (`lab/node-fail {node}`)")
     );
+    assert_fidelity(&dir);
     assert_nothing_left();
     eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
 }

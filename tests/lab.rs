@@ -10,8 +10,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use common::lab::{
-    cordoned_or_marked, eventually, freeze_karpenter, kubeconfig, kubectl, kubectl_apply, kubectl_json, lock_lab,
-    reset_lab, set_max_unavailable, workload_on_prem_and_fallback_empty,
+    assert_fidelity, cordoned_or_marked, eventually, freeze_karpenter, kubeconfig, kubectl, kubectl_apply,
+    kubectl_json, lock_lab, reset_lab, set_max_unavailable, workload_on_prem_and_fallback_empty,
 };
 use common::repo;
 use serde_json::Value;
@@ -146,6 +146,7 @@ fn drain_drill_runs_end_to_end_with_every_phase_in_order() {
     }
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(md.contains("**Verdict: passed**") && md.contains("| provisioning |"), "{md}");
+    assert_fidelity(&dir);
     eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
 }
 

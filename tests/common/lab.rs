@@ -152,3 +152,17 @@ pub fn freeze_karpenter() -> Repair<impl FnMut()> {
         let _ = Command::new("kill").args(["-CONT", &pid]).status();
     })
 }
+
+/// Checks every milestone of a run against the lab API server's audit log with scripts/fidelity, printing its table:
+/// each must map to the audit event that made it true, within the bounds the script states.
+pub fn assert_fidelity(run_dir: &std::path::Path) {
+    let audit = kubeconfig().with_file_name("logs").join("audit.log");
+    let out = Command::new(repo().join("scripts/fidelity")).arg(run_dir).arg(&audit).output().expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("scripts/fidelity {}:\n{stdout}", run_dir.display());
+    assert!(
+        out.status.success(),
+        "the report disagrees with the audit log:\n{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
