@@ -95,6 +95,7 @@ fn drain_drill_runs_end_to_end_with_every_phase_in_order() {
     assert_eq!(out.status.code(), Some(0), "report: {report:#}\nstderr:\n{stderr}");
     assert_eq!(report["outcome"], "passed");
     assert_eq!(report["schema"], "hybrid-drill.io/report/v1");
+    assert_fidelity(&drill.run_dir().unwrap(), &[]);
 
     let labels: Vec<&str> =
         report["milestones"].as_array().unwrap().iter().map(|m| m["label"].as_str().unwrap()).collect();
@@ -146,7 +147,6 @@ fn drain_drill_runs_end_to_end_with_every_phase_in_order() {
     }
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(md.contains("**Verdict: passed**") && md.contains("| provisioning |"), "{md}");
-    assert_fidelity(&dir);
     eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
 }
 
