@@ -8,8 +8,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use common::lab::{
-    Repair, cordoned_or_marked, eventually, kubeconfig, kubectl, kubectl_json, kubectl_quiet, lock_lab, recover,
-    reset_lab, workload_on_prem_and_fallback_empty,
+    Repair, assert_fidelity, cordoned_or_marked, eventually, kubeconfig, kubectl, kubectl_json, kubectl_quiet,
+    lock_lab, recover, reset_lab, workload_on_prem_and_fallback_empty,
 };
 use common::repo;
 use serde_json::Value;
@@ -268,6 +268,7 @@ fn the_host_cut_drill_pins_its_run_label_brings_a_locked_out_node_back_with_its_
     assert!(md.contains("ran `lab/node-reboot hybrid-gpu-2` (exit 0)"), "{md}");
     print_phases(&report);
     println!("overlap: {}", report["overlap"]);
+    assert_fidelity(&run_dir(reports.path()).unwrap(), &[]);
     assert_lost_node_path(&report, "link restored");
     let fidelity = report["fidelity"].as_str().unwrap();
     assert!(fidelity.starts_with("link cut, host fidelity: a host firewall policy (cilium)"), "{fidelity}");
@@ -489,6 +490,10 @@ fn the_node_failure_drill_passes_with_its_hooks() {
     let report = report_of(&out);
     assert_eq!(out.status.code(), Some(0), "report: {report:#}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr));
     print_phases(&report);
+    // The tool stamps the fault and the restore as it starts their hooks, whose kubectl writes land ~0.25 s later;
+    // it notices the on-prem nodes Ready only once the recovery hooks return, after the nodes turned Ready.
+    let hooks_lag = ["fault injected (t0)", "restore started", "on-prem nodes Ready"];
+    assert_fidelity(&run_dir(reports.path()).unwrap(), &hooks_lag);
     assert_lost_node_path(&report, "recovery hooks ran");
     let timeline = std::fs::read_to_string(run_dir(reports.path()).unwrap().join("timeline.jsonl")).unwrap();
     for hook in ["lab/node-fail hybrid-gpu-1", "lab/node-fail hybrid-gpu-2", "lab/node-recover hybrid-gpu-1"] {

@@ -10,8 +10,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use common::lab::{
-    cordoned_or_marked, eventually, freeze_karpenter, kubeconfig, kubectl, kubectl_apply, kubectl_json, lock_lab,
-    recover, reset_lab, set_max_unavailable, workload_on_prem_and_fallback_empty,
+    assert_fidelity, cordoned_or_marked, eventually, freeze_karpenter, kubeconfig, kubectl, kubectl_apply,
+    kubectl_json, lock_lab, recover, reset_lab, set_max_unavailable, workload_on_prem_and_fallback_empty,
 };
 use common::repo;
 use serde_json::Value;
@@ -95,6 +95,7 @@ fn drain_drill_runs_end_to_end_with_every_phase_in_order() {
     assert_eq!(out.status.code(), Some(0), "report: {report:#}\nstderr:\n{stderr}");
     assert_eq!(report["outcome"], "passed");
     assert_eq!(report["schema"], "hybrid-drill.io/report/v1");
+    assert_fidelity(&drill.run_dir().unwrap(), &[]);
 
     let labels: Vec<&str> =
         report["milestones"].as_array().unwrap().iter().map(|m| m["label"].as_str().unwrap()).collect();

@@ -284,3 +284,46 @@ fn report_pushes_the_metrics_to_a_pushgateway() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr.contains("answered 400 Bad Request"), "{stderr}");
 }
+
+/// A drain run recorded in the lab with the audit log's writes of its window (tests/fixtures/fidelity).
+fn fidelity(run: &Path, audit: &Path) -> (Option<i32>, String) {
+    let out = Command::new(repo().join("scripts/fidelity")).arg(run).arg(audit).output().unwrap();
+    (out.status.code(), format!("{}{}", text(&out).0, text(&out).1))
+}
+
+#[test]
+fn fidelity_maps_every_milestone_to_its_audit_event_and_fails_on_a_gap_or_a_drift() {
+    let fixture = repo().join("tests/fixtures/fidelity");
+    let audit = fixture.join("audit.log");
+    let (code, out) = fidelity(&fixture.join("run"), &audit);
+    assert_eq!(code, Some(0), "{out}");
+    for kind in
+        ["milestone: fault injected (t0)", "cordon", "eviction", "NodeClaim Launched", "pod bound", "node deleted"]
+    {
+        assert!(out.lines().any(|l| l.starts_with(kind)), "no {kind} in:\n{out}");
+    }
+
+    // The scheduler's bindings missing from the log: a milestone with no audit event fails, it is not skipped.
+    let dir = tempfile::tempdir().unwrap();
+    let log = std::fs::read_to_string(&audit).unwrap();
+    let gap: Vec<&str> = log.lines().filter(|l| !l.contains(r#""subresource":"binding""#)).collect();
+    std::fs::write(dir.path().join("audit.log"), gap.join("\n") + "\n").unwrap();
+    let (code, out) = fidelity(&fixture.join("run"), &dir.path().join("audit.log"));
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("no audit event made it true") && out.contains("pod bound"), "{out}");
+
+    // A milestone the report places 300 ms after the change that made it true is out of bounds.
+    let run = dir.path().join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::copy(fixture.join("run/timeline.jsonl"), run.join("timeline.jsonl")).unwrap();
+    let mut report: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture.join("run/report.json")).unwrap()).unwrap();
+    let first = &mut report["milestones"][0];
+    let moved = chrono::DateTime::parse_from_rfc3339(first["received"].as_str().unwrap()).unwrap()
+        + chrono::Duration::milliseconds(300);
+    first["received"] = Value::String(moved.to_rfc3339());
+    std::fs::write(run.join("report.json"), report.to_string()).unwrap();
+    let (code, out) = fidelity(&run, &audit);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("OUT OF BOUNDS"), "{out}");
+}
