@@ -12,6 +12,18 @@ SRC_DIR=$CACHE_ROOT/$CACHE_KEY/src
 export KUBECONFIG=${LAB_IDENTITY_KUBECONFIG:-$RUN_DIR/kubeconfig}
 ADMIN_KUBECONFIG=$RUN_DIR/kubeconfig
 
+# Drops every inherited descriptor but stdio. Whatever lab/up or lab/restart starts outlives the caller, and a kept
+# descriptor of a flock (the e2e lock held by `flock ... lab/restart`) would block every end-to-end test for as long
+# as that component runs.
+close_inherited_fds() {
+  local fd
+  for fd in /proc/$$/fd/*; do
+    fd=${fd##*/}
+    [ "$fd" -gt 2 ] 2>/dev/null && eval "exec $fd>&-" 2>/dev/null
+  done
+  return 0
+}
+
 log() { printf '[lab %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
