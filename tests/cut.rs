@@ -490,9 +490,9 @@ fn the_node_failure_drill_passes_with_its_hooks() {
     let report = report_of(&out);
     assert_eq!(out.status.code(), Some(0), "report: {report:#}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr));
     print_phases(&report);
-    // The tool stamps the fault and the restore as it starts their hooks, whose kubectl writes land ~0.25 s later;
-    // it notices the on-prem nodes Ready only once the recovery hooks return, after the nodes turned Ready.
-    let hooks_lag = ["fault injected (t0)", "restore started", "on-prem nodes Ready"];
+    // The tool stamps the fault and the restore as it starts their hooks (the moment it asked the BMC); the lab's
+    // hooks are kubectl writes that land ~0.25 s later.
+    let hooks_lag = ["fault injected (t0)", "restore started"];
     assert_fidelity(&run_dir(reports.path()).unwrap(), &hooks_lag);
     assert_lost_node_path(&report, "recovery hooks ran");
     let timeline = std::fs::read_to_string(run_dir(reports.path()).unwrap().join("timeline.jsonl")).unwrap();
