@@ -527,9 +527,14 @@ fn lock_expired() -> bool {
     chrono::Utc::now() > renewed + duration + chrono::Duration::milliseconds(500)
 }
 
-/// The lab drain drill's targets with one `pause` step and a short drill lock: it holds the lock, touches nothing.
+/// The lab drain drill's targets with one `pause` step, no objectives and a short drill lock: it holds the lock and
+/// touches nothing.
 fn pause_drill(dir: &Path, name: &str, pause: &str) -> PathBuf {
     let source = std::fs::read_to_string(repo().join("drills/drain.yaml")).unwrap();
+    let objectives = "  objectives:\n    rto: 15m\n    phases:\n      provisioning: 8m\n      reclaim: 20m\n";
+    assert!(source.contains(objectives), "drills/drain.yaml's objectives changed");
+    // Without objectives: a pause measures no phase, and a phase not measured would miss its objective.
+    let source = source.replace(objectives, "");
     let head = &source[..source.find("  steps:\n").unwrap()];
     let path = dir.join(name);
     std::fs::write(&path, format!("{head}  lock: {{duration: 6s}}\n  steps:\n    - {{id: hold, pause: {pause}}}\n"))
