@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::cluster::marks::RunId;
 use crate::cluster::{self, Cluster, Target};
 use crate::drill;
-use crate::exit::{EXIT_INVALID, EXIT_OBJECTIVE_MISSED, EXIT_PASSED, EXIT_RESTORE_FAILED};
+use crate::exit::{EXIT_INVALID, EXIT_LOCKED, EXIT_OBJECTIVE_MISSED, EXIT_PASSED, EXIT_RESTORE_FAILED};
 use crate::preflight;
 use crate::report::history::{self, History};
 use crate::report::{Format, terminal};
@@ -25,6 +25,7 @@ Examples:
   hybrid-drill recover reports/onprem-gpu-drain/20261202T101500Z
   hybrid-drill report reports/onprem-gpu-drain/20261202T101500Z --format html > drill.html
   hybrid-drill history reports                   every run of each drill, changes and regressions
+  hybrid-drill identify                          the cluster's context and kube-system UID, for spec.cluster
   hybrid-drill schema > drill.schema.json        JSON Schema for editors
 
 Exit codes:
@@ -33,7 +34,8 @@ Exit codes:
   2  invalid input or set-up: bad drill file, wrong context, unreachable cluster, missing CRD,
      selector matching nothing; nothing was touched
   3  aborted (step failed or timed out, guard tripped, SIGINT/SIGTERM); the cluster was restored
-  4  restore failed: the cluster needs a human (run `hybrid-drill recover RUN_DIR`)";
+  4  restore failed: the cluster needs a human (run `hybrid-drill recover RUN_DIR`)
+  5  refused: another drill or recover holds the cluster's drill lock (a Lease); nothing was touched";
 
 /// Failure drills for hybrid GPU clusters: drain or cut the on-prem GPU nodes, measure the Karpenter cloud
 /// fallback phase by phase, return to on-prem, and leave a timestamped report.
@@ -160,6 +162,9 @@ cluster. Touches nothing.")]
         #[arg(long, value_name = "DIR", default_value = "reports", env = "HYBRID_DRILL_REPORTS")]
         reports_dir: PathBuf,
     },
+    /// Print the cluster's identity: the context (or `in-cluster`), the API server and the UID of its kube-system
+    /// namespace, which a drill's spec.cluster.kubeSystemUID names. Reads one object; touches nothing.
+    Identify,
     /// Print the JSON Schema of the drill file format, for editors.
     Schema,
 }
@@ -187,6 +192,7 @@ pub fn main() -> ExitCode {
             block_on(preflight_command(file.as_deref(), flags, &target, output, strict))
         }
         Command::Recover { run_dir, reports_dir } => block_on(recover_command(run_dir, &reports_dir, &target)),
+        Command::Identify => block_on(identify_command(&target)),
     };
     ExitCode::from(code)
 }
@@ -281,7 +287,7 @@ async fn preflight_command(
     };
     // A drill names its cluster; without one, the kubeconfig's context (or --context) is the one checked.
     let connected = match drill {
-        Some(d) => cluster::connect(target, &d.spec.cluster.context).await.map(|(c, _)| c),
+        Some(d) => cluster::connect(target, &d.spec.cluster).await.map(|(c, _)| c),
         None => match Cluster::connect(target).await {
             Ok(c) => c.ping().await.map(|_| c),
             Err(e) => Err(e),
@@ -328,7 +334,7 @@ async fn run_command(file: &Path, opts: RunOptions) -> u8 {
         }
         Err(e) => {
             eprintln!("error: {e}");
-            EXIT_INVALID
+            if matches!(&e, run::SetupError::Locked(l) if l.is_held()) { EXIT_LOCKED } else { EXIT_INVALID }
         }
     }
 }
@@ -365,6 +371,29 @@ fn block_on_result<T, E: std::fmt::Display>(f: impl std::future::Future<Output =
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     rt.block_on(f).map_err(|e| e.to_string())
+}
+
+async fn identify_command(target: &Target) -> u8 {
+    let identity = async {
+        let cluster = Cluster::connect(target).await?;
+        let version = cluster.ping().await?;
+        let uid = cluster.kube_system_uid().await?;
+        Ok::<_, cluster::ClusterError>((cluster, version, uid))
+    };
+    match identity.await {
+        Ok((cluster, version, uid)) => {
+            println!("context: {}", cluster.context);
+            println!("server: {} (Kubernetes {version})", cluster.server);
+            println!("kube-system UID: {uid}");
+            let context = if cluster.in_cluster { String::new() } else { format!("context: {}, ", cluster.context) };
+            println!("in a drill file: spec: {{cluster: {{{context}kubeSystemUID: {uid}}}}}");
+            EXIT_PASSED
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_INVALID
+        }
+    }
 }
 
 fn history_command(reports_dir: &Path, format: HistoryFormat) -> u8 {
@@ -420,8 +449,49 @@ async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path, target: &
         eprintln!("error: {e}");
         return EXIT_INVALID;
     }
+    // Recover holds the drill lock too: a drill must not start while a recover restores, nor two recovers run.
+    let lock = match take_recover_lock(&cluster, run_dir.as_deref(), &journals, reports_dir).await {
+        Ok(lock) => lock,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return if e.is_held() { EXIT_LOCKED } else { EXIT_INVALID };
+        }
+    };
+    if let Some(warning) = &lock.took_over {
+        eprintln!("warning: {warning}");
+    }
     let scope = RestoreScope { nodes: on_prem_nodes_of(&cluster, run_dir.as_deref()).await, run: run_id.clone() };
-    recover_with(&cluster, journals, &scope, &marks_journal).await
+    let code = recover_with(&cluster, journals, &scope, &marks_journal).await;
+    if let Err(e) = lock.release().await {
+        eprintln!("warning: the drill lock was not released (it falls free after its duration): {e}");
+    }
+    code
+}
+
+/// Takes the drill lock for `recover`: the run's own (its drill file's `spec.lock`), else the default one. The lock
+/// of a run being recovered is taken over at once when that run's process is gone.
+async fn take_recover_lock(
+    cluster: &Cluster,
+    run_dir: Option<&Path>,
+    journals: &[PathBuf],
+    reports_dir: &Path,
+) -> Result<safety::lock::Lock, safety::lock::LockError> {
+    let lease = run_dir
+        .and_then(|d| crate::drill::load(&d.join("drill.yaml")).ok())
+        .map(|loaded| loaded.drill.spec.lock)
+        .unwrap_or_default();
+    // The runs being recovered: by their timeline, and by the lock their journal says they took (a run that died
+    // taking it has no timeline entry yet).
+    let mut runs: Vec<String> = journals.iter().filter_map(|j| j.parent().and_then(run_id_of)).collect();
+    let journalled = journals.iter().filter_map(|j| safety::journal::read(j).ok()).flat_map(|c| c.entries);
+    runs.extend(journalled.filter_map(|e| match e.mutation {
+        safety::journal::Mutation::HoldLease { holder, .. } => Some(holder),
+        _ => None,
+    }));
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string().to_lowercase();
+    let claimant =
+        crate::cluster::lease::Claimant::this_process(&format!("recover-{stamp}"), run_dir.unwrap_or(reports_dir));
+    safety::lock::take(cluster, &lease, &claimant, safety::lock::Claim::Recover { runs: &runs }).await
 }
 
 /// The on-prem nodes the run's own copy of its drill file selects, which the restored-state check covers besides

@@ -7,6 +7,8 @@ pub const EXIT_OBJECTIVE_MISSED: u8 = 1;
 pub const EXIT_INVALID: u8 = 2;
 pub const EXIT_ABORTED: u8 = 3;
 pub const EXIT_RESTORE_FAILED: u8 = 4;
+/// Refused: another drill (or `recover`) holds the cluster's drill lock; nothing was touched. Worth retrying later.
+pub const EXIT_LOCKED: u8 = 5;
 
 pub fn exit_code(outcome: Outcome) -> i32 {
     i32::from(match outcome {

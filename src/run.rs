@@ -10,6 +10,7 @@ use chrono::Utc;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinHandle;
 
+use crate::cluster::lease::{Claimant, this_host};
 use crate::cluster::{self, Cluster, ClusterError, Reader, Target};
 use crate::drill::{Action, Drill, LoadedDrill, ReturnAction, WorkloadRef};
 use crate::monitor::Monitor;
@@ -19,6 +20,7 @@ use crate::preflight;
 use crate::progress::Progress;
 use crate::report::{self, Outcome, Report, RunMeta};
 use crate::safety::journal::Journal;
+use crate::safety::lock::{self, Claim, Lock, LockError};
 use crate::safety::{self, Mutator, RollbackOutcome};
 use crate::steps::{self, StepContext, StepError};
 use crate::timeline::view::{ClusterView, SharedView};
@@ -53,6 +55,9 @@ pub enum SetupError {
     Declined,
     #[error("the watches could not list the drilled objects: {0}")]
     Watches(String),
+    /// Another drill (or `recover`) holds the cluster's drill lock.
+    #[error(transparent)]
+    Locked(#[from] LockError),
 }
 
 /// What a finished (or stopped) run left behind.
@@ -64,7 +69,7 @@ pub struct RunResult {
 /// `hybrid-drill plan`: resolves everything read-only and says what a run would do.
 pub async fn plan_only(loaded: &LoadedDrill, target: &Target) -> Result<String, SetupError> {
     let drill = &loaded.drill;
-    let (cluster, version) = cluster::connect(target, &drill.spec.cluster.context).await?;
+    let (cluster, version) = cluster::connect(target, &drill.spec.cluster).await?;
     let plan = plan::resolve(&cluster, drill).await?;
     let targets = preflight::PreflightTargets::of(drill);
     let verdict = match preflight::run(&cluster.reader(), &targets, &preflight::Expectations::of(drill)).await {
@@ -143,6 +148,7 @@ struct Run<'a> {
     watches: Watches,
     monitor: Monitor,
     mutator: Mutator,
+    lock: Lock,
     warnings: Warnings,
 }
 
@@ -151,8 +157,10 @@ impl<'a> Run<'a> {
     /// with nothing touched.
     async fn set_up(loaded: &'a LoadedDrill, opts: &RunOptions) -> Result<Run<'a>, SetupError> {
         let drill = &loaded.drill;
-        let (cluster, version) = cluster::connect(&opts.target, &drill.spec.cluster.context).await?;
+        let (cluster, version) = cluster::connect(&opts.target, &drill.spec.cluster).await?;
         let plan = plan::resolve(&cluster, drill).await?;
+        // Said before the confirmation: a drill that cannot start should not ask for one.
+        lock::check(&cluster, &drill.spec.lock, Claim::Run, &this_host()).await?;
         confirm(&plan, loaded, &cluster.context, opts.yes)?;
 
         let (dir, run_id) = run_dir(&opts.reports_dir, &drill.metadata.name)?;
@@ -160,6 +168,16 @@ impl<'a> Run<'a> {
         std::fs::write(dir.join("drill.yaml"), &loaded.source).map_err(io)?;
         let timeline = Timeline::create(&dir.join("timeline.jsonl")).map_err(io)?;
         let journal = Journal::create(&dir.join("journal.jsonl")).map_err(io)?;
+        let mutator = Mutator::new(cluster.clone(), journal, timeline.clone(), run_id.clone())
+            .with_on_prem_nodes(&plan.on_prem_nodes);
+        // The lock before anything is touched; refused, the run leaves nothing, its fresh directory included.
+        let lock = match mutator.take_lock(&drill.spec.lock, &Claimant::this_process(&run_id, &dir)).await {
+            Ok(lock) => lock,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e.into());
+            }
+        };
         let progress = Progress::new(opts.json);
         let follow = progress.follow(&timeline);
         progress.line(&format!(
@@ -176,7 +194,10 @@ impl<'a> Run<'a> {
 
         let view = SharedView::default();
         let mut watches = Watches::start(&cluster, drill, &view, &timeline);
-        watches.synced(Duration::from_secs(60)).await.map_err(SetupError::Watches)?;
+        if let Err(e) = watches.synced(Duration::from_secs(60)).await {
+            let _ = mutator.release_lock(lock).await;
+            return Err(SetupError::Watches(e));
+        }
         timeline.record(view.read(|v| baseline(v, &plan)));
         if !plan.tolerations.is_empty() {
             timeline.record(Event::TolerationsRead { tolerations: plan.tolerations.clone() });
@@ -185,10 +206,10 @@ impl<'a> Run<'a> {
             progress.line(delay.trim_end());
         }
         let monitor = Monitor::start(drill, &view, &timeline);
-        let mutator =
-            Mutator::new(cluster.clone(), journal, timeline.clone(), run_id).with_on_prem_nodes(&plan.on_prem_nodes);
         let mut warnings = Warnings { timeline: timeline.clone() };
-        for warning in plan.split_brain_warning().into_iter().chain(plan.gpu_ceiling_warning()) {
+        for warning in
+            lock.took_over.clone().into_iter().chain(plan.split_brain_warning()).chain(plan.gpu_ceiling_warning())
+        {
             progress.line(&format!("WARNING: {warning}"));
             warnings.raise(warning);
         }
@@ -206,13 +227,14 @@ impl<'a> Run<'a> {
             watches,
             monitor,
             mutator,
+            lock,
             warnings,
         })
     }
 
     /// Runs the steps in order until one fails or refuses, a signal arrives, a guard trips or the deadline passes.
     async fn execute(&mut self, signals: JoinHandle<&'static str>) -> Stop {
-        let Run { loaded, reader, plan, timeline, progress, view, monitor, mutator, warnings, .. } = self;
+        let Run { loaded, reader, plan, timeline, progress, view, monitor, mutator, lock, warnings, .. } = self;
         let drill = &loaded.drill;
         let mut ctx = StepContext {
             reader,
@@ -254,6 +276,7 @@ impl<'a> Run<'a> {
             signal = signals => Stop::Aborted(format!("interrupted by {}", signal.unwrap_or("a signal"))),
             _ = tokio::time::sleep(deadline) => Stop::Aborted(format!("the drill's deadline of {} passed", humantime::format_duration(deadline))),
             message = guard_tripped(monitor.guard.clone()) => Stop::Aborted(message),
+            message = guard_tripped(lock.lost()) => Stop::Aborted(message),
         };
         stop
     }
@@ -404,6 +427,10 @@ impl<'a> Run<'a> {
     /// Stops watching, cuts the timeline into phases, judges the run, then writes (and maybe pushes) its report.
     async fn finish(mut self, stopped: Stopped, opts: &RunOptions) -> Result<RunResult, SetupError> {
         let drill = &self.loaded.drill;
+        // Nothing touches the cluster after the stop stage: the next drill may start.
+        if let Err(e) = self.mutator.release_lock(self.lock).await {
+            self.warnings.raise(format!("the drill lock was not released (it falls free after its duration): {e}"));
+        }
         drop(self.monitor);
         drop(self.watches);
         let observations = self.timeline.observations();
@@ -465,11 +492,23 @@ fn confirm(plan: &Plan, loaded: &LoadedDrill, context: &str, yes: bool) -> Resul
     if answer.trim() == context { Ok(()) } else { Err(SetupError::Declined) }
 }
 
+/// A new run directory `<base>/<drill>/<UTC stamp>/` and the run's id. Two runs started in the same second get two
+/// directories (`-1` appended to the second): a directory is only ever created here, never reused.
 fn run_dir(base: &Path, drill: &str) -> Result<(PathBuf, String), SetupError> {
     let stamp = Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
-    let dir = base.join(drill).join(&stamp);
-    std::fs::create_dir_all(&dir).map_err(|source| SetupError::RunDir { path: dir.display().to_string(), source })?;
-    Ok((dir, format!("{drill}-{}", stamp.to_lowercase())))
+    let parent = base.join(drill);
+    let failed = |dir: &Path, source| SetupError::RunDir { path: dir.display().to_string(), source };
+    std::fs::create_dir_all(&parent).map_err(|e| failed(&parent, e))?;
+    let mut n = 0;
+    loop {
+        let name = if n == 0 { stamp.clone() } else { format!("{stamp}-{n}") };
+        let dir = parent.join(&name);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok((dir, format!("{drill}-{}", name.to_lowercase()))),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 100 => n += 1,
+            Err(e) => return Err(failed(&dir, e)),
+        }
+    }
 }
 
 /// The state of the drilled objects before anything is touched.

@@ -418,8 +418,8 @@ fn a_run_killed_after_its_cut_is_lifted_by_recover_even_without_its_journal() {
     let _repair = guard();
     let reports = tempfile::tempdir().unwrap();
     let out = run(&repo().join("drills/dx-cut.yaml"), reports.path())
-        // The nodes' cut labels are mutations 0 and 1, the policy 2.
-        .env("HYBRID_DRILL_CRASH_AT", "2:after")
+        // The drill lock is mutation 0, the nodes' cut labels 1 and 2, the policy 3.
+        .env("HYBRID_DRILL_CRASH_AT", "3:after")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), None, "the run should have died: {}", String::from_utf8_lossy(&out.stderr));

@@ -388,12 +388,25 @@ fn an_http_probe_decides_when_the_service_is_restored() {
     eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
 }
 
-/// A kubeconfig for the lab that authenticates as the hybrid-drill ServiceAccount, bound only to the committed role.
+/// The UID of the lab's kube-system namespace, which names the lab in a drill's spec.cluster.kubeSystemUID.
+fn kube_system_uid() -> String {
+    kubectl(&["get", "namespace", "kube-system", "-o", "jsonpath={.metadata.uid}"]).trim().to_string()
+}
+
+/// A kubeconfig for the lab that authenticates as the hybrid-drill ServiceAccount of deploy/, bound only to the
+/// committed roles: a token from the TokenRequest API (`kubectl create token`), no client certificate. Everything in
+/// deploy/ is first applied with `--dry-run=server` (its namespace for real, which the rest needs).
 fn least_privilege_kubeconfig(dir: &Path) -> (PathBuf, String) {
-    kubectl_apply(
-        "apiVersion: v1\nkind: Namespace\nmetadata: {name: hybrid-drill}\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata: {name: hybrid-drill, namespace: hybrid-drill}\n",
-    );
-    for file in ["deploy/clusterrole.yaml", "deploy/clusterrolebinding.yaml"] {
+    kubectl(&["apply", "-f", repo().join("deploy/namespace.yaml").to_str().unwrap()]);
+    let dry_run = kubectl(&["apply", "--dry-run=server", "-f", repo().join("deploy").to_str().unwrap()]);
+    for object in [
+        "cronjob.batch/hybrid-drill-quarterly",
+        "configmap/hybrid-drill-drill",
+        "role.rbac.authorization.k8s.io/hybrid-drill-lock",
+    ] {
+        assert!(dry_run.contains(object), "deploy/ lacks {object}:\n{dry_run}");
+    }
+    for file in ["deploy/clusterrole.yaml", "deploy/clusterrolebinding.yaml", "deploy/lock-role.yaml"] {
         kubectl_apply(&std::fs::read_to_string(repo().join(file)).unwrap());
     }
     let token =
@@ -415,10 +428,14 @@ fn least_privilege_kubeconfig(dir: &Path) -> (PathBuf, String) {
 
 /// The drain drill, run with another identity's kubeconfig than the lab admin's.
 fn drain_drill_as(kubeconfig: &Path, drill: &Drill) -> Command {
+    drill_as(&repo().join("drills/drain.yaml"), kubeconfig, drill)
+}
+
+fn drill_as(file: &Path, kubeconfig: &Path, drill: &Drill) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"));
     command
         .arg("run")
-        .arg(repo().join("drills/drain.yaml"))
+        .arg(file)
         .args(["--yes", "--output", "json", "--reports-dir"])
         .arg(drill.reports.path())
         .arg("--kubeconfig")
@@ -432,10 +449,38 @@ fn the_drain_drill_passes_with_only_the_committed_role_and_leaks_no_secret() {
     reset_lab();
     let dir = tempfile::tempdir().unwrap();
     let (config, token) = least_privilege_kubeconfig(dir.path());
+    // As the scheduled drill in a pod would: its cluster named by its kube-system UID alone, which `identify` prints.
+    let uid = kube_system_uid();
+    let identify = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
+        .arg("identify")
+        .arg("--kubeconfig")
+        .arg(&config)
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&identify.stdout);
+    assert!(identify.status.success() && printed.contains(&format!("kube-system UID: {uid}")), "{printed}");
+
+    // Another cluster's UID: refused in one line before anything is touched, no run directory, no lock.
+    let other = drill_variant(
+        dir.path(),
+        &[("    context: hybrid-lab\n", "    kubeSystemUID: 00000000-0000-0000-0000-000000000000\n")],
+    );
+    let refused = Drill::new();
+    let out = drill_as(&other, &config, &refused).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("kube-system UID") && stderr.contains(&uid) && stderr.contains("identify"), "{stderr}");
+    assert!(refused.run_dir().is_none(), "a refused drill leaves no run directory");
+    assert!(cordoned_or_marked().is_empty(), "{:?}", cordoned_or_marked());
+    assert_eq!(lock_holder(), "", "the refused drill took the lock");
+
+    let ours = drill_variant(dir.path(), &[("    context: hybrid-lab\n", &format!("    kubeSystemUID: {uid}\n"))]);
     let drill = Drill::new();
-    let out = drain_drill_as(&config, &drill).output().unwrap();
+    let out = drill_as(&ours, &config, &drill).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(lock_holder(), "", "the drill lock is released at the end");
     let run_dir = drill.run_dir().unwrap();
     let admin = std::fs::read_to_string(kubeconfig()).unwrap();
     let ca = kubectl_json(&["config", "view", "--raw"])["clusters"][0]["cluster"]["certificate-authority-data"]
@@ -462,6 +507,81 @@ fn the_drain_drill_passes_with_only_the_committed_role_and_leaks_no_secret() {
         assert!(!stream.contains(&token), "output contains the token");
     }
     eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
+}
+
+/// Who holds the drill lock (the Lease kube-system/hybrid-drill): empty when free or never taken.
+fn lock_holder() -> String {
+    let out = Command::new("kubectl")
+        .env("KUBECONFIG", kubeconfig())
+        .args(["get", "lease", "hybrid-drill", "-n", "kube-system", "-o", "jsonpath={.spec.holderIdentity}"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Whether the drill lock's holder last renewed it more than its duration ago (the lab's clock is this machine's).
+fn lock_expired() -> bool {
+    let lease = kubectl_json(&["get", "lease", "hybrid-drill", "-n", "kube-system"]);
+    let renewed = chrono::DateTime::parse_from_rfc3339(lease["spec"]["renewTime"].as_str().unwrap()).unwrap();
+    let duration = chrono::Duration::seconds(lease["spec"]["leaseDurationSeconds"].as_i64().unwrap());
+    chrono::Utc::now() > renewed + duration + chrono::Duration::milliseconds(500)
+}
+
+/// The lab drain drill's targets with one `pause` step, no objectives and a short drill lock: it holds the lock and
+/// touches nothing.
+fn pause_drill(dir: &Path, name: &str, pause: &str) -> PathBuf {
+    let source = std::fs::read_to_string(repo().join("drills/drain.yaml")).unwrap();
+    let objectives = "  objectives:\n    rto: 15m\n    phases:\n      provisioning: 8m\n      reclaim: 20m\n";
+    assert!(source.contains(objectives), "drills/drain.yaml's objectives changed");
+    // Without objectives: a pause measures no phase, and a phase not measured would miss its objective.
+    let source = source.replace(objectives, "");
+    let head = &source[..source.find("  steps:\n").unwrap()];
+    let path = dir.join(name);
+    std::fs::write(&path, format!("{head}  lock: {{duration: 6s}}\n  steps:\n    - {{id: hold, pause: {pause}}}\n"))
+        .unwrap();
+    path
+}
+
+#[test]
+fn one_drill_at_a_time_a_second_is_refused_and_a_killed_runs_lock_is_taken_over_once_expired() {
+    let _lab = lock_lab();
+    reset_lab();
+    let dir = tempfile::tempdir().unwrap();
+    let first = Drill::new();
+    let mut holder = first.spawn(&pause_drill(dir.path(), "long.yaml", "60s"));
+    eventually("the first run holds the drill lock", Duration::from_secs(60), || {
+        lock_holder().starts_with("onprem-gpu-drain-")
+    });
+    let first_dir = first.run_dir().unwrap();
+
+    let second = Drill::new();
+    let out = second.command(&pause_drill(dir.path(), "short.yaml", "1s")).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert!(
+        stderr.contains("another drill holds the cluster's drill lock (Lease kube-system/hybrid-drill)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&lock_holder()) && stderr.contains(" since "), "{stderr}");
+    assert!(stderr.contains(&format!("run directory {}", first_dir.display())), "{stderr}");
+    assert!(second.run_dir().is_none(), "the refused run left a directory");
+
+    // Killed like a lost machine: the lock stays held until its holder has not renewed it for its duration.
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    eventually("the killed run's lock expires", Duration::from_secs(60), lock_expired);
+    let (out, report) = second.run(&pause_drill(dir.path(), "short.yaml", "1s"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let warnings = report["warnings"].to_string();
+    assert!(warnings.contains("took over the drill lock") && warnings.contains("stopped renewing"), "{warnings}");
+    assert_eq!(lock_holder(), "", "released at the end");
+    let journal = std::fs::read_to_string(second.run_dir().unwrap().join("journal.jsonl")).unwrap();
+    assert!(journal.contains(r#""state":"undone","action":"hold-lease""#), "the release is journalled:\n{journal}");
+    // The killed run changed nothing: its recover finds nothing to do, and takes and frees the lock itself.
+    let (code, text) = recover(&first_dir);
+    assert_eq!((code, text.trim()), (0, "nothing to recover"));
+    assert_eq!(lock_holder(), "");
 }
 
 /// Tokens issued so far by the lab's exec credential plugin (one line each in its log).
@@ -522,8 +642,9 @@ fn crash_then_recover(point: &str) {
 #[test]
 fn a_run_killed_at_a_mutation_is_restored_by_recover() {
     let _lab = lock_lab();
-    // The first cordon made, and the first eviction about to be made; scripts/crash-sweep covers every point.
-    for point in ["0:after", "2:before"] {
+    // The drill lock is mutation 0: the first cordon made, and the first eviction about to be made (the lock held
+    // by the dead run, which recover takes over); scripts/crash-sweep covers every point.
+    for point in ["1:after", "3:before"] {
         crash_then_recover(point);
     }
     reset_lab();

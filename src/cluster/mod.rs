@@ -1,8 +1,11 @@
-//! Cluster access: the client for the chosen kubeconfig context, the Karpenter types, Kubernetes scheduling rules
+//! Cluster access: the client for the chosen kubeconfig context (or the pod's ServiceAccount) and the cluster's
+//! identity, the Karpenter types, Kubernetes scheduling rules
 //! (selectors, tolerations, placement, drain selection), and read-only look-ups.
 
 pub mod drain_selection;
+pub mod identity;
 pub mod karpenter;
+pub mod lease;
 pub mod marks;
 pub mod policy;
 pub mod quantity;
@@ -19,15 +22,18 @@ use kube::{Client, Config};
 
 use requests::{CountRequests, RequestTally, RequestsByVerb};
 
+pub use identity::ExpectedCluster;
 pub use reader::Reader;
 
-/// Every (API group, resource, verb) the tool uses; deploy/clusterrole.yaml must grant exactly these.
+/// Every (API group, resource, verb) the tool uses; deploy/clusterrole.yaml must grant exactly these. `resource[name]`
+/// is the one object of that name (a rule's `resourceNames`).
 pub const PERMISSIONS: &[(&str, &str, &[&str])] = &[
     ("", "nodes", &["get", "list", "watch", "patch"]),
     ("", "pods", &["get", "list", "watch", "patch"]),
     ("", "pods/eviction", &["create"]),
     ("", "events", &["list", "watch"]),
     ("", "configmaps", &["get"]),
+    ("", "namespaces[kube-system]", &["get"]),
     ("", "endpoints", &["get"]),
     ("discovery.k8s.io", "endpointslices", &["list"]),
     ("policy", "poddisruptionbudgets", &["list"]),
@@ -49,7 +55,9 @@ pub const PERMISSIONS: &[(&str, &str, &[&str])] = &[
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
-    #[error("cannot read kubeconfig: {0}; point at one with --kubeconfig or KUBECONFIG")]
+    #[error(
+        "cannot read kubeconfig: {0}; point at one with --kubeconfig or KUBECONFIG, or run in a pod with a ServiceAccount token"
+    )]
     Kubeconfig(String),
     #[error("kubeconfig has no current context; pass --context NAME")]
     NoContext,
@@ -59,6 +67,18 @@ pub enum ClusterError {
         "this drill is for context `{expected}` but the kubeconfig selects `{actual}`; run `kubectl config use-context {expected}` or pass --context {expected}"
     )]
     WrongContext { expected: String, actual: String },
+    #[error(
+        "running in a pod there is no kubeconfig context to check the drill's spec.cluster.context `{expected}` against; name the cluster by the UID of its kube-system namespace in spec.cluster.kubeSystemUID (`hybrid-drill identify` prints it)"
+    )]
+    NoContextInPod { expected: String },
+    #[error(
+        "this drill is for the cluster whose kube-system namespace has UID `{expected}`, but context `{context}` reaches one whose kube-system UID is `{actual}`; point at the drill's cluster, or if this is the one, set spec.cluster.kubeSystemUID: {actual} (`hybrid-drill identify` prints it)"
+    )]
+    WrongCluster { expected: String, actual: String, context: String },
+    #[error(
+        "cannot read the kube-system namespace of context `{context}` to check the cluster's identity: {message}; grant get on namespaces/kube-system (deploy/clusterrole.yaml)"
+    )]
+    Identity { context: String, message: String },
     #[error(
         "cannot reach the API server of context `{context}` at {server}: {message}; check the cluster is up and the kubeconfig is current"
     )]
@@ -72,6 +92,8 @@ pub struct Cluster {
     pub(crate) client: Client,
     pub context: String,
     pub server: String,
+    /// Reached through the pod's ServiceAccount (kube's in-cluster config), not a kubeconfig.
+    pub in_cluster: bool,
     requests: RequestTally,
 }
 
@@ -84,17 +106,17 @@ pub struct Target {
 
 impl Cluster {
     pub async fn connect(target: &Target) -> Result<Cluster, ClusterError> {
-        let kubeconfig = match &target.kubeconfig {
-            Some(path) => Kubeconfig::read_from(path),
-            None => Kubeconfig::read(),
-        }
-        .map_err(|e| ClusterError::Kubeconfig(e.to_string()))?;
-        let context =
-            target.context.clone().or_else(|| kubeconfig.current_context.clone()).ok_or(ClusterError::NoContext)?;
-        let options = KubeConfigOptions { context: Some(context.clone()), ..Default::default() };
-        let config = Config::from_custom_kubeconfig(kubeconfig, &options)
-            .await
-            .map_err(|e| ClusterError::Client { context: context.clone(), message: e.to_string() })?;
+        let source = identity::select(target, &identity::Environment::current());
+        let in_cluster = source == identity::Source::InCluster;
+        let (config, context) = match source {
+            identity::Source::Kubeconfig(path) => Self::kubeconfig(path.as_deref(), target.context.clone()).await?,
+            identity::Source::InCluster => {
+                let context = identity::IN_CLUSTER_CONTEXT.to_string();
+                let config = Config::incluster()
+                    .map_err(|e| ClusterError::Client { context: context.clone(), message: error_chain(&e) })?;
+                (config, context)
+            }
+        };
         let server = config.cluster_url.to_string();
         let requests = RequestTally::default();
         let tally = requests.clone();
@@ -102,7 +124,25 @@ impl Cluster {
             .map_err(|e| ClusterError::Client { context: context.clone(), message: e.to_string() })?
             .with_layer(&tower::layer::layer_fn(move |inner| CountRequests { inner, tally: tally.clone() }))
             .build();
-        Ok(Cluster { client, context, server, requests })
+        Ok(Cluster { client, context, server, in_cluster, requests })
+    }
+
+    /// The client configuration of a kubeconfig's context (the given one, else its current one).
+    async fn kubeconfig(
+        path: Option<&std::path::Path>,
+        context: Option<String>,
+    ) -> Result<(Config, String), ClusterError> {
+        let kubeconfig = match path {
+            Some(path) => Kubeconfig::read_from(path),
+            None => Kubeconfig::read(),
+        }
+        .map_err(|e| ClusterError::Kubeconfig(e.to_string()))?;
+        let context = context.or_else(|| kubeconfig.current_context.clone()).ok_or(ClusterError::NoContext)?;
+        let options = KubeConfigOptions { context: Some(context.clone()), ..Default::default() };
+        let config = Config::from_custom_kubeconfig(kubeconfig, &options)
+            .await
+            .map_err(|e| ClusterError::Client { context: context.clone(), message: e.to_string() })?;
+        Ok((config, context))
     }
 
     /// Refuses a cluster other than the one the drill names.
@@ -148,18 +188,25 @@ impl Cluster {
         let (service, handle) = tower_test::mock::pair();
         let requests = RequestTally::default();
         let client = Client::new(CountRequests { inner: service, tally: requests.clone() }, "default");
-        (Cluster { client, context: "mock".into(), server: "http://mock".into(), requests }, handle)
+        let server = "http://mock".into();
+        (Cluster { client, context: "mock".into(), server, in_cluster: false, requests }, handle)
     }
 }
 
 /// The kubeconfig context lab/ creates.
 const LAB_CONTEXT: &str = "hybrid-lab";
 
-/// The cluster a drill names, proven to answer: the context checked, then one request. Returns the server's version.
-pub async fn connect(target: &Target, expected_context: &str) -> Result<(Cluster, String), ClusterError> {
+/// The cluster a drill names, proven to answer and to be that cluster: the context checked, one request, then its
+/// kube-system UID when the drill names it. Returns the server's version.
+pub async fn connect(target: &Target, expected: &ExpectedCluster) -> Result<(Cluster, String), ClusterError> {
     let cluster = Cluster::connect(target).await?;
-    cluster.expect_context(expected_context)?;
+    if !cluster.in_cluster
+        && let Some(context) = &expected.context
+    {
+        cluster.expect_context(context)?;
+    }
     let version = cluster.ping().await?;
+    cluster.expect(expected).await?;
     Ok((cluster, version))
 }
 
@@ -192,34 +239,47 @@ pub fn to_utc(t: &k8s_openapi::jiff::Timestamp) -> chrono::DateTime<chrono::Utc>
     chrono::DateTime::from_timestamp(t.as_second(), t.subsec_nanosecond().max(0) as u32).unwrap_or_default()
 }
 
+/// A Role's or ClusterRole's rules as (API group, resource, verb), `resource[name]` where `resourceNames` limits them.
+#[cfg(test)]
+pub(crate) fn granted_by(role: &serde_json::Value) -> std::collections::BTreeSet<(String, String, String)> {
+    let mut granted = std::collections::BTreeSet::new();
+    let text = |v: &serde_json::Value| v.as_str().unwrap().to_string();
+    for rule in role["rules"].as_array().unwrap() {
+        let names: Vec<String> = match rule["resourceNames"].as_array() {
+            Some(names) => names.iter().map(|n| format!("[{}]", text(n))).collect(),
+            None => vec![String::new()],
+        };
+        for group in rule["apiGroups"].as_array().unwrap() {
+            for resource in rule["resources"].as_array().unwrap() {
+                for name in &names {
+                    for verb in rule["verbs"].as_array().unwrap() {
+                        granted.insert((text(group), format!("{}{name}", text(resource)), text(verb)));
+                    }
+                }
+            }
+        }
+    }
+    granted
+}
+
+/// A permission table as the (API group, resource, verb) triples [`granted_by`] reads from a role.
+#[cfg(test)]
+pub(crate) fn used_by(table: &[(&str, &str, &[&str])]) -> std::collections::BTreeSet<(String, String, String)> {
+    table
+        .iter()
+        .flat_map(|(g, r, verbs)| verbs.iter().map(move |v| (g.to_string(), r.to_string(), v.to_string())))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
-
-    use super::PERMISSIONS;
+    use super::{PERMISSIONS, granted_by, used_by};
 
     #[test]
     fn the_committed_role_grants_exactly_what_the_code_uses() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/clusterrole.yaml");
         let role = crate::drill::parse::parse_document(&std::fs::read_to_string(path).unwrap()).unwrap().value;
-        let mut granted = BTreeSet::new();
-        for rule in role["rules"].as_array().unwrap() {
-            for group in rule["apiGroups"].as_array().unwrap() {
-                for resource in rule["resources"].as_array().unwrap() {
-                    for verb in rule["verbs"].as_array().unwrap() {
-                        granted.insert((
-                            group.as_str().unwrap().to_string(),
-                            resource.as_str().unwrap().to_string(),
-                            verb.as_str().unwrap().to_string(),
-                        ));
-                    }
-                }
-            }
-        }
-        let used: BTreeSet<(String, String, String)> = PERMISSIONS
-            .iter()
-            .flat_map(|(g, r, verbs)| verbs.iter().map(move |v| (g.to_string(), r.to_string(), v.to_string())))
-            .collect();
+        let (granted, used) = (granted_by(&role), used_by(PERMISSIONS));
         let missing: Vec<_> = used.difference(&granted).collect();
         let extra: Vec<_> = granted.difference(&used).collect();
         assert!(missing.is_empty(), "deploy/clusterrole.yaml lacks {missing:?}");

@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::drain_selection::DrainFlags;
+use crate::cluster::lease::LeaseRef;
 use crate::cluster::selector::{self, LabelRequirement};
 use crate::domain::{Cni, CutFidelity, PhaseId, RestoreTarget};
 
@@ -38,13 +39,12 @@ pub struct DrillSpec {
     ///
     /// [`left::left_in_place`]: super::left::left_in_place
     pub keep_changes: bool,
+    /// The drill lock: one drill at a time.
+    pub lock: LeaseRef,
 }
 
 /// The cluster this drill is meant for: the tool refuses to run against any other.
-#[derive(Debug, Clone)]
-pub struct ExpectedCluster {
-    pub context: String,
-}
+pub use crate::cluster::ExpectedCluster;
 
 #[derive(Debug, Clone)]
 pub struct DrillTargets {

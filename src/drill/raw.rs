@@ -55,14 +55,38 @@ pub struct DrillSpec {
     /// restore) instead of undoing them; the report lists them and `hybrid-drill recover RUN_DIR` undoes them later.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub keep_changes: bool,
+    /// One drill at a time: the Lease a run (and `recover`) holds and renews while it may touch the cluster. A second
+    /// run is refused while it is held; one whose holder stopped renewing is taken over after `duration`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock: Option<Lock>,
+}
+
+/// The drill lock, a coordination.k8s.io/v1 Lease. Drills that share on-prem nodes or a fallback must share it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Lock {
+    /// Default `kube-system`, which every cluster has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Default `hybrid-drill`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// How long a holder that stopped renewing (a killed run) keeps the lock; renewed every third of it. Default 60s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<HumanDuration>,
 }
 
 /// The cluster this drill is meant for: the tool refuses to run against any other.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ClusterIdentity {
-    /// The kubeconfig context the drill must run in.
-    pub context: String,
+    /// The kubeconfig context the drill must run in. Not checked in a pod (in-cluster mode), which has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// The UID of the cluster's `kube-system` namespace (`hybrid-drill identify` prints it): names the cluster
+    /// whatever a kubeconfig calls it, and is how a drill run in a pod names its cluster. Give it, `context`, or both.
+    #[serde(default, rename = "kubeSystemUID", skip_serializing_if = "Option::is_none")]
+    pub kube_system_uid: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

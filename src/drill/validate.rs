@@ -14,6 +14,7 @@ use super::parse::{SpanMap, index, join, suggest};
 use super::placeholders;
 use super::raw::{self, API_VERSION, KIND, STEP_ACTIONS};
 use crate::cluster::drain_selection::DrainFlags;
+use crate::cluster::lease::LeaseRef;
 use crate::domain::{CutFidelity, PhaseId, RestoreTarget};
 
 /// The validated drill, or every problem found in it.
@@ -58,8 +59,19 @@ impl Validator<'_> {
             );
         }
         let spec = &drill.spec;
-        if spec.cluster.context.trim().is_empty() {
+        let cluster = &spec.cluster;
+        if cluster.context.as_deref().is_some_and(|c| c.trim().is_empty()) {
             self.problem("spec.cluster.context", "the expected kubeconfig context must not be empty");
+        }
+        if cluster.kube_system_uid.as_deref().is_some_and(|u| u.trim().is_empty()) {
+            self.problem("spec.cluster.kubeSystemUID", "the kube-system namespace's UID must not be empty");
+        }
+        if cluster.context.is_none() && cluster.kube_system_uid.is_none() {
+            self.problem(
+                "spec.cluster",
+                "name the drill's cluster by `context` (its kubeconfig context), `kubeSystemUID` (the UID of its \
+                 kube-system namespace: `hybrid-drill identify` prints it) or both",
+            );
         }
         let targets = self.targets(spec);
         let guards = self.guards(&spec.guards);
@@ -72,17 +84,22 @@ impl Validator<'_> {
             }
         }
         let objectives = self.objectives(&spec.objectives);
+        let lock = self.lock(spec.lock.as_ref());
         let steps = self.steps(&spec.steps);
         Some(Drill {
             metadata: Metadata { name: name.clone(), description: drill.metadata.description.clone() },
             spec: DrillSpec {
-                cluster: ExpectedCluster { context: spec.cluster.context.clone() },
+                cluster: ExpectedCluster {
+                    context: cluster.context.clone(),
+                    kube_system_uid: cluster.kube_system_uid.clone(),
+                },
                 targets: targets?,
                 objectives,
                 guards,
                 pricing: spec.pricing.clone(),
                 steps: steps?,
                 keep_changes: spec.keep_changes,
+                lock,
             },
         })
     }
@@ -140,6 +157,30 @@ impl Validator<'_> {
             },
             fallback: FallbackTarget { node_pool: targets.fallback.node_pool.clone() },
         })
+    }
+
+    fn lock(&mut self, lock: Option<&raw::Lock>) -> LeaseRef {
+        let mut lease = LeaseRef::default();
+        let Some(lock) = lock else { return lease };
+        for (key, value, target) in
+            [("namespace", &lock.namespace, &mut lease.namespace), ("name", &lock.name, &mut lease.name)]
+        {
+            match value {
+                Some(v) if v.trim().is_empty() => {
+                    self.problem(&join("spec.lock", key), format!("the lock's {key} must not be empty"))
+                }
+                Some(v) => *target = v.clone(),
+                None => {}
+            }
+        }
+        if let Some(duration) = lock.duration {
+            // Renewed every third: under 3s a renewal would be due before a busy API server answers the last one.
+            if duration.0 < std::time::Duration::from_secs(3) {
+                self.problem("spec.lock.duration", "the lock's duration must be at least 3s");
+            }
+            lease.duration = duration.0;
+        }
+        lease
     }
 
     fn guards(&mut self, guards: &raw::Guards) -> Guards {
@@ -718,6 +759,30 @@ mod tests {
         let restore = analysis.phase(PhaseId::Restore).unwrap();
         assert_eq!((restore.objective_seconds, restore.verdict), (Some(5.0), Verdict::Met), "{restore:?}");
         assert!(analysis.objectives_missed.contains(&PhaseId::Detection), "{:?}", analysis.objectives_missed);
+    }
+
+    #[test]
+    fn a_cluster_is_named_by_context_kube_system_uid_or_both_and_the_lock_has_defaults() {
+        let steps = "    - {id: s, pause: 1s}\n";
+        let by_uid = drill_source("", steps).replace("cluster: {context: c}", "cluster: {kubeSystemUID: u-1}");
+        let drill = crate::drill::from_source(std::path::Path::new("d.yaml"), by_uid).unwrap().drill;
+        assert_eq!((drill.spec.cluster.context, drill.spec.cluster.kube_system_uid.as_deref()), (None, Some("u-1")));
+        assert_eq!(drill.spec.lock, LeaseRef::default());
+        let unnamed = drill_source("", steps).replace("cluster: {context: c}", "cluster: {}");
+        let messages: Vec<String> = diagnostics(unnamed).into_iter().map(|d| d.message).collect();
+        assert_eq!(messages.len(), 1, "{messages:?}");
+        assert!(messages[0].starts_with("name the drill's cluster by `context`"), "{messages:?}");
+
+        let lock = valid("  lock: {namespace: drills, duration: 6s}\n", steps).spec.lock;
+        assert_eq!(
+            (lock.namespace.as_str(), lock.name.as_str(), lock.duration.as_secs()),
+            ("drills", "hybrid-drill", 6)
+        );
+        let messages: Vec<String> = diagnostics(drill_source("  lock: {name: '', duration: 1s}\n", steps))
+            .into_iter()
+            .map(|d| d.message)
+            .collect();
+        assert_eq!(messages, ["the lock's name must not be empty", "the lock's duration must be at least 3s"]);
     }
 
     fn valid(spec: &str, steps: &str) -> Drill {

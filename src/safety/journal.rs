@@ -46,6 +46,9 @@ pub enum Mutation {
         recover: Vec<String>,
         timeout_seconds: u64,
     },
+    /// Take the drill lock (a Lease) for the run: released by the run at its end (journalled `undoing`, `undone`),
+    /// never by a rollback, which runs under it; `recover` takes it over once the run's process is gone.
+    HoldLease { namespace: String, name: String, holder: String },
 }
 
 /// A node's way back when lifting a cut does not bring it back: the drill's hook, `{node}` already expanded.
@@ -72,6 +75,7 @@ impl Mutation {
             Mutation::FailNode { step, command, .. } => {
                 ("fail".into(), format!("nodes ({step}: {})", command.join(" ")))
             }
+            Mutation::HoldLease { namespace, name, .. } => ("hold".into(), format!("lease/{namespace}/{name}")),
         }
     }
 }

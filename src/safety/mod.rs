@@ -3,6 +3,7 @@
 
 pub mod journal;
 mod ledger;
+pub mod lock;
 mod mutator;
 mod process;
 mod recover;

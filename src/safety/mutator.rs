@@ -14,9 +14,11 @@ use serde_json::json;
 
 use super::journal::{self, EntryState, Journal, LastResort, Mutation, ReadError};
 use super::ledger::{Ledger, Settled, Stage, transient_retry};
+use super::lock::{self, Claim, Lock, LockError};
 use super::requests::{FIELD_MANAGER, patch_params, uncordon_node};
 use super::undo::{self, RollbackOutcome, UndoBy};
 use super::verify::RestoreScope;
+use crate::cluster::lease::{Claimant, LeaseRef};
 use crate::cluster::marks::{CUT_LABEL, RUN_ANNOTATION, RunId};
 use crate::cluster::policy::{PolicyKind, PolicyRef};
 use crate::cluster::scheduling::selector_matches;
@@ -335,6 +337,45 @@ impl Mutator {
             timeout_seconds: timeout.as_secs().max(1),
         };
         super::process::run_hook(&self.ledger, &m, step, command, timeout).await
+    }
+
+    /// Takes the drill lock for the run, journalled first (`Claim::Run`: a free lock, or one whose holder stopped
+    /// renewing); a refusal is journalled as failed, having changed nothing.
+    pub async fn take_lock(&self, lease: &LeaseRef, claimant: &Claimant) -> Result<Lock, LockError> {
+        let m = Mutation::HoldLease {
+            namespace: lease.namespace.clone(),
+            name: lease.name.clone(),
+            holder: claimant.identity.clone(),
+        };
+        let call = || lock::take(&self.cluster, lease, claimant, Claim::Run);
+        let performed = self.ledger.perform(Stage::Forward, &m, None, call, |r| Settled::forward(r, None));
+        match performed.await.checked() {
+            Ok(result) => result,
+            Err(e) => Err(LockError::Api {
+                lease: lease.to_string(),
+                message: e.to_string(),
+                fix: "the journal must be writable before the lock is taken".into(),
+            }),
+        }
+    }
+
+    /// Releases the run's drill lock at its end, journalled (`undoing`, then `undone`); another holder's is left alone.
+    pub async fn release_lock(&self, held: Lock) -> Result<(), MutationError> {
+        let path = self.ledger.journal_path().await;
+        let entries = journal::read(&path)?.entries;
+        let seq = entries.iter().rev().find(|e| matches!(e.mutation, Mutation::HoldLease { .. })).map(|e| e.seq);
+        let m = Mutation::HoldLease {
+            namespace: held.lease().namespace.clone(),
+            name: held.lease().name.clone(),
+            holder: self.run_id().to_string(),
+        };
+        let call = || held.release();
+        let settle = |r: &Result<(), kube::Error>| match r {
+            Ok(()) => Settled::new(EntryState::Undone).note("released"),
+            Err(e) => Settled::new(EntryState::UndoFailed).note(e.to_string()),
+        };
+        let result = self.ledger.perform(Stage::Undo(seq), &m, None, call, settle).await.checked()?;
+        result.map_err(|e| api_error("release", &m.describe().1, &e))
     }
 
     /// Undoes, as a step of the drill, the outstanding mutations `which` selects (the `restore` of a cut or a node

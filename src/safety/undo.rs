@@ -60,6 +60,9 @@ impl Mutation {
             Mutation::FailNode { recover, timeout_seconds, .. } => {
                 Undo::Run { command: recover.clone(), timeout: Duration::from_secs(*timeout_seconds) }
             }
+            // The lock changes nothing the drill is about: its holder releases it at its end (safety/lock.rs), and a
+            // rollback, which runs under it, must never free it.
+            Mutation::HoldLease { .. } => Undo::Nothing,
         }
     }
 
