@@ -88,10 +88,10 @@ pub fn node_transitions(before: Option<&NodeState>, after: &NodeState) -> Vec<Tr
         return out;
     };
     if before.ready != after.ready || (after.is_ready() && before.gpus != after.gpus) {
-        out.push((
-            Event::NodeReady { node: node.clone(), role, status: after.ready, gpus: after.gpus },
-            after.ready_since,
-        ));
+        // A writer that carries an old lastTransitionTime over a change (kwok does when a node heartbeats again)
+        // stamps it before the change it follows: no server time is truer than that one.
+        let since = after.ready_since.filter(|since| before.ready_since.is_none_or(|previous| *since >= previous));
+        out.push((Event::NodeReady { node: node.clone(), role, status: after.ready, gpus: after.gpus }, since));
     }
     if before.schedulable != after.schedulable {
         out.push((Event::NodeSchedulable { node: node.clone(), role, schedulable: after.schedulable }, None));
@@ -463,6 +463,23 @@ mod tests {
             t.iter().any(|(e, _)| matches!(e, Event::NodeClaimCondition { status: ConditionStatus::False, .. })),
             "{t:?}"
         );
+    }
+
+    #[test]
+    fn a_ready_stamp_older_than_the_transition_before_it_is_not_a_server_time() {
+        let at = |s: &str| Some(s.parse::<DateTime<Utc>>().unwrap());
+        let mut lost = NodeState::from_node(&node(r#"{"metadata":{"name":"n"}}"#), NodeRole::OnPrem);
+        lost.ready = ConditionStatus::Unknown;
+        lost.ready_since = at("2026-01-01T00:20:00Z");
+        let mut back = lost.clone();
+        back.ready = ConditionStatus::True;
+        // kwok's heartbeat after a failure keeps the Ready stamp it set when the lab started.
+        back.ready_since = at("2026-01-01T00:00:00Z");
+        let stamps: Vec<_> = node_transitions(Some(&lost), &back).into_iter().map(|(_, since)| since).collect();
+        assert_eq!(stamps, [None]);
+        back.ready_since = at("2026-01-01T00:21:00Z");
+        let stamps: Vec<_> = node_transitions(Some(&lost), &back).into_iter().map(|(_, since)| since).collect();
+        assert_eq!(stamps, [at("2026-01-01T00:21:00Z")]);
     }
 
     #[test]
