@@ -190,6 +190,9 @@ enum Bound {
     /// A `restore` step began ending the fault.
     RestoreStarted,
     FaultRemoved,
+    /// The fault removed, or the on-prem nodes Ready if they were before the removal returned (a recovery hook that
+    /// waits for its node, a last resort that reboots it): revert and rejoin then add up to the restore.
+    RevertEnded,
     OnPremNodesReady,
 }
 
@@ -238,8 +241,8 @@ const PHASES: &[PhaseDef] = {
         def(PhaseId::Load, ImagePulled, PodsReady, Shown::ImagePull),
         def(PhaseId::Rto, FaultInjected, ServiceRestored, Shown::Always),
         def(PhaseId::Restore, RestoreStarted, OnPremNodesReady, Shown::Restore),
-        def(PhaseId::Revert, RestoreStarted, FaultRemoved, Shown::Restore),
-        def(PhaseId::Rejoin, FaultRemoved, OnPremNodesReady, Shown::Restore),
+        def(PhaseId::Revert, RestoreStarted, RevertEnded, Shown::Restore),
+        def(PhaseId::Rejoin, RevertEnded, OnPremNodesReady, Shown::Restore),
         def(PhaseId::Return, ReturnStarted, BackOnPrem, Shown::Always),
         def(PhaseId::Reclaim, ReturnStarted, FallbackReclaimed, Shown::Always),
     ]
@@ -472,6 +475,15 @@ impl<'a> Moments<'a> {
                     _ => "recovery hooks ran",
                 };
                 (label, self.restore.and_then(|r| scan.first(r.seq, |e| matches!(e, Event::FaultRemoved { .. }))))
+            }
+            Bound::RevertEnded => {
+                let removed = self.find(Bound::FaultRemoved)?;
+                return Some(match self.on_prem_ready() {
+                    Some(ready) if ready.seq < removed.seq => {
+                        Boundary::of("on-prem nodes Ready (before the revert returned)", ready)
+                    }
+                    _ => removed,
+                });
             }
             Bound::OnPremNodesReady => ("on-prem nodes Ready", self.on_prem_ready()),
             Bound::ReturnStarted => ("return started", self.ret),
@@ -1032,6 +1044,25 @@ spec:
         ];
         let seen: Vec<&str> = labels.iter().filter(|l| chain.contains(l)).copied().collect();
         assert_eq!(seen, chain, "{labels:?}");
+        assert_eq!(secs("rejoin"), 0.8);
+
+        // A recovery hook that waits for its node returns after the node is Ready: the revert ends there and the
+        // rejoin takes no time, never a reversed, inconsistent span.
+        let events = timeline(vec![
+            (1.0, None, E::FaultInjected { step: "fail".into(), kind: FaultKind::NodeFailure }),
+            (60.0, None, E::RestoreStarted { step: "r".into(), what: RestoreTarget::NodeFailure }),
+            (63.0, Some(63), E::NodeReady { node: "h1".into(), role: on, status: ConditionStatus::True, gpus: 8 }),
+            (63.4, None, E::FaultRemoved { step: "r".into(), what: "recovery hooks ran".into() }),
+            (63.5, None, E::OnPremReady { nodes: 1 }),
+        ]);
+        let a = analyse(&d, &events);
+        let phase = |id: PhaseId| a.phase(id).unwrap().clone();
+        assert_eq!(phase(PhaseId::Restore).seconds, Some(3.0));
+        assert_eq!(phase(PhaseId::Revert).seconds, Some(3.0));
+        let rejoin = phase(PhaseId::Rejoin);
+        assert_eq!(rejoin.seconds, Some(0.0));
+        assert_ne!(rejoin.verdict, Verdict::Inconsistent);
+        assert_eq!(rejoin.from.unwrap().label, "on-prem nodes Ready (before the revert returned)");
     }
 
     #[test]
