@@ -49,6 +49,11 @@ TOKEN_WEBHOOK_PORT=20443
 COMPONENTS="etcd token-webhook kube-apiserver kube-controller-manager kube-scheduler kwok karpenter host-firewall"
 STAND_IN_HOST_FIREWALL=$LAB_DIR/host-firewall-stand-in
 STAND_IN_TOKEN_WEBHOOK=$LAB_DIR/token-webhook
+# Karpenter is built from lab/karpenter-kwok/main.go (kwok's main plus instance types that run out of capacity): the
+# binary's name carries that file's hash, so a change to it rebuilds Karpenter alone.
+KARPENTER_BIN=karpenter-kwok-$(sha256sum "$LAB_DIR/karpenter-kwok/main.go" | cut -c1-12)
+# The instance types that have no capacity now, one per line (lab/capacity); read by Karpenter at every launch.
+OUT_OF_CAPACITY_FILE=$RUN_DIR/out-of-capacity
 # The API server's audit log (lab/audit-policy.yaml): JSON lines, Metadata level, for checking phase boundaries.
 AUDIT_LOG=$LOG_DIR/audit.log
 # A kubeconfig for the same cluster and context whose user authenticates like an EKS user: an exec plugin

@@ -190,13 +190,18 @@ fn assert_lost_node_path(report: &Value, restored_label: &str) {
             "first NodeClaim created",
             "fallback node Ready with GPUs",
             "service restored",
-            restored_label,
             "on-prem nodes Ready",
             "return started",
             "workload back on-prem",
             "fallback reclaimed to 0",
         ],
     );
+    // A revert that waits for its node (a recovery hook with --wait, a last resort that reboots it) returns after the
+    // node is Ready: the two are in either order, both after the service was restored and before the return.
+    assert_chain(report, &["service restored", restored_label, "return started"]);
+    assert_ne!(phase(report, "rejoin")["verdict"], "inconsistent", "{:#}", phase(report, "rejoin"));
+    let (restore, revert, rejoin) = (seconds(report, "restore"), seconds(report, "revert"), seconds(report, "rejoin"));
+    assert!((revert + rejoin - restore).abs() < 0.01, "revert {revert} + rejoin {rejoin} != restore {restore}");
     // The lab's node-monitor grace period is 20 s and the pods tolerate unreachable for 30 s (lab/README.md).
     let detection = seconds(report, "detection");
     assert!((15.0..40.0).contains(&detection), "detection {detection}s");

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use common::lab::{
     assert_fidelity, cordoned_or_marked, eventually, freeze_karpenter, kubeconfig, kubectl, kubectl_apply,
-    kubectl_json, lock_lab, recover, reset_lab, set_max_unavailable, workload_on_prem_and_fallback_empty,
+    kubectl_json, lock_lab, out_of_capacity, recover, reset_lab, set_max_unavailable,
+    workload_on_prem_and_fallback_empty,
 };
 use common::repo;
 use serde_json::Value;
@@ -147,6 +148,31 @@ fn drain_drill_runs_end_to_end_with_every_phase_in_order() {
     }
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(md.contains("**Verdict: passed**") && md.contains("| provisioning |"), "{md}");
+    eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
+}
+
+#[test]
+fn a_launch_refused_for_capacity_is_reported_unbilled_and_the_fallback_takes_the_other_type() {
+    let _lab = lock_lab();
+    reset_lab();
+    // The cheaper type, which Karpenter asks for first.
+    let _empty = out_of_capacity("g6.12xlarge");
+    let drill = Drill::new();
+    let (out, report) = drill.run(&repo().join("drills/drain.yaml"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(matches!(out.status.code(), Some(0 | 1)), "report: {report:#}\nstderr:\n{stderr}");
+    let fallback = &report["fallback"];
+    let failed = fallback["failed_launches"].as_array().unwrap_or_else(|| panic!("no failed launch: {fallback:#}"));
+    assert!(!failed.is_empty());
+    for f in failed {
+        assert_eq!(f["reason"], "InsufficientCapacityError", "{f:#}");
+        assert!(f["message"].as_str().unwrap().contains("g6.12xlarge"), "{f:#}");
+    }
+    let billed: Vec<&String> = fallback["by_instance_type"].as_object().unwrap().keys().collect();
+    assert_eq!(billed, ["g6e.12xlarge"], "the failed type bills nothing: {fallback:#}");
+    let md = std::fs::read_to_string(drill.run_dir().unwrap().join("report.md")).unwrap();
+    assert!(md.contains("launch failed: NodeClaim"), "{md}");
+    assert_fidelity(&drill.run_dir().unwrap(), &[]);
     eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
 }
 

@@ -113,6 +113,24 @@ pub struct FallbackUsage {
     pub still_running: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub still_running_at: Option<DateTime<Utc>>,
+    /// NodeClaims deleted without ever launching (EC2 out of capacity, a NodeClass not ready): no instance, no cost,
+    /// but their time is part of the provisioning phase.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_launches: Vec<FailedLaunch>,
+}
+
+/// A NodeClaim Karpenter gave up on before its instance launched, with what the cluster said about it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailedLaunch {
+    pub nodeclaim: String,
+    /// When the NodeClaim was seen gone.
+    pub at: DateTime<Utc>,
+    /// The last Kubernetes Event about the NodeClaim (Karpenter's `InsufficientCapacityError`, ...), or its
+    /// `Launched=False` condition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -172,6 +190,9 @@ enum Bound {
     /// A `restore` step began ending the fault.
     RestoreStarted,
     FaultRemoved,
+    /// The fault removed, or the on-prem nodes Ready if they were before the removal returned (a recovery hook that
+    /// waits for its node, a last resort that reboots it): revert and rejoin then add up to the restore.
+    RevertEnded,
     OnPremNodesReady,
 }
 
@@ -220,8 +241,8 @@ const PHASES: &[PhaseDef] = {
         def(PhaseId::Load, ImagePulled, PodsReady, Shown::ImagePull),
         def(PhaseId::Rto, FaultInjected, ServiceRestored, Shown::Always),
         def(PhaseId::Restore, RestoreStarted, OnPremNodesReady, Shown::Restore),
-        def(PhaseId::Revert, RestoreStarted, FaultRemoved, Shown::Restore),
-        def(PhaseId::Rejoin, FaultRemoved, OnPremNodesReady, Shown::Restore),
+        def(PhaseId::Revert, RestoreStarted, RevertEnded, Shown::Restore),
+        def(PhaseId::Rejoin, RevertEnded, OnPremNodesReady, Shown::Restore),
         def(PhaseId::Return, ReturnStarted, BackOnPrem, Shown::Always),
         def(PhaseId::Reclaim, ReturnStarted, FallbackReclaimed, Shown::Always),
     ]
@@ -454,6 +475,15 @@ impl<'a> Moments<'a> {
                     _ => "recovery hooks ran",
                 };
                 (label, self.restore.and_then(|r| scan.first(r.seq, |e| matches!(e, Event::FaultRemoved { .. }))))
+            }
+            Bound::RevertEnded => {
+                let removed = self.find(Bound::FaultRemoved)?;
+                return Some(match self.on_prem_ready() {
+                    Some(ready) if ready.seq < removed.seq => {
+                        Boundary::of("on-prem nodes Ready (before the revert returned)", ready)
+                    }
+                    _ => removed,
+                });
             }
             Bound::OnPremNodesReady => ("on-prem nodes Ready", self.on_prem_ready()),
             Bound::ReturnStarted => ("return started", self.ret),
@@ -712,6 +742,8 @@ struct Billed {
     end: Option<DateTime<Utc>>,
     node: Option<String>,
     launched: bool,
+    /// The last thing the cluster said about a NodeClaim: an Event's reason and message, or a condition.
+    said: Option<(String, Option<String>)>,
 }
 
 fn fallback_usage(drill: &Drill, obs: &[Observation], t0_seq: u64) -> FallbackUsage {
@@ -726,13 +758,25 @@ fn fallback_usage(drill: &Drill, obs: &[Observation], t0_seq: u64) -> FallbackUs
     for o in obs {
         match &o.event {
             Event::NodeClaimCreated { nodeclaim } if after_t0(o) => {
-                claims.insert(nodeclaim.clone(), Billed { start: o.received, end: None, node: None, launched: false });
+                claims.insert(
+                    nodeclaim.clone(),
+                    Billed { start: o.received, end: None, node: None, launched: false, said: None },
+                );
             }
-            Event::NodeClaimCondition { nodeclaim, condition, status } if status.is_true() => {
-                if let Some(c) = claims.get_mut(nodeclaim)
-                    && *condition == crate::cluster::karpenter::ClaimCondition::Launched
-                {
-                    c.launched = true;
+            Event::NodeClaimCondition { nodeclaim, condition, status }
+                if *condition == crate::cluster::karpenter::ClaimCondition::Launched =>
+            {
+                if let Some(c) = claims.get_mut(nodeclaim) {
+                    if status.is_true() {
+                        c.launched = true;
+                    } else if *status == ConditionStatus::False {
+                        c.said = Some((format!("{condition}=False"), None));
+                    }
+                }
+            }
+            Event::KubeEvent { object, reason, message } => {
+                if let Some(c) = object.strip_prefix("NodeClaim/").and_then(|name| claims.get_mut(name)) {
+                    c.said = Some((reason.clone(), Some(message.clone())));
                 }
             }
             Event::NodeClaimNode { nodeclaim, node } => {
@@ -748,7 +792,10 @@ fn fallback_usage(drill: &Drill, obs: &[Observation], t0_seq: u64) -> FallbackUs
             }
             Event::NodeAdded { node, role: NodeRole::Fallback, instance_type, gpus } if after_t0(o) => {
                 shape.insert(node.clone(), (instance_type.clone(), *gpus));
-                nodes.insert(node.clone(), Billed { start: o.received, end: None, node: None, launched: true });
+                nodes.insert(
+                    node.clone(),
+                    Billed { start: o.received, end: None, node: None, launched: true, said: None },
+                );
             }
             Event::NodeReady { node, role: NodeRole::Fallback, gpus, .. } => {
                 if let Some(entry) = shape.get_mut(node) {
@@ -764,6 +811,15 @@ fn fallback_usage(drill: &Drill, obs: &[Observation], t0_seq: u64) -> FallbackUs
             _ => {}
         }
     }
+    usage.failed_launches = claims
+        .iter()
+        .filter(|(_, c)| !c.launched)
+        .filter_map(|(name, c)| {
+            let (reason, message) = c.said.clone().map_or((None, None), |(r, m)| (Some(r), m));
+            Some(FailedLaunch { nodeclaim: name.clone(), at: c.end?, reason, message })
+        })
+        .collect();
+    usage.failed_launches.sort_by_key(|f| f.at);
     let claimed: Vec<String> = claims.values().filter_map(|c| c.node.clone()).collect();
     nodes.retain(|name, _| !claimed.contains(name));
     // A launched claim that names no node is an instance that never registered (it bills all the same), unless a
@@ -988,6 +1044,25 @@ spec:
         ];
         let seen: Vec<&str> = labels.iter().filter(|l| chain.contains(l)).copied().collect();
         assert_eq!(seen, chain, "{labels:?}");
+        assert_eq!(secs("rejoin"), 0.8);
+
+        // A recovery hook that waits for its node returns after the node is Ready: the revert ends there and the
+        // rejoin takes no time, never a reversed, inconsistent span.
+        let events = timeline(vec![
+            (1.0, None, E::FaultInjected { step: "fail".into(), kind: FaultKind::NodeFailure }),
+            (60.0, None, E::RestoreStarted { step: "r".into(), what: RestoreTarget::NodeFailure }),
+            (63.0, Some(63), E::NodeReady { node: "h1".into(), role: on, status: ConditionStatus::True, gpus: 8 }),
+            (63.4, None, E::FaultRemoved { step: "r".into(), what: "recovery hooks ran".into() }),
+            (63.5, None, E::OnPremReady { nodes: 1 }),
+        ]);
+        let a = analyse(&d, &events);
+        let phase = |id: PhaseId| a.phase(id).unwrap().clone();
+        assert_eq!(phase(PhaseId::Restore).seconds, Some(3.0));
+        assert_eq!(phase(PhaseId::Revert).seconds, Some(3.0));
+        let rejoin = phase(PhaseId::Rejoin);
+        assert_eq!(rejoin.seconds, Some(0.0));
+        assert_ne!(rejoin.verdict, Verdict::Inconsistent);
+        assert_eq!(rejoin.from.unwrap().label, "on-prem nodes Ready (before the revert returned)");
     }
 
     #[test]
@@ -1063,6 +1138,49 @@ spec:
         assert!((f.gpu_hours - 4.0 * 1.5).abs() < 1e-9, "{}", f.gpu_hours);
         assert_eq!(f.still_running, ["c2"]);
         assert_eq!(f.still_running_at.unwrap().to_rfc3339(), "2026-01-01T01:00:01+00:00");
+    }
+
+    #[test]
+    fn a_nodeclaim_gone_before_launching_is_a_failed_launch_with_what_karpenter_said_and_bills_nothing() {
+        let launched = |claim: &str| E::NodeClaimCondition {
+            nodeclaim: claim.into(),
+            condition: ClaimCondition::parse("Launched").unwrap(),
+            status: ConditionStatus::True,
+        };
+        let events = vec![
+            (0.5, None, E::FaultInjected { step: "drain".into(), kind: FaultKind::Drain }),
+            (1.0, Some(1), E::NodeClaimCreated { nodeclaim: "c1".into() }),
+            (
+                1.1,
+                Some(1),
+                E::KubeEvent {
+                    object: "NodeClaim/c1".into(),
+                    reason: "InsufficientCapacityError".into(),
+                    message: "NodeClaim c1 event: insufficient capacity, ...g6.12xlarge...".into(),
+                },
+            ),
+            (1.2, None, E::NodeClaimDeleted { nodeclaim: "c1".into() }),
+            (4.0, Some(4), E::NodeClaimCreated { nodeclaim: "c2".into() }),
+            (4.5, Some(4), launched("c2")),
+            // Still launching when the run ends: not a failure.
+            (5.0, Some(5), E::NodeClaimCreated { nodeclaim: "c3".into() }),
+            (6.0, None, E::ReturnStarted { step: "return".into() }),
+        ];
+        let a = analyse(&drill(), &timeline(events));
+        let f = &a.fallback;
+        assert_eq!(f.failed_launches.len(), 1, "{:?}", f.failed_launches);
+        let failed = &f.failed_launches[0];
+        assert_eq!(failed.nodeclaim, "c1");
+        assert_eq!(failed.reason.as_deref(), Some("InsufficientCapacityError"));
+        assert!(failed.message.as_deref().unwrap().contains("g6.12xlarge"));
+        assert_eq!(failed.at.to_rfc3339(), "2026-01-01T00:00:01.200+00:00");
+        assert_eq!(f.nodes, 1, "only the launched claim bills");
+        let line = crate::report::billing_in_words(f).join("\n");
+        assert!(line.contains("launch failed: NodeClaim c1"), "{line}");
+        assert!(line.contains("InsufficientCapacityError"), "{line}");
+        // The first claim, failed, still opens the provisioning: its time is part of the fallback's.
+        let first = a.milestones.iter().find(|m| m.label == "first NodeClaim created");
+        assert_eq!(first.map(|m| m.received.to_rfc3339()).as_deref(), Some("2026-01-01T00:00:01+00:00"));
     }
 
     #[test]

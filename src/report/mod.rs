@@ -385,6 +385,18 @@ pub fn billing_in_words(f: &FallbackUsage) -> Vec<String> {
         Some("node") => lines.push("counted per Node object, from its creation to its deletion".to_string()),
         _ => {}
     }
+    for failed in &f.failed_launches {
+        let said = match (&failed.reason, &failed.message) {
+            (Some(reason), Some(message)) => format!("{reason}: {message}"),
+            (Some(reason), None) => reason.clone(),
+            _ => "no reason recorded".to_string(),
+        };
+        lines.push(format!(
+            "launch failed: NodeClaim {} gone at {} without an instance ({said}); not billed, its time counts in provisioning",
+            failed.nodeclaim,
+            crate::timeline::rfc3339(&failed.at)
+        ));
+    }
     if let Some(at) = f.still_running_at.filter(|_| !f.still_running.is_empty()) {
         lines.push(format!(
             "STILL RUNNING at {}: {} (counted up to then; they bill until consolidation reclaims them)",

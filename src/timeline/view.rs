@@ -257,7 +257,8 @@ pub fn claim_transitions(before: Option<&ClaimState>, after: &ClaimState) -> Vec
     // The map is in lifecycle order, so a batch of changes reads in order.
     for (&condition, &(status, since)) in &after.conditions {
         let old = before.and_then(|b| b.conditions.get(&condition)).map(|c| c.0);
-        if old != Some(status) && (old.is_some() || status.is_true()) {
+        // A first sight of Unknown is a condition not settled yet; True, or False (a launch that failed), is news.
+        if old != Some(status) && (old.is_some() || status != ConditionStatus::Unknown) {
             out.push((Event::NodeClaimCondition { nodeclaim: name.clone(), condition, status }, since));
         }
     }
@@ -441,6 +442,27 @@ mod tests {
             })
             .collect();
         assert_eq!(order, ["Launched", "Registered", "Initialized", "Ready"]);
+    }
+
+    #[test]
+    fn a_nodeclaim_first_seen_with_launched_false_is_recorded_and_unknown_is_not() {
+        let launched = ClaimCondition::parse("Launched").unwrap();
+        let mut c = ClaimState {
+            name: "c".into(),
+            node: None,
+            created: None,
+            conditions: BTreeMap::new(),
+            deleting: false,
+            gpus: 0,
+        };
+        c.conditions.insert(launched, (ConditionStatus::Unknown, None));
+        assert_eq!(claim_transitions(None, &c).len(), 1, "only its creation");
+        c.conditions.insert(launched, (ConditionStatus::False, None));
+        let t = claim_transitions(None, &c);
+        assert!(
+            t.iter().any(|(e, _)| matches!(e, Event::NodeClaimCondition { status: ConditionStatus::False, .. })),
+            "{t:?}"
+        );
     }
 
     #[test]

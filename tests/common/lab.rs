@@ -153,6 +153,18 @@ pub fn freeze_karpenter() -> Repair<impl FnMut()> {
     })
 }
 
+/// EC2 runs out of `instance_type` (lab/capacity): every launch of it fails for insufficient capacity until the
+/// returned guard is dropped, a failing test included.
+pub fn out_of_capacity(instance_type: &str) -> Repair<impl FnMut()> {
+    let capacity = |state: &str, instance_type: &str| {
+        let out = Command::new(repo().join("lab/capacity")).args([state, instance_type]).output().unwrap();
+        assert!(out.status.success(), "lab/capacity {state} {instance_type}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    capacity("none", instance_type);
+    let instance_type = instance_type.to_string();
+    Repair(move || capacity("available", &instance_type))
+}
+
 /// Runs `hybrid-drill recover RUN_DIR` from the repository root (where the lab drills' hooks are): its exit code and
 /// everything it printed.
 pub fn recover(run_dir: &Path) -> (i32, String) {
