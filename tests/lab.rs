@@ -95,7 +95,7 @@ fn drain_drill_runs_end_to_end_with_every_phase_in_order() {
     assert_eq!(out.status.code(), Some(0), "report: {report:#}\nstderr:\n{stderr}");
     assert_eq!(report["outcome"], "passed");
     assert_eq!(report["schema"], "hybrid-drill.io/report/v1");
-    assert_fidelity(&drill.run_dir().unwrap(), &[]);
+    assert_fidelity(&drill.run_dir().unwrap());
 
     let labels: Vec<&str> =
         report["milestones"].as_array().unwrap().iter().map(|m| m["label"].as_str().unwrap()).collect();
