@@ -30,9 +30,9 @@ pub fn line(figure: Figure) -> String {
              {s} s; a moment without a stamp is when the tool saw it); the parts add up to the pod's startup"
         ),
         Figure::FallbackHours => format!(
-            "Node-hours and GPU-hours: tool's clock, each NodeClaim from the watch event of its creation to that of \
-             its deletion (each within {ms} ms of the API server's write), or to the run's last observation while \
-             still running, times the GPUs its node offered"
+            "Node-hours and GPU-hours: tool's clock, each instance (its NodeClaim, or its Node where the hours say \
+             so) from the watch event of its creation to that of its deletion (each within {ms} ms of the API \
+             server's write), or to the run's last observation while still running, times the GPUs its node offered"
         ),
         Figure::PeakGpus => "Peak GPUs: the most the fallback held at once in the watched NodePool, nodes and \
             NodeClaims; no clock"

@@ -88,9 +88,13 @@ pub fn node_transitions(before: Option<&NodeState>, after: &NodeState) -> Vec<Tr
         return out;
     };
     if before.ready != after.ready || (after.is_ready() && before.gpus != after.gpus) {
+        // A status change must move lastTransitionTime forward. A writer that keeps an older one across it (kwok
+        // keeps a node's first Ready time when it heartbeats again after a failure) gives no server time for it.
+        let carried_over = before.ready != after.ready
+            && after.ready_since.zip(before.ready_since).is_some_and(|(now, then)| now <= then);
         out.push((
             Event::NodeReady { node: node.clone(), role, status: after.ready, gpus: after.gpus },
-            after.ready_since,
+            after.ready_since.filter(|_| !carried_over),
         ));
     }
     if before.schedulable != after.schedulable {
@@ -417,6 +421,27 @@ mod tests {
         let t = node_transitions(Some(&s), &later);
         assert!(matches!(t[0].0, Event::NodeSchedulable { schedulable: true, .. }));
         assert!(matches!(t[1].0, Event::NodeTaint { added: false, .. }));
+    }
+
+    #[test]
+    fn a_ready_again_that_keeps_an_older_transition_time_has_no_server_time() {
+        let at = |s: &str| Some(DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc));
+        let ready = NodeState::from_node(
+            &node(
+                r#"{"metadata":{"name":"n1"},"status":{"conditions":[
+                    {"type":"Ready","status":"True","lastTransitionTime":"2026-01-01T00:00:05Z"}]}}"#,
+            ),
+            NodeRole::OnPrem,
+        );
+        let lost =
+            NodeState { ready: ConditionStatus::Unknown, ready_since: at("2026-01-01T00:01:00Z"), ..ready.clone() };
+        let t = node_transitions(Some(&lost), &ready);
+        assert!(matches!(t[0].0, Event::NodeReady { status: ConditionStatus::True, .. }));
+        assert_eq!(t[0].1, None, "kwok's carried-over stamp is not the transition's");
+        let t = node_transitions(Some(&ready), &lost);
+        assert_eq!(t[0].1, at("2026-01-01T00:01:00Z"));
+        let back = NodeState { ready_since: at("2026-01-01T00:02:00Z"), ..ready };
+        assert_eq!(node_transitions(Some(&lost), &back)[0].1, at("2026-01-01T00:02:00Z"));
     }
 
     #[test]
