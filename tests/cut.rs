@@ -273,7 +273,7 @@ fn the_host_cut_drill_pins_its_run_label_brings_a_locked_out_node_back_with_its_
     assert!(md.contains("ran `lab/node-reboot hybrid-gpu-2` (exit 0)"), "{md}");
     print_phases(&report);
     println!("overlap: {}", report["overlap"]);
-    assert_fidelity(&run_dir(reports.path()).unwrap(), &[]);
+    assert_fidelity(&run_dir(reports.path()).unwrap());
     assert_lost_node_path(&report, "link restored");
     let fidelity = report["fidelity"].as_str().unwrap();
     assert!(fidelity.starts_with("link cut, host fidelity: a host firewall policy (cilium)"), "{fidelity}");
@@ -496,9 +496,8 @@ fn the_node_failure_drill_passes_with_its_hooks() {
     assert_eq!(out.status.code(), Some(0), "report: {report:#}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr));
     print_phases(&report);
     // The tool stamps the fault and the restore as it starts their hooks (the moment it asked the BMC); the lab's
-    // hooks are kubectl writes that land ~0.25 s later.
-    let hooks_lag = ["fault injected (t0)", "restore started"];
-    assert_fidelity(&run_dir(reports.path()).unwrap(), &hooks_lag);
+    // hooks are kubectl writes that land within the hooks' run, which scripts/fidelity maps them to.
+    assert_fidelity(&run_dir(reports.path()).unwrap());
     assert_lost_node_path(&report, "recovery hooks ran");
     let timeline = std::fs::read_to_string(run_dir(reports.path()).unwrap().join("timeline.jsonl")).unwrap();
     for hook in ["lab/node-fail hybrid-gpu-1", "lab/node-fail hybrid-gpu-2", "lab/node-recover hybrid-gpu-1"] {

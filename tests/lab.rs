@@ -96,7 +96,7 @@ fn drain_drill_runs_end_to_end_with_every_phase_in_order() {
     assert_eq!(out.status.code(), Some(0), "report: {report:#}\nstderr:\n{stderr}");
     assert_eq!(report["outcome"], "passed");
     assert_eq!(report["schema"], "hybrid-drill.io/report/v1");
-    assert_fidelity(&drill.run_dir().unwrap(), &[]);
+    assert_fidelity(&drill.run_dir().unwrap());
 
     let labels: Vec<&str> =
         report["milestones"].as_array().unwrap().iter().map(|m| m["label"].as_str().unwrap()).collect();
@@ -172,7 +172,7 @@ fn a_launch_refused_for_capacity_is_reported_unbilled_and_the_fallback_takes_the
     assert_eq!(billed, ["g6e.12xlarge"], "the failed type bills nothing: {fallback:#}");
     let md = std::fs::read_to_string(drill.run_dir().unwrap().join("report.md")).unwrap();
     assert!(md.contains("launch failed: NodeClaim"), "{md}");
-    assert_fidelity(&drill.run_dir().unwrap(), &[]);
+    assert_fidelity(&drill.run_dir().unwrap());
     eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
 }
 

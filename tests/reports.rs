@@ -327,3 +327,66 @@ fn fidelity_maps_every_milestone_to_its_audit_event_and_fails_on_a_gap_or_a_drif
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains("OUT OF BOUNDS"), "{out}");
 }
+
+/// A node failure's t0 as its hook makes it: the tool stamps the moment it starts the hook, which writes to the API
+/// server a little later. The write maps to t0 while it lands within the hook's run, and the row says when the hook
+/// ran and when its write landed; a write outside the run is out of bounds, and a hook that wrote nothing fails.
+#[test]
+fn fidelity_maps_a_hooks_fault_to_its_write_within_the_hooks_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    let at = |ms: u64| format!("2026-12-03T18:00:00.{ms:03}Z");
+    let timeline = |returned: u64| {
+        [
+            serde_json::json!({"seq": 1, "t_ms": 0, "received": at(0), "type": "step-started", "step": "fail",
+                               "action": "nodeFailure"}),
+            serde_json::json!({"seq": 2, "t_ms": 10, "received": at(10), "type": "fault-injected", "step": "fail",
+                               "kind": "node-failure"}),
+            serde_json::json!({"seq": 3, "t_ms": returned, "received": at(returned), "type": "hook-ran",
+                               "step": "fail", "command": "lab/node-fail h1", "exit_code": 0}),
+            serde_json::json!({"seq": 4, "t_ms": returned + 1, "received": at(returned + 1), "type": "step-finished",
+                               "step": "fail", "outcome": "passed"}),
+        ]
+        .map(|o| o.to_string())
+        .join("\n")
+    };
+    let report = serde_json::json!({"milestones": [
+        {"label": "fault injected (t0)", "seq": 2, "t_ms": 10, "received": at(10)}
+    ]});
+    std::fs::write(run.join("report.json"), report.to_string()).unwrap();
+    // The hook's label on the node, by kubectl, received 250 ms after t0.
+    let write = serde_json::json!({"kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": "Request",
+        "stage": "ResponseComplete", "requestURI": "/api/v1/nodes/h1", "verb": "patch",
+        "user": {"username": "lab-admin"}, "userAgent": "kubectl/v1.34.4 (linux/amd64)",
+        "objectRef": {"resource": "nodes", "name": "h1", "apiVersion": "v1"}, "responseStatus": {"code": 200},
+        "requestObject": {"metadata": {"labels": {"kwok.x-k8s.io/node": "failed"}}},
+        "requestReceivedTimestamp": at(260), "stageTimestamp": at(272)});
+    let audit = dir.path().join("audit.log");
+    std::fs::write(&audit, format!("{write}\n")).unwrap();
+
+    std::fs::write(run.join("timeline.jsonl"), timeline(400)).unwrap();
+    let (code, out) = fidelity(&run, &audit);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("+0ms") && out.contains("patch nodes h1 by lab-admin"), "{out}");
+    assert!(
+        out.contains(
+            "hooks ran from 18:00:00.010 (`lab/node-fail h1` returned 18:00:00.400, 0.390 s); the cluster \
+showed their first write at 18:00:00.272, +0.262 s"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("100 ms outside the hooks' run / 1 s"), "{out}");
+
+    // The tool said the hook returned before its write was even received: 160 ms outside the run.
+    std::fs::write(run.join("timeline.jsonl"), timeline(100)).unwrap();
+    let (code, out) = fidelity(&run, &audit);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("fault injected (t0): -160 ms on the tool's clock"), "{out}");
+
+    // A hook that wrote nothing to the API server (a real BMC) leaves t0 unmapped: a failure, not a skip.
+    std::fs::write(&audit, "").unwrap();
+    let (code, out) = fidelity(&run, &audit);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("fault injected (t0): no audit event made it true"), "{out}");
+}

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::cluster::karpenter::ClaimCondition;
 use crate::cluster::tolerations;
 use crate::drill::{Drill, RestoreTarget};
-use crate::timeline::{ConditionStatus, Event, NodeRole, Observation};
+use crate::timeline::{ConditionStatus, Event, FaultKind, NodeRole, Observation};
 pub use startup::{PodStartup, Startup, StartupPart};
 
 /// One end of a phase: when the tool saw it, and the object's own time where it has one.
@@ -194,6 +194,200 @@ enum Bound {
     /// waits for its node, a last resort that reboots it): revert and rejoin then add up to the restore.
     RevertEnded,
     OnPremNodesReady,
+}
+
+/// How the tool's clock stamps a phase's end. What scripts/fidelity checks each against is its bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Receipt {
+    /// The tool's own act, stamped as it sends its first request (or starts its hooks).
+    Act,
+    /// The tool's own act done, stamped once its last request was answered (or its hooks returned).
+    Done,
+    /// A change, stamped when its watch event arrived.
+    Watch,
+    /// A state the tool derives from its watches, stamped when the event that completed it arrived.
+    View,
+    /// The drill's `restoredWhen`: its pods Ready as the watch delivered them, or a probe's first success of the run
+    /// that confirmed it.
+    Criterion,
+}
+
+/// The tool's clock against the API server's audit log (scripts/fidelity's `TOOL_BOUND_MS`).
+pub const TOOL_BOUND_MS: u32 = 100;
+/// An object's own stamp against the audit log, whole seconds (scripts/fidelity's `SERVER_BOUND_S`).
+pub const SERVER_BOUND_S: u32 = 1;
+
+impl Receipt {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Receipt::Act => "act",
+            Receipt::Done => "done",
+            Receipt::Watch => "watch",
+            Receipt::View => "view",
+            Receipt::Criterion => "criterion",
+        }
+    }
+
+    /// How far such a stamp may lie from the cluster's own record of the moment.
+    pub fn bound(self) -> String {
+        let ms = TOOL_BOUND_MS;
+        match self {
+            Receipt::Act => format!("within {ms} ms of the API server receiving the request; a hook's, within its run"),
+            Receipt::Done => format!("within {ms} ms after its last write"),
+            Receipt::Watch => format!("within {ms} ms of the API server's write"),
+            Receipt::View => format!("within {ms} ms of the write that completed it"),
+            Receipt::Criterion => {
+                format!("within {ms} ms of the last pod's Ready write; a probe's, within one probe interval")
+            }
+        }
+    }
+}
+
+/// One end of a phase in words: the event, how the tool's clock stamps it, and the object's own stamp, if any, that
+/// gives the server-clock figure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndDefinition {
+    pub event: String,
+    pub receipt: Receipt,
+    pub stamp: Option<&'static str>,
+}
+
+/// A phase in words, read from the table the phases are cut by: the README's phase table and every report's legend
+/// are rendered from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PhaseDefinition {
+    pub id: PhaseId,
+    pub from: EndDefinition,
+    pub to: EndDefinition,
+}
+
+impl PhaseDefinition {
+    /// The stamps the server-clock figure runs between; `None` when an end has none (no figure is given).
+    pub fn server_clock(&self) -> Option<String> {
+        Some(format!("{} → {}", self.from.stamp?, self.to.stamp?))
+    }
+
+    /// The README's row: phase, from, to, the tool's clock at each end, the server's.
+    pub fn table_row(&self) -> String {
+        let name = match (self.id.parent(), self.id) {
+            (Some(_), id) => format!("└ {}", id.as_str()),
+            (None, PhaseId::Rto) => "**RTO**".into(),
+            (None, id) => id.as_str().into(),
+        };
+        format!(
+            "| {name} | {} | {} | {} → {} | {} |",
+            self.from.event,
+            self.to.event,
+            self.from.receipt.as_str(),
+            self.to.receipt.as_str(),
+            self.server_clock().unwrap_or_else(|| "-".into())
+        )
+    }
+
+    /// The report's legend line: the figure's clock and bound.
+    pub fn legend(&self) -> String {
+        let (from, to) = (self.from.receipt, self.to.receipt);
+        let ends = if from == to {
+            format!("both ends {} stamps ({})", from.as_str(), from.bound())
+        } else {
+            format!("start: {} stamp ({}), end: {} stamp ({})", from.as_str(), from.bound(), to.as_str(), to.bound())
+        };
+        let server = match self.server_clock() {
+            Some(stamps) => format!("server clock {stamps}, whole seconds, each within {SERVER_BOUND_S} s"),
+            None => "no server-clock figure".into(),
+        };
+        format!("{}: tool's clock, {ends}; {server}", self.id.title())
+    }
+}
+
+impl Bound {
+    /// The moment in words; kept beside [`Moments::find`], which finds it.
+    fn definition(self) -> EndDefinition {
+        use Receipt::{Act, Criterion, Done, View, Watch};
+        const READY: Option<&str> = Some("Ready's lastTransitionTime");
+        const DELETION: Option<&str> = Some("deletionTimestamp less the grace period");
+        let (event, receipt, stamp): (String, Receipt, Option<&'static str>) = match self {
+            Bound::FaultInjected => {
+                ("fault injected (t0): the fault step's first request, or its hooks started".into(), Act, None)
+            }
+            Bound::WorkloadEvicted => (
+                "last workload pod gone from the on-prem nodes (after a cut or a node failure: deleted by the API \
+                 server; it stays Terminating until the node is back)"
+                    .into(),
+                Watch,
+                None,
+            ),
+            Bound::NodeLost => ("first on-prem node not Ready (Unknown when unreachable)".into(), Watch, READY),
+            Bound::LostNodeTainted => (
+                "first `unreachable` (or `not-ready`) NoExecute taint on an on-prem node".into(),
+                Watch,
+                Some("the taint's timeAdded"),
+            ),
+            Bound::FirstPodEvicted | Bound::FirstPodEvictedBeforeReturn => {
+                ("first workload pod evicted from on-prem (Terminating)".into(), Watch, DELETION)
+            }
+            Bound::ReplacementPending => {
+                ("first replacement pod created (Pending)".into(), Watch, Some("creationTimestamp"))
+            }
+            Bound::FirstClaimCreated => ("first NodeClaim created".into(), Watch, Some("creationTimestamp")),
+            Bound::FirstClaimReached(c) => {
+                (format!("first NodeClaim {c}"), Watch, Some("the condition's lastTransitionTime"))
+            }
+            Bound::ClaimsReached(c) => {
+                (format!("every NodeClaim {c}"), Watch, Some("the condition's lastTransitionTime"))
+            }
+            Bound::FallbackNodeUsable => (
+                "first fallback node Ready with GPUs allocatable and its NodeClaim Initialized".into(),
+                Watch,
+                Some("the lastTransitionTime of whichever came last"),
+            ),
+            Bound::PodsScheduled => {
+                ("last workload pod bound to a fallback node".into(), Watch, Some("PodScheduled's lastTransitionTime"))
+            }
+            Bound::PodsReady => ("last workload pod Ready on a fallback node".into(), Watch, READY),
+            Bound::ImagePullStarted => (
+                "the last fallback pod's image pull started (its `Pulling`, or its cached-image `Pulled`)".into(),
+                Watch,
+                Some("the event's time"),
+            ),
+            Bound::ImagePulled => {
+                ("the last fallback pod's image pulled (its last `Pulled`)".into(), Watch, Some("the event's time"))
+            }
+            Bound::ServiceRestored => (
+                "service restored: the `restoredWhen` criterion first held (with a probe, the first of the \
+                 consecutive successes that confirmed it; the note says when it was confirmed)"
+                    .into(),
+                Criterion,
+                None,
+            ),
+            Bound::ReturnStarted => ("return started".into(), Act, None),
+            Bound::BackOnPrem => ("workload back on-prem and Ready".into(), View, None),
+            Bound::FallbackReclaimed => ("fallback reclaimed to 0 NodeClaims and nodes".into(), View, None),
+            Bound::RestoreStarted => ("restore started".into(), Act, None),
+            Bound::FaultRemoved => {
+                ("link restored (the cut's policies deleted) or recovery hooks returned".into(), Done, None)
+            }
+            Bound::RevertEnded => (
+                "link restored (the cut's policies deleted) or recovery hooks returned, or the last on-prem node \
+                 Ready again if that came first (a hook or last resort that waits for its node)"
+                    .into(),
+                Done,
+                None,
+            ),
+            Bound::OnPremNodesReady => ("last on-prem node Ready again".into(), Watch, READY),
+        };
+        EndDefinition { event, receipt, stamp }
+    }
+}
+
+/// Every phase in words, in the order reports show them.
+pub fn definitions() -> Vec<PhaseDefinition> {
+    PHASES.iter().map(|d| PhaseDefinition { id: d.id, from: d.from.definition(), to: d.to.definition() }).collect()
+}
+
+/// One phase in words.
+pub fn definition(id: PhaseId) -> Option<PhaseDefinition> {
+    definitions().into_iter().find(|d| d.id == id)
 }
 
 /// When a phase belongs in the report at all.
@@ -572,6 +766,26 @@ impl<'a> Moments<'a> {
             .filter(|o| o.seq > self.t0_seq && o.seq < self.restored_seq)
     }
 
+    /// When t0 is a hook's start (a node failure), how long the hooks ran: the fault reaches the cluster while they
+    /// run, so detection includes their runtime.
+    fn hooks_ran(&self) -> Option<String> {
+        let t0 = self.t0.filter(|o| matches!(o.event, Event::FaultInjected { kind: FaultKind::NodeFailure, .. }))?;
+        let ran: Vec<&Observation> = self
+            .scan
+            .obs
+            .iter()
+            .filter(|o| o.seq > t0.seq)
+            .take_while(|o| !matches!(o.event, Event::StepFinished { .. }))
+            .filter(|o| matches!(o.event, Event::HookRan { .. }))
+            .collect();
+        let last = ran.last()?;
+        Some(format!(
+            "t0 is when the failure hooks started; {} ran until +{:.2} s",
+            if ran.len() == 1 { "it".to_string() } else { format!("the {} of them", ran.len()) },
+            last.t_ms.saturating_sub(t0.t_ms) as f64 / 1000.0
+        ))
+    }
+
     fn shows(&self, shown: Shown, drill: &Drill) -> bool {
         match shown {
             Shown::Always => true,
@@ -588,6 +802,7 @@ impl<'a> Moments<'a> {
                 Some(format!("restored when {} first held; {confirmed}", restored_criterion(drill)))
             }
             PhaseId::Toleration => expected_toleration(self.scan.obs, self.lost_node_tainted()),
+            PhaseId::Detection => self.hooks_ran(),
             PhaseId::Rto
                 if self.restored.is_some()
                     && self
@@ -1066,6 +1281,40 @@ spec:
     }
 
     #[test]
+    fn a_node_failure_says_how_long_its_hooks_ran_after_t0() {
+        let on = NodeRole::OnPrem;
+        let hook = |node: &str| E::HookRan {
+            step: "fail".into(),
+            command: format!("lab/node-fail {node}"),
+            exit_code: Some(0),
+        };
+        let events = vec![
+            (1.0, None, E::FaultInjected { step: "fail".into(), kind: FaultKind::NodeFailure }),
+            (1.2, None, hook("h1")),
+            (1.31, None, hook("h2")),
+            (
+                1.32,
+                None,
+                E::StepFinished {
+                    step: "fail".into(),
+                    outcome: crate::timeline::StepOutcome::Passed,
+                    message: String::new(),
+                },
+            ),
+            (21.0, Some(21), E::NodeReady { node: "h1".into(), role: on, status: ConditionStatus::Unknown, gpus: 8 }),
+        ];
+        let a = analyse(&drill(), &timeline(events));
+        let detection = a.phase(PhaseId::Detection).unwrap();
+        assert_eq!(detection.seconds, Some(20.0));
+        assert_eq!(
+            detection.note.as_deref(),
+            Some("t0 is when the failure hooks started; the 2 of them ran until +0.31 s")
+        );
+        let drained = analyse(&drill(), &timeline(full_drain()));
+        assert!(drained.phase(PhaseId::Eviction).unwrap().note.is_none());
+    }
+
+    #[test]
     fn missing_observations_leave_phases_incomplete_not_wrong() {
         let events: Vec<_> = full_drain()
             .into_iter()
@@ -1217,6 +1466,42 @@ spec:
         let without_objective = phase(PhaseId::Eviction, Some(at("start", 2, 2000)), Some(at("end", 1, 1000)), None);
         assert_eq!(without_objective.verdict, Verdict::Inconsistent);
         assert!(!without_objective.misses_objective());
+    }
+
+    /// The README's phase table is the one the phases are cut by: each phase's ends, their events and clocks.
+    #[test]
+    fn the_readme_phase_table_is_the_codes() {
+        let readme = include_str!("../../README.md");
+        let section = readme.split("\n## Phases and clocks\n").nth(1).expect("README has `## Phases and clocks`");
+        let mut table = section.lines().skip_while(|l| !l.starts_with("| phase |"));
+        assert_eq!(table.next(), Some("| phase | from | to | tool's clock | server's clock |"));
+        let rows: Vec<&str> = table.skip(1).take_while(|l| l.starts_with('|')).collect();
+        let expected: Vec<String> = definitions().iter().map(PhaseDefinition::table_row).collect();
+        assert_eq!(rows, expected, "the README's phase table, as the code defines it:\n{}\n", expected.join("\n"));
+    }
+
+    /// The bounds the reports state are the ones scripts/fidelity checks.
+    #[test]
+    fn the_stated_bounds_are_the_fidelity_checks() {
+        let script = include_str!("../../scripts/fidelity");
+        assert!(script.contains(&format!("\nTOOL_BOUND_MS = {TOOL_BOUND_MS}\n")));
+        assert!(script.contains(&format!("\nSERVER_BOUND_S = {SERVER_BOUND_S}\n")));
+    }
+
+    #[test]
+    fn a_phases_legend_names_both_clocks_and_their_bounds() {
+        let taint = definition(PhaseId::Taint).unwrap();
+        assert_eq!(
+            taint.legend(),
+            "taint: tool's clock, both ends watch stamps (within 100 ms of the API server's write); server clock \
+Ready's lastTransitionTime → the taint's timeAdded, whole seconds, each within 1 s"
+        );
+        let eviction = definition(PhaseId::Eviction).unwrap().legend();
+        assert!(eviction.ends_with("; no server-clock figure"), "{eviction}");
+        assert!(
+            eviction.starts_with("eviction: tool's clock, start: act stamp (within 100 ms of the API"),
+            "{eviction}"
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use maud::{Markup, html};
 
+use super::legend::{self, Figure};
 use super::page::{Coord, page, tick_step, time_axis};
 use super::{Marker, Notable, Report, human_seconds, seconds_cell, verdict_word};
 use crate::phases::{Boundary, Phase, PhaseId, Verdict};
@@ -218,7 +219,15 @@ fn timeline(report: &Report) -> Markup {
                     }
                 }
             }
+            (legend_lines(&[legend::line(Figure::Milestones)]))
         }
+    }
+}
+
+/// The clocks and bounds of the figures just shown: one legend line each.
+fn legend_lines(lines: &[String]) -> Markup {
+    html! {
+        ul class="legend-lines muted" { @for line in lines { li { (line) } } }
     }
 }
 
@@ -496,6 +505,7 @@ fn phases(report: &Report) -> Markup {
                     tbody { @for p in &report.phases { (phase_row(p)) } }
                 }
             }
+            (legend_lines(&legend::phases(report)))
         }
     }
 }
@@ -546,6 +556,7 @@ fn startup(report: &Report) -> Markup {
                 @if let (Some(slowest), Some(spread)) = (&s.slowest, s.spread_seconds) {
                     p { "Slowest: " strong { (slowest) } ", " (human_seconds(spread)) " more than the quickest." }
                 }
+                (legend_lines(&[legend::line(Figure::Startup)]))
             }
         }
     }
@@ -571,6 +582,7 @@ fn steps(report: &Report) -> Markup {
                     }
                 }
             }
+            (legend_lines(&[legend::line(Figure::Steps)]))
         }
     }
 }
@@ -628,6 +640,7 @@ fn fallback(report: &Report) -> Markup {
                     p { "Drill ceiling (guards.maxFallbackGpus): " (ceiling) " (not exceeded)." }
                 }
             }
+            (legend_lines(&[Figure::FallbackHours, Figure::PeakGpus, Figure::Cost].map(legend::line)))
         }
     }
 }
@@ -643,6 +656,7 @@ fn overlap(report: &Report) -> Markup {
         section id="overlap" {
             h2 { "Overlap window (split brain)" }
             div class="callout note" { (first) (chars.as_str()) }
+            (legend_lines(&[legend::line(Figure::Overlap)]))
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use std::fmt::Write;
 
+use super::legend::{self, Figure};
 use super::{Report, human_seconds, overlap_sentence, phase_label, seconds_cell, verdict_word};
 use crate::phases::PhaseId;
 use crate::timeline::rfc3339;
@@ -57,6 +58,8 @@ pub fn render(report: &Report) -> String {
         );
     }
 
+    legend_lines(&mut md, &legend::phases(report));
+
     if !report.startup.pods.is_empty() {
         let s = &report.startup;
         let _ = writeln!(md, "\n## Startup per pod (server clock)\n");
@@ -70,6 +73,7 @@ pub fn render(report: &Report) -> String {
         if let (Some(slowest), Some(spread)) = (&s.slowest, s.spread_seconds) {
             let _ = writeln!(md, "\nSlowest: {slowest}, {} more than the quickest.", human_seconds(spread));
         }
+        legend_lines(&mut md, &[legend::line(Figure::Startup)]);
     }
 
     let f = &report.fallback;
@@ -105,9 +109,11 @@ pub fn render(report: &Report) -> String {
     if !f.unpriced_instance_types.is_empty() {
         let _ = writeln!(md, "- No price given for: {}", f.unpriced_instance_types.join(", "));
     }
+    legend_lines(&mut md, &[Figure::FallbackHours, Figure::PeakGpus, Figure::Cost].map(legend::line));
 
     if let Some(o) = &report.overlap {
         let _ = writeln!(md, "\n## Overlap window (split brain)\n\n{}", overlap_sentence(o));
+        legend_lines(&mut md, &[legend::line(Figure::Overlap)]);
     }
 
     let _ = writeln!(md, "\n## Steps\n\n| Step | Action | Outcome | Duration | Detail |\n|---|---|---|---|---|");
@@ -122,6 +128,7 @@ pub fn render(report: &Report) -> String {
             s.message.replace('|', "\\|")
         );
     }
+    legend_lines(&mut md, &[legend::line(Figure::Steps)]);
     if let Some(rb) = &report.rollback {
         let _ = writeln!(md, "\n## Restore\n");
         for u in &rb.undone {
@@ -154,10 +161,19 @@ pub fn render(report: &Report) -> String {
             m.label
         );
     }
+    legend_lines(&mut md, &[legend::line(Figure::Milestones)]);
     let _ = writeln!(md, "\n## Notable events\n\n| t | Event |\n|---|---|");
     for n in &report.notable_events {
         let _ = writeln!(md, "| +{} | {} |", human_seconds(n.t_seconds), n.what.replace('|', "\\|"));
     }
     let _ = writeln!(md, "\n## Drill file as run\n\n```yaml\n{}\n```", report.drill.source.trim_end());
     md
+}
+
+/// The clocks and bounds of the figures just shown: one legend line each.
+fn legend_lines(md: &mut String, lines: &[String]) {
+    let _ = writeln!(md, "\nClocks and bounds:\n");
+    for line in lines {
+        let _ = writeln!(md, "- _{line}_");
+    }
 }

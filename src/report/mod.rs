@@ -4,6 +4,7 @@ pub mod fidelity;
 pub mod history;
 pub mod html;
 pub mod junit;
+pub mod legend;
 pub mod markdown;
 mod page;
 pub mod prometheus;

@@ -33,6 +33,7 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-sp
 .figure .value { font-size: 22px; font-weight: 600; font-variant-numeric: tabular-nums; }
 .figure .label { color: var(--muted); font-size: 12px; }
 .legend { display: flex; flex-wrap: wrap; gap: 16px; font-size: 12px; color: var(--muted); margin: 4px 0 10px; }
+.legend-lines { font-size: 12px; margin: 4px 0 10px; padding-left: 18px; }
 .swatch { display: inline-block; width: 14px; height: 10px; margin-right: 4px; vertical-align: middle; }
 .callout { border-left: 4px solid var(--missed); background: #fff5f5; padding: 8px 12px; margin: 8px 0; }
 .callout.note { border-color: var(--overlap); background: #fff8f0; }

@@ -421,6 +421,27 @@ mod tests {
     }
 
     #[test]
+    fn a_ready_again_that_keeps_an_older_transition_time_has_no_server_time() {
+        let at = |s: &str| Some(DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc));
+        let ready = NodeState::from_node(
+            &node(
+                r#"{"metadata":{"name":"n1"},"status":{"conditions":[
+                    {"type":"Ready","status":"True","lastTransitionTime":"2026-01-01T00:00:05Z"}]}}"#,
+            ),
+            NodeRole::OnPrem,
+        );
+        let lost =
+            NodeState { ready: ConditionStatus::Unknown, ready_since: at("2026-01-01T00:01:00Z"), ..ready.clone() };
+        let t = node_transitions(Some(&lost), &ready);
+        assert!(matches!(t[0].0, Event::NodeReady { status: ConditionStatus::True, .. }));
+        assert_eq!(t[0].1, None, "kwok's carried-over stamp is not the transition's");
+        let t = node_transitions(Some(&ready), &lost);
+        assert_eq!(t[0].1, at("2026-01-01T00:01:00Z"));
+        let back = NodeState { ready_since: at("2026-01-01T00:02:00Z"), ..ready };
+        assert_eq!(node_transitions(Some(&lost), &back)[0].1, at("2026-01-01T00:02:00Z"));
+    }
+
+    #[test]
     fn claim_conditions_come_in_lifecycle_order() {
         let mut c = ClaimState {
             name: "c".into(),
