@@ -1,6 +1,7 @@
 //! Cluster access: the client for the chosen kubeconfig context, the Karpenter types, Kubernetes scheduling rules
 //! (selectors, tolerations, placement, drain selection), and read-only look-ups.
 
+pub mod budgets;
 pub mod drain_selection;
 pub mod karpenter;
 pub mod marks;
@@ -30,7 +31,7 @@ pub const PERMISSIONS: &[(&str, &str, &[&str])] = &[
     ("", "configmaps", &["get"]),
     ("", "endpoints", &["get"]),
     ("discovery.k8s.io", "endpointslices", &["list"]),
-    ("policy", "poddisruptionbudgets", &["list"]),
+    ("policy", "poddisruptionbudgets", &["list", "watch"]),
     ("karpenter.sh", "nodepools", &["list", "watch"]),
     ("karpenter.sh", "nodeclaims", &["list", "watch"]),
     ("apps", "deployments", &["get", "patch"]),
