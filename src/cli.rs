@@ -600,6 +600,11 @@ mod tests {
     /// A cluster with no marks left by any run: every list is empty.
     fn unmarked(request: &Seen) -> Answer {
         match request.method.as_str() {
+            "GET" if request.uri.starts_with("/api/v1/nodes/") => Answer::Json(
+                200,
+                json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "hybrid-gpu-1"},
+                       "status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
+            ),
             "GET" => Answer::Json(200, json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": []})),
             _ => Answer::Json(200, json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "hybrid-gpu-1"}})),
         }

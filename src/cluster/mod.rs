@@ -2,6 +2,7 @@
 //! identity, the Karpenter types, Kubernetes scheduling rules
 //! (selectors, tolerations, placement, drain selection), and read-only look-ups.
 
+pub mod budgets;
 pub mod drain_selection;
 pub mod identity;
 pub mod karpenter;
@@ -36,7 +37,7 @@ pub const PERMISSIONS: &[(&str, &str, &[&str])] = &[
     ("", "namespaces[kube-system]", &["get"]),
     ("", "endpoints", &["get"]),
     ("discovery.k8s.io", "endpointslices", &["list"]),
-    ("policy", "poddisruptionbudgets", &["list"]),
+    ("policy", "poddisruptionbudgets", &["list", "watch"]),
     ("karpenter.sh", "nodepools", &["list", "watch"]),
     ("karpenter.sh", "nodeclaims", &["list", "watch"]),
     ("apps", "deployments", &["get", "patch"]),

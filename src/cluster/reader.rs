@@ -9,6 +9,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client};
 
 use super::Cluster;
+use super::budgets::BudgetWatch;
 use super::policy::{self, PolicyError, PolicyKind};
 use crate::domain::Cni;
 
@@ -65,6 +66,11 @@ impl Reader {
     pub async fn pod_deleted(&self, namespace: &str, name: &str, uid: &str) -> Result<(), kube::runtime::wait::Error> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         await_condition(api, name, conditions::is_deleted(uid)).await.map(|_| ())
+    }
+
+    /// Watches the PodDisruptionBudgets of these namespaces until the returned handle is dropped.
+    pub fn watch_budgets(&self, namespaces: impl IntoIterator<Item = String>) -> BudgetWatch {
+        BudgetWatch::start(&self.client, namespaces)
     }
 
     /// The host firewall kind a `cni` resolves to in this cluster.

@@ -2,6 +2,8 @@
 //! container, the container start and the model load, cut on the server's clock so each pod's parts add up to its
 //! startup, from its scheduling to its Ready.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -41,12 +43,13 @@ pub struct StartupPart {
 /// Every pod that became Ready on a fallback node between `after` and `before` (sequence numbers), with its parts.
 pub fn per_pod(obs: &[Observation], after: u64, before: u64) -> Startup {
     let in_window = |o: &&Observation| o.seq > after && o.seq < before;
+    let moments = PodMoments::of(obs);
     let mut pods: Vec<PodStartup> = obs
         .iter()
         .filter(in_window)
         .filter_map(|o| match &o.event {
             Event::PodReady { pod, node, role: NodeRole::Fallback, containers } => {
-                Some(one_pod(obs, pod, node, containers, o))
+                Some(one_pod(&moments, pod, node, containers, o))
             }
             _ => None,
         })
@@ -74,19 +77,52 @@ pub fn pod_event<'a>(obs: &'a [Observation], pod: &str, reason: &str, last: bool
     if last { matching.next_back() } else { matching.next() }
 }
 
+/// Each pod's first scheduling, first `Pulling` and last `Pulled` event, read in one pass: a long timeline holds
+/// hundreds of pods, and scanning it once per pod grows with their product.
+#[derive(Default)]
+struct PodMoments<'a> {
+    scheduled: HashMap<&'a str, DateTime<Utc>>,
+    pulling: HashMap<&'a str, &'a Observation>,
+    pulled: HashMap<&'a str, &'a Observation>,
+}
+
+impl<'a> PodMoments<'a> {
+    fn of(obs: &'a [Observation]) -> PodMoments<'a> {
+        let mut m = PodMoments::default();
+        for o in obs {
+            match &o.event {
+                Event::PodScheduled { pod, .. } => {
+                    m.scheduled.entry(pod.as_str()).or_insert_with(|| at(o));
+                }
+                Event::KubeEvent { object, reason, .. } => {
+                    let Some(pod) = object.strip_prefix("Pod/") else { continue };
+                    match reason.as_str() {
+                        "Pulling" => {
+                            m.pulling.entry(pod).or_insert(o);
+                        }
+                        "Pulled" => {
+                            m.pulled.insert(pod, o);
+                        }
+                        _ => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+        m
+    }
+}
+
 fn one_pod(
-    obs: &[Observation],
+    moments: &PodMoments<'_>,
     pod: &str,
     node: &str,
     containers: &[ContainerStart],
     ready: &Observation,
 ) -> PodStartup {
-    let scheduled = obs.iter().find_map(|o| match &o.event {
-        Event::PodScheduled { pod: p, .. } if p == pod => Some(at(o)),
-        _ => None,
-    });
-    let pulling = pod_event(obs, pod, "Pulling", false).map(at);
-    let pulled = pod_event(obs, pod, "Pulled", true);
+    let scheduled = moments.scheduled.get(pod).copied();
+    let pulling = moments.pulling.get(pod).map(|o| at(o));
+    let pulled = moments.pulled.get(pod).copied();
     let image_cached = pulling.is_none()
         && pulled.is_some_and(
             |o| matches!(&o.event, Event::KubeEvent { message, .. } if message.contains("already present")),

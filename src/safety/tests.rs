@@ -304,14 +304,27 @@ async fn a_node_not_back_after_its_cut_is_lifted_gets_its_last_resort_hook_in_th
     };
     journal_of(&path, &[labelled("back", "false"), labelled("locked-out", "true")]);
     let (cluster, handle) = Cluster::mock();
+    // The undo patches each node by name, then watches it (a list by name, then a watch, which breaks here).
     let server = serve(handle, |request| {
-        let ready = if request.uri.contains("/nodes/back") { "True" } else { "Unknown" };
-        let name = request.uri.split('/').nth(4).unwrap_or_default().split('?').next().unwrap_or_default().to_string();
-        Answer::Json(
-            200,
-            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
-                   "status": {"conditions": [{"type": "Ready", "status": ready}]}}),
-        )
+        let name = match request.uri.split_once("metadata.name%3D") {
+            Some((_, rest)) => rest.split('&').next(),
+            None => request.uri.split('/').nth(4).and_then(|n| n.split('?').next()),
+        };
+        let name = name.unwrap_or_default().to_string();
+        let ready = if name == "back" { "True" } else { "Unknown" };
+        let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+                          "status": {"conditions": [{"type": "Ready", "status": ready}]}});
+        if request.uri.contains("watch=true") {
+            Answer::Unreachable
+        } else if request.uri.contains("fieldSelector") {
+            Answer::Json(
+                200,
+                json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {"resourceVersion": "1"},
+                                     "items": [node]}),
+            )
+        } else {
+            Answer::Json(200, node)
+        }
     });
     let timeline = Timeline::in_memory();
     let mutator = Mutator::new(cluster, Journal::create(&path).unwrap(), timeline.clone(), RUN.into());
@@ -340,11 +353,18 @@ fn node_with(name: &str, ready: &str, unschedulable: bool) -> Value {
            "status": {"conditions": [{"type": "Ready", "status": ready}]}})
 }
 
-/// An API server whose node list shows `nodes()`; PATCHes succeed, other lists are empty.
+/// An API server whose nodes are `nodes()`, listed or read one by one; PATCHes succeed, other lists are empty.
 fn cluster_showing(nodes: impl Fn() -> Vec<Value> + Send + 'static) -> impl FnMut(&Seen) -> Answer + Send + 'static {
     move |request| match (request.method.as_str(), request.uri.split('?').next().unwrap_or_default()) {
         ("GET", "/api/v1/nodes") => {
             Answer::Json(200, json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": nodes()}))
+        }
+        ("GET", path) if path.starts_with("/api/v1/nodes/") => {
+            let name = &path["/api/v1/nodes/".len()..];
+            nodes()
+                .into_iter()
+                .find(|n| n["metadata"]["name"] == name)
+                .map_or_else(|| status(404, "NotFound"), |n| Answer::Json(200, n))
         }
         ("GET", _) => Answer::Json(200, json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": []})),
         _ => Answer::Json(200, node_with("hybrid-gpu-1", "True", false)),

@@ -5,6 +5,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, Patch};
+use kube::runtime::wait::await_condition;
 use serde_json::json;
 
 use super::MutationError;
@@ -99,8 +100,8 @@ impl Transient for UndoError {
     }
 }
 
-/// How often an undo looks at a node it waits for.
-const NODE_POLL: Duration = Duration::from_secs(2);
+/// How soon an undo watches again a node it waits for after the watch broke.
+const WATCH_RETRY: Duration = Duration::from_secs(1);
 
 impl Undo {
     /// One attempt; whatever is already undone (a 404) counts as undone. `Some(command)` when a last-resort hook had
@@ -160,14 +161,14 @@ async fn unlabel_node(
     }
     let Some(hook) = last_resort else { return Ok(None) };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(hook.after_seconds);
+    // Watch-driven: the node is Ready the moment the watch says so; a broken watch is opened again until the deadline.
     loop {
-        if nodes.get_opt(node).await.ok().flatten().is_some_and(|n| is_ready(&n)) {
-            return Ok(None);
+        let ready = await_condition(nodes.clone(), node, |n: Option<&Node>| n.is_some_and(is_ready));
+        match tokio::time::timeout_at(deadline, ready).await {
+            Ok(Ok(_)) => return Ok(None),
+            Ok(Err(_)) => tokio::time::sleep(WATCH_RETRY).await,
+            Err(_) => break,
         }
-        if tokio::time::Instant::now() >= deadline {
-            break;
-        }
-        tokio::time::sleep(NODE_POLL).await;
     }
     let command = hook.command.join(" ");
     let failed = |code: Option<i32>, outcome: String| UndoError::LastResort {

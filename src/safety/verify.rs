@@ -155,12 +155,17 @@ async fn read_leftovers(cluster: &Cluster, scope: &RestoreScope, journal: &Journ
         object: what.into(),
         left: format!("could not be read: {}", first_line(&e.to_string())),
     };
+    // Each node in scope by name, not a list of every node: the check repeats while it waits, and a list would grow
+    // with the cluster. A node that is gone has nothing of the run left on it.
     let nodes: Api<Node> = Api::all(cluster.client.clone());
-    let all = ListParams::default();
-    let mut left = match transient_retry(|| nodes.list(&all)).await {
-        Ok(list) => node_leftovers(scope, journal, &list.items),
-        Err(e) => return vec![unreadable("nodes", e)],
-    };
+    let mut read = Vec::new();
+    for name in scope.nodes.union(&journal.named) {
+        match transient_retry(|| nodes.get_opt(name)).await {
+            Ok(node) => read.extend(node),
+            Err(e) => return vec![unreadable(&format!("node/{name}"), e)],
+        }
+    }
+    let mut left = node_leftovers(scope, journal, &read);
     let labelled = ListParams::default().labels(&marks::label_selector(scope.run.as_ref()));
     for kind in policy::ALL {
         let api = kind.api(&cluster.client, None);

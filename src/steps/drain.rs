@@ -1,7 +1,8 @@
 //! The native drain, kubectl drain's semantics: cordon, then evict through the Eviction API exactly the pods the
 //! plan listed (the shared selection: no DaemonSet, mirror, finished or protected-namespace pod; bare and emptyDir
-//! pods only with their flag), all nodes at once. A budget's block is retried until the step's deadline, throttling
-//! after its Retry-After; any other refusal fails the step at once.
+//! pods only with their flag), all nodes at once. A budget's block is retried the moment the budget's status allows a
+//! disruption (watched), with a timer as the safety net, until the step's deadline; throttling after its Retry-After;
+//! any other refusal fails the step at once.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -12,8 +13,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{StepContext, StepError, StepSuccess};
+use crate::cluster::budgets::BudgetWatch;
 use crate::cluster::drain_selection::{DrainFlags, DrainPod, DrainSelection};
-use crate::safety::{Eviction, eviction_refusal};
+use crate::safety::{Eviction, Mutator, eviction_refusal};
 use crate::timeline::{Event, FaultKind};
 
 /// How the eviction of one pod ended.
@@ -55,11 +57,13 @@ pub async fn drain(
     }
     let targets = &selection.evict;
     ctx.progress.waiting(&format!("evicting {} pods from {} nodes", targets.len(), ctx.on_prem_nodes.len()));
+    // Started before the first eviction so that its listing is in by the time a budget first says no.
+    let budgets = ctx.reader.watch_budgets(targets.iter().map(|t| t.pod.namespace().unwrap_or_default()));
     let (stop, stopped) = watch::channel(false);
     let results = join_all(targets.iter().map(|target| {
-        let (stop, mut stopped) = (&stop, stopped.clone());
+        let (stop, mut stopped, budgets) = (&stop, stopped.clone(), &budgets);
         async move {
-            let outcome = evict_until_done(ctx, target, deadline, &mut stopped).await;
+            let outcome = evict_until_done(ctx.mutator, budgets, target, deadline, &mut stopped).await;
             if matches!(outcome, Outcome::Fatal(_)) {
                 let _ = stop.send(true);
             }
@@ -127,9 +131,15 @@ fn summary(nodes: &[String], selection: &DrainSelection) -> String {
     message
 }
 
-/// Evicts one pod: backs off while a budget says no, waits out throttling, stops at a final refusal.
+/// How long a blocked eviction waits at most for its budget's watch before asking again anyway: the watch may have
+/// missed the change (a gap it has not yet relisted through).
+const SAFETY_NET: Duration = Duration::from_secs(10);
+
+/// Evicts one pod: asks again when a budget that said no allows a disruption (or, unwatched, with backoff), waits out
+/// throttling, stops at a final refusal.
 async fn evict_until_done(
-    ctx: &StepContext<'_>,
+    mutator: &Mutator,
+    budgets: &BudgetWatch,
     target: &DrainPod,
     deadline: Instant,
     stopped: &mut watch::Receiver<bool>,
@@ -137,33 +147,159 @@ async fn evict_until_done(
     let (namespace, name) = (target.pod.namespace().unwrap_or_default(), target.pod.name_any());
     let mut backoff = Duration::from_secs(1);
     loop {
-        let eviction = match ctx.mutator.evict(&namespace, &name, &target.node).await {
+        // The budgets' versions as the request leaves: the refusal was made under a status at least this new.
+        let before = budgets.current().versions(&namespace);
+        let eviction = match mutator.evict(&namespace, &name, &target.node).await {
             Ok(eviction) => eviction,
             Err(e) => return Outcome::Fatal(e.to_string()),
         };
-        let (wait, last) = match &eviction {
+        let (wait, watched, last) = match &eviction {
             Eviction::Evicted | Eviction::AlreadyGone => return Outcome::Evicted,
             Eviction::Blocked { pdb, .. } => {
-                let wait = backoff;
-                backoff = (backoff * 2).min(Duration::from_secs(10));
-                let pdb = pdb.clone().unwrap_or_else(|| "(not found by selector)".into());
-                (wait, Outcome::Pending { blocker: format!("PodDisruptionBudget {pdb} blocked") })
+                let names: Vec<String> = pdb.iter().flat_map(|p| p.split(", ")).map(str::to_string).collect();
+                let blocker =
+                    format!("PodDisruptionBudget {} blocked", pdb.as_deref().unwrap_or("(not found by selector)"));
+                let wait = if budgets.current().covers(&namespace, &names) {
+                    SAFETY_NET
+                } else {
+                    let wait = backoff;
+                    backoff = (backoff * 2).min(SAFETY_NET);
+                    wait
+                };
+                (wait, names, Outcome::Pending { blocker })
             }
             // Not a budget: the API server is shedding load and says when to come back.
             Eviction::Throttled { retry_after, message } => {
                 let blocker = format!("API server throttling (429: {message}) held up");
-                (retry_after.unwrap_or(backoff), Outcome::Pending { blocker })
+                (retry_after.unwrap_or(backoff), Vec::new(), Outcome::Pending { blocker })
             }
             Eviction::MultipleBudgets { .. } | Eviction::Refused { .. } => {
                 return Outcome::Fatal(eviction_refusal(&eviction));
             }
         };
-        if Instant::now() + wait >= deadline {
+        let now = Instant::now();
+        if now >= deadline {
             return last;
         }
+        let budget_allows = async {
+            if watched.is_empty() {
+                std::future::pending::<()>().await;
+            }
+            budgets.allowed(&namespace, &watched, &before).await;
+        };
         tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
+            _ = tokio::time::sleep_until(deadline.min(now + wait)) => {
+                if now + wait >= deadline {
+                    return last;
+                }
+            }
+            _ = budget_allows => {}
             _ = stopped.wait_for(|stop| *stop) => return Outcome::Stopped,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http::{Request, Response};
+    use kube::client::Body;
+    use serde_json::{Value, json};
+    use tower_test::mock::{Handle, SendResponse};
+
+    use super::*;
+    use crate::cluster::Cluster;
+    use crate::cluster::drain_selection::Loss;
+    use crate::safety::journal::Journal;
+    use crate::timeline::Timeline;
+
+    const BUDGETS: &str = "/apis/policy/v1/namespaces/inference/poddisruptionbudgets";
+
+    fn budget(version: &str, allowed: i32) -> Value {
+        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+               "metadata": {"name": "llm-inference", "namespace": "inference", "resourceVersion": version},
+               "spec": {"maxUnavailable": 2, "selector": {"matchLabels": {"app": "llm-inference"}}},
+               "status": {"disruptionsAllowed": allowed, "currentHealthy": 2, "desiredHealthy": 2, "expectedPods": 4}})
+    }
+
+    fn answer(send: SendResponse<Response<Body>>, code: u16, body: &Value) {
+        send.send_response(Response::builder().status(code).body(Body::from(body.to_string().into_bytes())).unwrap());
+    }
+
+    /// What the Eviction API answers while the budget allows no disruption.
+    fn blocked() -> Value {
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 429, "reason": "TooManyRequests",
+               "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+               "details": {"causes": [{"reason": "DisruptionBudget",
+                   "message": "The disruption budget llm-inference needs 2 healthy pods and has 2 currently"}]}})
+    }
+
+    /// Plays the API server for one blocked pod: lists the budget allowing nothing, refuses the first eviction, then,
+    /// if `allow_after_refusal`, answers the budget's watch with a status allowing one disruption at once. Returns
+    /// when the eviction is accepted, with the evictions' times since the start.
+    async fn play(mut handle: Handle<Request<Body>, Response<Body>>, allow_after_refusal: bool) -> Vec<Duration> {
+        let start = Instant::now();
+        let (mut evictions, mut held_watches) = (Vec::new(), Vec::new());
+        while let Some((request, send)) = handle.next_request().await {
+            let uri = request.uri().to_string();
+            if uri.starts_with(BUDGETS) && uri.contains("watch=true") {
+                // A watch is answered only when the budget changes: until then the connection stays open.
+                held_watches.push(send);
+            } else if uri.starts_with(BUDGETS) {
+                let list = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudgetList",
+                                  "metadata": {"resourceVersion": "10"}, "items": [budget("10", 0)]});
+                answer(send, 200, &list);
+            } else if uri.starts_with("/api/v1/namespaces/inference/pods/gpu-0/eviction") {
+                evictions.push(start.elapsed());
+                if evictions.len() > 1 {
+                    answer(send, 201, &json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}));
+                    return evictions;
+                }
+                answer(send, 429, &blocked());
+                if allow_after_refusal {
+                    // A replacement turned Ready: the disruption controller's status update, as the watch delivers it.
+                    let modified = json!({"type": "MODIFIED", "object": budget("11", 1)}).to_string();
+                    let watch = held_watches.pop().expect("the budget is watched before the first eviction");
+                    watch.send_response(Response::new(Body::from(modified.into_bytes())));
+                }
+            } else {
+                answer(send, 404, &json!({"kind": "Status", "code": 404, "reason": "NotFound"}));
+            }
+        }
+        panic!("the client went away before the eviction was accepted: {evictions:?}");
+    }
+
+    /// Evicts the pod gpu-0 under the lab's budget against [`play`]; returns when each eviction was asked.
+    async fn drain_one(allow_after_refusal: bool) -> Vec<Duration> {
+        let dir = tempfile::tempdir().unwrap();
+        let (cluster, handle) = Cluster::mock();
+        let journal = Journal::create(&dir.path().join("journal.jsonl")).unwrap();
+        let mutator = Mutator::new(cluster.clone(), journal, Timeline::in_memory(), "drain-1".into());
+        let server = tokio::spawn(play(handle, allow_after_refusal));
+        let budgets = cluster.reader().watch_budgets(["inference".to_string()]);
+        let names = ["llm-inference".to_string()];
+        while !budgets.current().covers("inference", &names) {
+            tokio::task::yield_now().await;
+        }
+        let pod = serde_json::from_value(json!({"metadata": {"name": "gpu-0", "namespace": "inference"}})).unwrap();
+        let target = DrainPod { pod, node: "hybrid-0".into(), loss: Loss::default() };
+        let (_stop, mut stopped) = watch::channel(false);
+        let deadline = Instant::now() + Duration::from_secs(600);
+        let outcome = evict_until_done(&mutator, &budgets, &target, deadline, &mut stopped).await;
+        assert!(matches!(outcome, Outcome::Evicted));
+        drop((budgets, mutator, cluster));
+        server.await.unwrap()
+    }
+
+    // Paused time: the clock moves only when every task waits, so a retry at 0 s was not a timer's.
+    #[tokio::test(start_paused = true)]
+    async fn a_blocked_eviction_is_asked_again_when_its_budget_allows_not_when_a_timer_fires() {
+        let asked = drain_one(true).await;
+        assert_eq!(asked, [Duration::ZERO, Duration::ZERO], "the retry waited for a timer");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_a_status_change_the_timer_is_the_safety_net() {
+        let asked = drain_one(false).await;
+        assert_eq!(asked, [Duration::ZERO, SAFETY_NET]);
     }
 }
