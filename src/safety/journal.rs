@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::alertmanager::Matcher;
 use crate::cluster::policy::PolicyRef;
 
 /// A change the tool makes to a cluster. What undoes each one is in `undo.rs`.
@@ -46,6 +47,15 @@ pub enum Mutation {
         recover: Vec<String>,
         timeout_seconds: u64,
     },
+    /// Create an Alertmanager silence for the alerts the drill causes; undone by expiring every silence with this
+    /// comment and these matchers (its id is only known once it is made, so a crash in between leaves it findable).
+    Silence {
+        alertmanager: String,
+        matchers: Vec<Matcher>,
+        comment: String,
+        /// When Alertmanager ends it by itself, should no one expire it.
+        ends_at: DateTime<Utc>,
+    },
 }
 
 /// A node's way back when lifting a cut does not bring it back: the drill's hook, `{node}` already expanded.
@@ -71,6 +81,10 @@ impl Mutation {
             Mutation::FailNode { node: Some(node), .. } => ("fail".into(), format!("node/{node}")),
             Mutation::FailNode { step, command, .. } => {
                 ("fail".into(), format!("nodes ({step}: {})", command.join(" ")))
+            }
+            Mutation::Silence { alertmanager, matchers, .. } => {
+                let matchers: Vec<String> = matchers.iter().map(Matcher::to_string).collect();
+                ("silence".into(), format!("{{{}}} in {alertmanager}", matchers.join(", ")))
             }
         }
     }
