@@ -167,7 +167,7 @@ async fn post(hook: &Webhook, body: &serde_json::Value) -> Result<(), String> {
             format!("no answer within {}", humantime::format_duration(hook.timeout))
         } else {
             // reqwest's message names the URL, which may hold the webhook's secret; its causes do not.
-            std::error::Error::source(&e).map(|cause| error_chain(cause)).unwrap_or_else(|| "request failed".into())
+            std::error::Error::source(&e).map(error_chain).unwrap_or_else(|| "request failed".into())
         }
     })?;
     let status = response.status();
