@@ -346,4 +346,20 @@ mod tests {
         assert!(error.contains("line 2"), "{error}");
         assert!(Journal::create(&path).is_err());
     }
+
+    #[test]
+    fn a_silence_is_journalled_with_what_finds_it_again_and_needs_undoing() {
+        let m = Mutation::Silence {
+            alertmanager: "http://am:9093".into(),
+            matchers: vec![Matcher::parse(r#"alertname="KubeNodeNotReady""#).unwrap()],
+            comment: "Q3 [hybrid-drill run d-1]".into(),
+            ends_at: "2026-12-03T11:00:00Z".parse().unwrap(),
+        };
+        let line = serde_json::to_value(&m).unwrap();
+        assert_eq!(line["action"], "silence");
+        assert_eq!(line["matchers"][0]["isRegex"], false);
+        assert_eq!(serde_json::from_value::<Mutation>(line).unwrap(), m);
+        assert_eq!(m.describe(), ("silence".into(), r#"{alertname="KubeNodeNotReady"} in http://am:9093"#.into()));
+        assert!(m.needs_undo());
+    }
 }
