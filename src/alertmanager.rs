@@ -237,8 +237,8 @@ impl Alertmanager {
         let json = serde_json::to_vec(&silence).unwrap_or_default();
         let body = self.send(request.body(json), &url).await?;
         #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
         struct Created {
+            #[serde(rename = "silenceID")]
             silence_id: String,
         }
         serde_json::from_str::<Created>(&body)
@@ -337,6 +337,20 @@ mod tests {
     fn a_runs_comment_carries_its_id() {
         assert_eq!(run_comment(Some(" Q3 drill "), "d-1"), "Q3 drill [hybrid-drill run d-1]");
         assert_eq!(run_comment(None, "d-1"), "failure drill in progress [hybrid-drill run d-1]");
+    }
+
+    /// A live Alertmanager when `HYBRID_DRILL_TEST_ALERTMANAGER` names one (the lab's: http://127.0.0.1:29093).
+    #[tokio::test]
+    async fn a_silence_is_created_found_and_expired_when_an_alertmanager_is_given() {
+        let Ok(url) = std::env::var("HYBRID_DRILL_TEST_ALERTMANAGER") else { return };
+        let am = Alertmanager::new(&url).unwrap();
+        let matchers = vec![m(r#"node=~"hybrid-gpu-.*""#), m(r#"alertname="KubeNodeNotReady""#)];
+        let comment = format!("unit test [hybrid-drill run {}]", std::process::id());
+        let id = am.create(&matchers, &comment, Utc::now() + chrono::Duration::hours(1)).await.unwrap();
+        let reversed: Vec<Matcher> = matchers.iter().rev().cloned().collect();
+        assert_eq!(am.expire_matching(&reversed, &comment).await.unwrap(), [id.clone()]);
+        assert_eq!(am.expire_matching(&matchers, &comment).await.unwrap(), Vec::<String>::new());
+        am.expire(&id).await.unwrap();
     }
 
     #[test]
