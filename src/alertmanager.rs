@@ -348,7 +348,7 @@ mod tests {
         let comment = format!("unit test [hybrid-drill run {}]", std::process::id());
         let id = am.create(&matchers, &comment, Utc::now() + chrono::Duration::hours(1)).await.unwrap();
         let reversed: Vec<Matcher> = matchers.iter().rev().cloned().collect();
-        assert_eq!(am.expire_matching(&reversed, &comment).await.unwrap(), [id.clone()]);
+        assert_eq!(am.expire_matching(&reversed, &comment).await.unwrap(), std::slice::from_ref(&id));
         assert_eq!(am.expire_matching(&matchers, &comment).await.unwrap(), Vec::<String>::new());
         am.expire(&id).await.unwrap();
     }
