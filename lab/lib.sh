@@ -44,9 +44,12 @@ KWOK_PORT=20247
 KARPENTER_METRICS_PORT=20080
 KARPENTER_HEALTH_PORT=20081
 TOKEN_WEBHOOK_PORT=20443
+# The Prometheus parts drills talk to: Alertmanager (silences) and the Pushgateway (metrics), at their usual ports + 20000.
+ALERTMANAGER_PORT=29093
+PUSHGATEWAY_PORT=29091
 # Start order; down stops them in reverse. host-firewall (lab/host-firewall-stand-in) and token-webhook
 # (lab/token-webhook) are lab stand-ins, scripts in lab/, not binaries.
-COMPONENTS="etcd token-webhook kube-apiserver kube-controller-manager kube-scheduler kwok karpenter host-firewall"
+COMPONENTS="etcd token-webhook kube-apiserver kube-controller-manager kube-scheduler kwok karpenter host-firewall alertmanager pushgateway"
 STAND_IN_HOST_FIREWALL=$LAB_DIR/host-firewall-stand-in
 STAND_IN_TOKEN_WEBHOOK=$LAB_DIR/token-webhook
 # Karpenter is built from lab/karpenter-kwok/main.go (kwok's main plus instance types that run out of capacity): the

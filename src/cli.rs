@@ -3,11 +3,11 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
 use crate::cluster::marks::RunId;
 use crate::cluster::{self, Cluster, Target};
-use crate::drill;
+use crate::drill::{self, NotifyFormat, Webhook};
 use crate::exit::{EXIT_INVALID, EXIT_LOCKED, EXIT_OBJECTIVE_MISSED, EXIT_PASSED, EXIT_RESTORE_FAILED};
 use crate::preflight;
 use crate::report::history::{self, History};
@@ -27,6 +27,8 @@ Examples:
   hybrid-drill history reports                   every run of each drill, changes and regressions
   hybrid-drill identify                          the cluster's context and kube-system UID, for spec.cluster
   hybrid-drill schema > drill.schema.json        JSON Schema for editors
+  hybrid-drill completions bash > ~/.local/share/bash-completion/completions/hybrid-drill
+  hybrid-drill man | man -l -                    this manual page
 
 Exit codes:
   0  drill passed: every step ran and every objective was met
@@ -94,6 +96,11 @@ drill restores the cluster and still writes its report.")]
         /// is a warning in the report, not a failed drill.
         #[arg(long, value_name = "URL", env = "HYBRID_DRILL_PUSHGATEWAY")]
         pushgateway: Option<String>,
+        /// Also tell this webhook of the start, each missed objective, an abort and the end: `URL` gets the plain
+        /// JSON event, `slack=URL` Slack's incoming-webhook message. Repeatable; the variable takes a comma-separated
+        /// list (keep a secret URL there rather than in the drill file, which every run directory copies).
+        #[arg(long, value_name = "[slack=]URL", env = "HYBRID_DRILL_NOTIFY", value_delimiter = ',', value_parser = notify_flag)]
+        notify: Vec<Webhook>,
     },
     /// Re-render a past run from its run directory (report.json, and timeline.jsonl for the event markers).
     #[command(after_help = "Formats: md (report.md), html (report.html: a self-contained page with the timeline), \
@@ -167,6 +174,22 @@ cluster. Touches nothing.")]
     Identify,
     /// Print the JSON Schema of the drill file format, for editors.
     Schema,
+    /// Print the shell completion script for SHELL.
+    #[command(after_help = "Install: bash `hybrid-drill completions bash > \
+~/.local/share/bash-completion/completions/hybrid-drill`; zsh `hybrid-drill completions zsh > \
+\"${fpath[1]}/_hybrid-drill\"`; fish `hybrid-drill completions fish > ~/.config/fish/completions/hybrid-drill.fish`.")]
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff); with --dir, write one page per command there instead.
+    #[command(after_help = "Read it: `hybrid-drill man | man -l -`. Install: `hybrid-drill man --dir \
+/usr/local/share/man/man1` writes hybrid-drill.1 and hybrid-drill-COMMAND.1 for each command.")]
+    Man {
+        /// Write hybrid-drill.1 and a page per command (hybrid-drill-run.1, ...) into this directory.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 pub fn main() -> ExitCode {
@@ -179,9 +202,9 @@ pub fn main() -> ExitCode {
             println!("{}", serde_json::to_string_pretty(&drill::json_schema()).unwrap_or_default());
             EXIT_PASSED
         }
-        Command::Run { file, yes, dry_run, output, reports_dir, pushgateway } => {
-            let opts =
-                RunOptions { target, yes, dry_run, json: output == OutputFormat::Json, reports_dir, pushgateway };
+        Command::Run { file, yes, dry_run, output, reports_dir, pushgateway, notify } => {
+            let json = output == OutputFormat::Json;
+            let opts = RunOptions { target, yes, dry_run, json, reports_dir, pushgateway, notify };
             block_on(run_command(&file, opts))
         }
         Command::Report { run_dir, format, pushgateway } => report_command(&run_dir, format, pushgateway.as_deref()),
@@ -193,8 +216,52 @@ pub fn main() -> ExitCode {
         }
         Command::Recover { run_dir, reports_dir } => block_on(recover_command(run_dir, &reports_dir, &target)),
         Command::Identify => block_on(identify_command(&target)),
+        Command::Completions { shell } => {
+            print!("{}", completions(shell));
+            EXIT_PASSED
+        }
+        Command::Man { dir } => man_command(dir.as_deref()),
     };
     ExitCode::from(code)
+}
+
+/// `--notify [slack=|json=]URL`: a webhook with the default timeout.
+fn notify_flag(text: &str) -> Result<Webhook, String> {
+    let (format, url) = match text.split_once('=') {
+        Some(("slack", url)) => (NotifyFormat::Slack, url),
+        Some(("json", url)) => (NotifyFormat::Json, url),
+        _ => (NotifyFormat::Json, text),
+    };
+    let url = crate::http::service_url(url)?;
+    Ok(Webhook { url, format, timeout: crate::notify::DEFAULT_TIMEOUT })
+}
+
+/// The completion script for `shell`. clap_complete 4.6 names the bash case labels of a hyphenated binary's
+/// subcommands differently from the states it sets (`hybrid__subcmd__drill__subcmd__run` against
+/// `hybrid__drill__subcmd__run`), so no subcommand's flags would complete: the labels are put right here.
+fn completions(shell: clap_complete::Shell) -> String {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "hybrid-drill", &mut script);
+    let script = String::from_utf8_lossy(&script).into_owned();
+    match shell {
+        clap_complete::Shell::Bash => script.replace("hybrid__subcmd__drill", "hybrid__drill"),
+        _ => script,
+    }
+}
+
+/// The manual page on stdout, or every page (one per command) written into `dir`.
+fn man_command(dir: Option<&Path>) -> u8 {
+    let written = match dir {
+        None => clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout()),
+        Some(dir) => std::fs::create_dir_all(dir).and_then(|()| clap_mangen::generate_to(Cli::command(), dir)),
+    };
+    match written {
+        Ok(()) => EXIT_PASSED,
+        Err(e) => {
+            eprintln!("error: cannot write the manual page: {e}");
+            EXIT_INVALID
+        }
+    }
 }
 
 fn init_tracing(verbose: u8) {

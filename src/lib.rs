@@ -1,11 +1,14 @@
 //! hybrid-drill: failure drills for hybrid GPU clusters with a Karpenter cloud fallback, measured phase by phase.
 
+pub mod alertmanager;
 pub mod cli;
 pub mod cluster;
 pub mod domain;
 pub mod drill;
 pub mod exit;
+mod http;
 pub mod monitor;
+pub mod notify;
 pub mod phases;
 pub mod plan;
 pub mod preflight;

@@ -467,6 +467,18 @@ will abort the drill once the fallback holds them; raise the ceiling or move tho
         if let Some(warning) = self.gpu_ceiling_warning() {
             out.push_str(&format!("  WARNING: {warning}\n"));
         }
+        for silence in &drill.spec.silences {
+            let matchers: Vec<String> = silence.matchers.iter().map(ToString::to_string).collect();
+            out.push_str(&format!(
+                "  silence in {} from the fault to the end: {{{}}}\n",
+                silence.alertmanager,
+                matchers.join(", ")
+            ));
+        }
+        if !drill.spec.notify.is_empty() {
+            let hooks: Vec<String> = drill.spec.notify.iter().map(|h| h.shown()).collect();
+            out.push_str(&format!("  webhooks told: {}\n", hooks.join(", ")));
+        }
         if let Some(delay) = self.eviction_delay() {
             out.push_str(&format!("  {delay}"));
         }

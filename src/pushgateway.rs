@@ -23,10 +23,7 @@ pub enum PushError {
 /// The group URL of a drill's metrics under a Pushgateway base URL.
 fn group_url(base: &str, drill: &str) -> Result<reqwest::Url, PushError> {
     let invalid = |reason: String| PushError::Url { url: base.into(), reason };
-    let mut url = reqwest::Url::parse(base).map_err(|e| invalid(e.to_string()))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(invalid("use http:// or https://".into()));
-    }
+    let mut url = crate::http::service_url(base).map_err(invalid)?;
     url.path_segments_mut().map_err(|()| invalid("not a base URL".into()))?.pop_if_empty().extend([
         "metrics",
         "job",
@@ -41,10 +38,8 @@ pub async fn push(base: &str, report: &Report) -> Result<(), PushError> {
     let url = group_url(base, &report.drill.name)?;
     let metrics = prometheus::render(report).map_err(PushError::Encode)?;
     let shown = url.to_string();
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .map_err(|e| PushError::Send { url: shown.clone(), reason: error_chain(&e) })?;
+    let client = crate::http::client(Duration::from_secs(10))
+        .map_err(|reason| PushError::Send { url: shown.clone(), reason })?;
     let response = client
         .put(url)
         .header(reqwest::header::CONTENT_TYPE, prometheus::CONTENT_TYPE)

@@ -12,8 +12,9 @@ use tokio::task::JoinHandle;
 
 use crate::cluster::lease::{Claimant, this_host};
 use crate::cluster::{self, Cluster, ClusterError, Reader, Target};
-use crate::drill::{Action, Drill, LoadedDrill, ReturnAction, WorkloadRef};
+use crate::drill::{Action, Drill, LoadedDrill, ReturnAction, Webhook, WorkloadRef};
 use crate::monitor::Monitor;
+use crate::notify::{self, Notice, Notifier};
 use crate::phases;
 use crate::plan::{self, Plan, PlanError};
 use crate::preflight;
@@ -36,6 +37,8 @@ pub struct RunOptions {
     pub reports_dir: PathBuf,
     /// Push the run's metrics to this Pushgateway once the drill is over.
     pub pushgateway: Option<String>,
+    /// Webhooks told of the run besides the drill's own `spec.notify`.
+    pub notify: Vec<Webhook>,
 }
 
 /// Problems found before anything was touched.
@@ -150,6 +153,7 @@ struct Run<'a> {
     mutator: Mutator,
     lock: Lock,
     warnings: Warnings,
+    notifier: Notifier,
 }
 
 impl<'a> Run<'a> {
@@ -206,7 +210,14 @@ impl<'a> Run<'a> {
             progress.line(delay.trim_end());
         }
         let monitor = Monitor::start(drill, &view, &timeline);
+        let hooks = drill.spec.notify.iter().chain(&opts.notify).cloned().collect();
+        let notifier = Notifier::new(&drill.metadata.name, &run_id, hooks);
         let mut warnings = Warnings { timeline: timeline.clone() };
+        let started = Notice::Started { context: cluster.context.clone(), run_dir: dir.display().to_string() };
+        for warning in notifier.send(&started).await {
+            progress.line(&format!("WARNING: {warning}"));
+            warnings.raise(warning);
+        }
         for warning in
             lock.took_over.clone().into_iter().chain(plan.split_brain_warning()).chain(plan.gpu_ceiling_warning())
         {
@@ -229,6 +240,7 @@ impl<'a> Run<'a> {
             mutator,
             lock,
             warnings,
+            notifier,
         })
     }
 
@@ -248,7 +260,14 @@ impl<'a> Run<'a> {
         };
         let deadline = drill.spec.guards.deadline;
         let run_steps = async {
+            let mut silenced = false;
             for (i, step) in drill.spec.steps.iter().enumerate() {
+                if step.action.is_fault() && !silenced {
+                    silenced = true;
+                    if let Err(e) = silence(&ctx, deadline).await {
+                        return Stop::StepFailed(format!("step {} not started: {e}", step.id));
+                    }
+                }
                 progress.step(&format!("[{}/{}] {}", i + 1, drill.spec.steps.len(), step.id));
                 timeline.record(Event::StepStarted { step: step.id.clone(), action: step.action.name() });
                 let result = steps::run_step(&mut ctx, step).await;
@@ -288,6 +307,7 @@ impl<'a> Run<'a> {
         let mut stopped = Stopped { stop, restore_failed: false };
         let reason = match &stopped.stop {
             Stop::Completed => {
+                self.expire_silences().await;
                 stopped.restore_failed = !self.leave_nothing_behind().await;
                 return stopped;
             }
@@ -301,6 +321,7 @@ impl<'a> Run<'a> {
         };
         self.timeline.record(Event::Aborted { reason: reason.clone() });
         self.progress.line(&format!("aborting: {reason}; restoring the cluster"));
+        self.tell(&Notice::Aborted { reason: reason.clone() }).await;
         let notice = second_signal_notice(self.dir.clone(), self.progress.clone());
         let outcome = self.mutator.rollback_verified(safety::restore_wait(&self.cluster)).await;
         notice.abort();
@@ -313,6 +334,28 @@ impl<'a> Run<'a> {
         }
         self.fallback_still_running();
         stopped
+    }
+
+    /// Sends a notice; a webhook that did not take it is a warning.
+    async fn tell(&mut self, notice: &Notice) {
+        for warning in self.notifier.send(notice).await {
+            self.warnings.raise(warning);
+        }
+    }
+
+    /// At the end of a completed run, the silences end with the drill, whatever else the drill keeps. One that cannot
+    /// be expired stays outstanding (the rollback below or `recover` tries again) and ends by itself at its end time.
+    async fn expire_silences(&mut self) {
+        let outcome = self.mutator.expire_silences().await;
+        for expired in &outcome.undone {
+            self.progress.line(&format!("expired: {expired}"));
+        }
+        for (what, why) in outcome.failed {
+            self.warnings.raise(format!(
+                "{what} not expired: {why}; it ends by itself at its end time, or run `hybrid-drill recover {}`",
+                self.dir.display()
+            ));
+        }
     }
 
     /// Records what a checked rollback undid, verified and left; whether the cluster is restored.
@@ -471,11 +514,38 @@ impl<'a> Run<'a> {
             self.warnings.timeline.record(Event::Warning { message: format!("metrics not pushed: {e}") });
             report.warnings.push(format!("metrics not pushed: {e}"));
         }
+        let report_path = self.dir.join("report.md").display().to_string();
+        for notice in notify::end_notices(&report, &report_path) {
+            for warning in self.notifier.send(&notice).await {
+                self.warnings.timeline.record(Event::Warning { message: warning.clone() });
+                report.warnings.push(warning);
+            }
+        }
         let io = |source| SetupError::RunDir { path: self.dir.display().to_string(), source };
         write_reports(&self.dir, &report).map_err(io)?;
         Ok(RunResult { report, run_dir: self.dir })
     }
 }
+
+/// Creates the drill's silences, just before its fault: until the drill's deadline has passed (and a margin for the
+/// restore) should no one expire them.
+async fn silence(ctx: &StepContext<'_>, deadline: Duration) -> Result<(), crate::safety::MutationError> {
+    let until = Utc::now() + chrono::Duration::from_std(deadline + SILENCE_MARGIN).unwrap_or(chrono::Duration::days(1));
+    for spec in &ctx.drill.spec.silences {
+        let id = ctx.mutator.silence(spec, until).await?;
+        let matchers: Vec<String> = spec.matchers.iter().map(ToString::to_string).collect();
+        ctx.progress.line(&format!(
+            "silenced in {}: {{{}}} (silence {id}, ends by itself at {} unless expired first)",
+            spec.alertmanager,
+            matchers.join(", "),
+            until.format("%H:%M UTC")
+        ));
+    }
+    Ok(())
+}
+
+/// How long a silence outlives the drill's deadline: room for the restore after an abort.
+const SILENCE_MARGIN: Duration = Duration::from_secs(15 * 60);
 
 fn confirm(plan: &Plan, loaded: &LoadedDrill, context: &str, yes: bool) -> Result<(), SetupError> {
     if yes {

@@ -232,3 +232,99 @@ fn preflight_of_a_drill_refuses_another_context_and_an_unreachable_cluster() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stdout.is_empty() && stderr.starts_with("error: cannot reach the API server"), "{stderr}");
 }
+
+#[test]
+fn bash_completion_completes_commands_and_flags_when_sourced() {
+    let out = bin().args(["completions", "bash"]).output().unwrap();
+    let (script, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("hybrid-drill.bash");
+    std::fs::write(&file, &script).unwrap();
+    // What bash does on TAB: the function `complete -F` registered, called with the words typed so far.
+    let complete = |words: &str, cword: usize| {
+        let probe = format!(
+            "source {}; f=$(complete -p hybrid-drill | sed -n 's/.*-F \\([^ ]*\\) .*/\\1/p'); \
+             COMP_WORDS=({words}); COMP_CWORD={cword}; COMP_LINE='{words}'; COMP_POINT=${{#COMP_LINE}}; \
+             $f hybrid-drill \"${{COMP_WORDS[$COMP_CWORD]}}\" \"${{COMP_WORDS[$COMP_CWORD-1]}}\"; \
+             printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            file.display()
+        );
+        let out = Command::new("bash").args(["-c", &probe]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect::<Vec<_>>()
+    };
+    let commands = complete("hybrid-drill re", 1);
+    assert!(commands.contains(&"recover".into()) && commands.contains(&"report".into()), "{commands:?}");
+    let flags = complete("hybrid-drill run --no", 2);
+    assert!(flags.contains(&"--notify".into()), "{flags:?}");
+}
+
+#[test]
+fn zsh_and_fish_completions_name_every_command() {
+    for (shell, header) in [("zsh", "#compdef hybrid-drill"), ("fish", "complete -c hybrid-drill")] {
+        let out = bin().args(["completions", shell]).output().unwrap();
+        let (script, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        assert!(script.contains(header), "{shell}: {script}");
+        for command in ["run", "recover", "validate", "completions", "man"] {
+            assert!(script.contains(command), "{shell} completion lacks {command}");
+        }
+    }
+    let out = bin().args(["completions", "tcsh"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn the_man_page_renders_with_man_and_one_page_per_command_can_be_written() {
+    let out = bin().arg("man").output().unwrap();
+    let (roff, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(roff.starts_with(".ie \\n(.g .ds Aq") || roff.contains(".TH hybrid-drill 1"), "{roff}");
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("hybrid-drill.1");
+    std::fs::write(&page, &roff).unwrap();
+    // The page as a reader sees it: man's own formatter, plain text.
+    let shown =
+        Command::new("man").arg("-l").arg(&page).env("MANPAGER", "cat").env("MANWIDTH", "100").output().unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    for needle in ["hybrid-drill", "Failure drills for hybrid GPU clusters", "--kubeconfig", "recover", "Exit codes"] {
+        assert!(shown.contains(needle), "the rendered page lacks {needle}:\n{shown}");
+    }
+    let pages = dir.path().join("man1");
+    let out = bin().arg("man").arg("--dir").arg(&pages).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out).1);
+    for name in ["hybrid-drill.1", "hybrid-drill-run.1", "hybrid-drill-recover.1", "hybrid-drill-completions.1"] {
+        assert!(
+            pages.join(name).is_file(),
+            "no {name} in {:?}",
+            std::fs::read_dir(&pages).unwrap().collect::<Vec<_>>()
+        );
+    }
+    let run = std::fs::read_to_string(pages.join("hybrid-drill-run.1")).unwrap();
+    assert!(run.contains("pushgateway") && run.contains("notify"), "{run}");
+}
+
+#[test]
+fn a_misspelt_notify_format_is_located_and_suggested() {
+    let dir = tempfile::tempdir().unwrap();
+    let hook = "  notify:\n    - {url: 'http://events.example.internal:8080/', format: slak}\n  steps:\n";
+    let file = drain_with("  steps:\n", hook, dir.path());
+    let out = bin().arg("validate").arg(&file).output().unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("did you mean `slack`"), "{stderr}");
+    assert!(stderr.contains(&format!("drill.yaml:{}:", line_of(&file, "slak"))), "{stderr}");
+}
+
+#[test]
+fn a_bad_notify_flag_is_refused_before_anything_runs() {
+    let out = bin()
+        .args(["run", "drills/drain.yaml", "--notify", "hooks.example.com/x"])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("invalid value 'hooks.example.com/x' for '--notify"), "{stderr}");
+}

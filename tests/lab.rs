@@ -1086,3 +1086,178 @@ fn kubectl_drain_fails_at_once_when_admission_denies_an_eviction_or_two_budgets_
     kubectl(&["delete", "pdb", "-n", "inference", "llm-inference-extra"]);
     reset_lab();
 }
+
+/// A webhook on 127.0.0.1 that answers 200 to everything and keeps each request's body, until dropped.
+struct Webhook {
+    url: String,
+    received: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+    _endpoint: Endpoint,
+}
+
+impl Webhook {
+    fn serve() -> Webhook {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let received = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (flag, kept) = (stop.clone(), received.clone());
+        listener.set_nonblocking(true).unwrap();
+        std::thread::spawn(move || {
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                let Ok((mut stream, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                };
+                stream.set_nonblocking(false).unwrap();
+                stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                let body = loop {
+                    let n = stream.read(&mut buf).unwrap_or(0);
+                    request.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&request).into_owned();
+                    if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                        let length = head.lines().find_map(|l| {
+                            l.to_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap())
+                        });
+                        if body.len() >= length.unwrap_or(0) {
+                            break body.to_string();
+                        }
+                    }
+                    if n == 0 {
+                        break String::new();
+                    }
+                };
+                kept.lock().unwrap().push(serde_json::from_str(&body).unwrap_or(Value::String(body)));
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
+            }
+        });
+        Webhook { url, received, _endpoint: Endpoint { stop } }
+    }
+
+    fn received(&self) -> Vec<Value> {
+        self.received.lock().unwrap().clone()
+    }
+}
+
+/// GET from one of the lab's Prometheus parts (Alertmanager, the Pushgateway), as JSON.
+fn lab_api(url: &str) -> Value {
+    let out = Command::new("curl").args(["-sf", url]).output().unwrap();
+    assert!(out.status.success(), "GET {url} failed: is the lab up with Alertmanager and the Pushgateway?");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+const ALERTMANAGER: &str = "http://127.0.0.1:29093";
+const PUSHGATEWAY: &str = "http://127.0.0.1:29091";
+
+/// The lab's Alertmanager's silences whose comment starts with `comment`, as (id, state).
+fn silences(comment: &str) -> Vec<(String, String)> {
+    let all = lab_api(&format!("{ALERTMANAGER}/api/v2/silences"));
+    all.as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["comment"].as_str().is_some_and(|c| c.starts_with(comment)))
+        .map(|s| (s["id"].as_str().unwrap().to_string(), s["status"]["state"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+/// The drain drill with a silence of the nodes' NotReady alerts in the lab's Alertmanager, commented `comment`.
+fn silenced_drill(dir: &Path, comment: &str, edits: &[(&str, &str)]) -> PathBuf {
+    let silence = format!(
+        "  silences:\n    - alertmanager: {ALERTMANAGER}\n      matchers: ['alertname=\"KubeNodeNotReady\"', \
+         'node=~\"hybrid-gpu-.*\"']\n      comment: {comment}\n  steps:\n"
+    );
+    let mut all = vec![("  steps:\n", silence.as_str())];
+    all.extend_from_slice(edits);
+    drill_variant(dir, &all)
+}
+
+#[test]
+fn a_drill_tells_its_webhooks_holds_its_silence_and_its_metrics_reach_the_real_pushgateway() {
+    let _lab = lock_lab();
+    reset_lab();
+    let dir = tempfile::tempdir().unwrap();
+    let comment = format!("e2e-notify-{}", std::process::id());
+    // An objective no fallback meets, so the run also tells of a missed objective.
+    let file = silenced_drill(dir.path(), &comment, &[("provisioning: 8m", "provisioning: 1ms")]);
+    let (json, slack) = (Webhook::serve(), Webhook::serve());
+    let drill = Drill::new();
+    let child = drill
+        .command(&file)
+        .args(["--notify", &json.url, "--notify", &format!("slack={}", slack.url), "--pushgateway", PUSHGATEWAY])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut active = None;
+    eventually("the drill's silence active in Alertmanager", Duration::from_secs(240), || {
+        active = silences(&comment).into_iter().find(|(_, state)| state == "active");
+        active.is_some()
+    });
+    let (id, _) = active.unwrap();
+    assert!(drill.timeline_contains(r#""type":"drill-started""#));
+    let (out, report) = finish(child);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "the 1ms objective is missed: {report:#}\n{stderr}");
+    assert!(stderr.contains(&format!("silence {id}")), "{stderr}");
+    assert_eq!(silences(&comment), [(id, "expired".to_string())], "the silence outlived the drill");
+    let warnings = report["warnings"].to_string();
+    assert!(!warnings.contains("notification") && !warnings.contains("not pushed"), "{warnings}");
+
+    // Each message, in order, to both webhooks.
+    let run_dir = drill.run_dir().unwrap();
+    let events = json.received();
+    let kinds: Vec<&str> = events.iter().map(|e| e["event"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["started", "objective-missed", "finished"], "{events:#?}");
+    assert!(events.iter().all(|e| e["schema"] == "hybrid-drill.io/event/v1" && e["run_id"] == report["run_id"]));
+    assert_eq!(events[0]["run_dir"], run_dir.display().to_string());
+    assert_eq!(events[1]["phase"], "provisioning");
+    assert_eq!(events[1]["verdict"], "missed");
+    assert_eq!(events[2]["outcome"], "objective-missed");
+    let rto = report["phases"].as_array().unwrap().iter().find(|p| p["name"] == "rto").unwrap()["seconds"].clone();
+    assert_eq!(events[2]["rto_seconds"], rto);
+    assert!(Path::new(events[2]["report"].as_str().unwrap()).is_file(), "{}", events[2]);
+    let texts: Vec<String> = slack.received().iter().map(|m| m["text"].as_str().unwrap().to_string()).collect();
+    assert_eq!(texts.len(), 3, "{texts:?}");
+    assert!(texts[0].contains("*onprem-gpu-drain* started against `hybrid-lab`"), "{}", texts[0]);
+    assert!(texts[1].contains("missed its provisioning objective"), "{}", texts[1]);
+    assert!(texts[2].contains("finished: objective missed (exit 1); RTO "), "{}", texts[2]);
+
+    // The run's metrics, read back from the real Pushgateway's API.
+    let groups = lab_api(&format!("{PUSHGATEWAY}/api/v1/metrics"));
+    let group = groups["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["labels"]["job"] == "hybrid-drill" && g["labels"]["drill"] == "onprem-gpu-drain")
+        .unwrap_or_else(|| panic!("no hybrid-drill group in the Pushgateway: {groups:#}"));
+    let pushed: f64 = group["hybrid_drill_rto_seconds"]["metrics"][0]["value"].as_str().unwrap().parse().unwrap();
+    assert!((pushed - rto.as_f64().unwrap()).abs() < 1e-3, "pushed {pushed}, report {rto}: {group:#}");
+    let outcome = group["hybrid_drill_outcome"]["metrics"].as_array().unwrap();
+    assert!(outcome.iter().any(|m| m["labels"]["outcome"] == "objective-missed" && m["value"] == "1"), "{outcome:#?}");
+    eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
+}
+
+#[test]
+fn a_run_killed_after_silencing_has_its_silence_expired_by_recover() {
+    let _lab = lock_lab();
+    reset_lab();
+    let dir = tempfile::tempdir().unwrap();
+    let comment = format!("e2e-crash-{}", std::process::id());
+    let file = silenced_drill(dir.path(), &comment, &[]);
+    let drill = Drill::new();
+    // Change 0 is the silence, 1 the first cordon: die once that is made, like kill -9.
+    let out = drill.command(&file).env("HYBRID_DRILL_CRASH_AT", "1:after").output().unwrap();
+    assert_eq!(out.status.code(), None, "the run should have died: {}", String::from_utf8_lossy(&out.stderr));
+    let held = silences(&comment);
+    assert!(held.len() == 1 && held[0].1 == "active", "{held:?}");
+    let run_dir = drill.run_dir().unwrap();
+    let (code, text) = recover(&run_dir);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("silence {alertname=\"KubeNodeNotReady\""), "{text}");
+    assert_eq!(silences(&comment), [(held[0].0.clone(), "expired".to_string())], "{text}");
+    assert!(cordoned_or_marked().is_empty(), "{:?} left cordoned", cordoned_or_marked());
+    let (code, again) = recover(&run_dir);
+    assert_eq!((code, again.trim()), (0, "nothing to recover"));
+    reset_lab();
+}

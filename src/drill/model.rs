@@ -41,6 +41,45 @@ pub struct DrillSpec {
     pub keep_changes: bool,
     /// The drill lock: one drill at a time.
     pub lock: LeaseRef,
+    /// Webhooks told of the start, each missed objective, an abort and the end (`--notify` adds more).
+    pub notify: Vec<Webhook>,
+    /// Alertmanager silences held from the fault to the end of the drill.
+    pub silences: Vec<SilenceSpec>,
+}
+
+/// How a webhook wants its messages.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum NotifyFormat {
+    /// Slack's incoming-webhook message, `{"text": "..."}` (Mattermost and others read it too).
+    Slack,
+    /// The plain event: `{"schema": "hybrid-drill.io/event/v1", "event": "started", "drill": ..., ...}`.
+    #[default]
+    Json,
+}
+
+/// A webhook a drill's messages are POSTed to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Webhook {
+    pub url: reqwest::Url,
+    pub format: NotifyFormat,
+    /// Bound on each message.
+    pub timeout: Duration,
+}
+
+impl Webhook {
+    /// Where it goes, without the path that is often the webhook's secret.
+    pub fn shown(&self) -> String {
+        crate::http::shown(&self.url)
+    }
+}
+
+/// An Alertmanager silence a drill creates when it injects its fault and expires at its end.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SilenceSpec {
+    pub alertmanager: String,
+    pub matchers: Vec<crate::alertmanager::Matcher>,
+    pub comment: Option<String>,
 }
 
 /// The cluster this drill is meant for: the tool refuses to run against any other.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::model::{Check, NodeTargetRef, OnDeviation, WaitCondition};
+use super::model::{Check, NodeTargetRef, NotifyFormat, OnDeviation, WaitCondition};
 use crate::domain::PhaseId;
 use crate::domain::{Cni, CutFidelity, RestoreTarget};
 
@@ -59,6 +59,14 @@ pub struct DrillSpec {
     /// run is refused while it is held; one whose holder stopped renewing is taken over after `duration`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lock: Option<Lock>,
+    /// Webhooks told when the drill starts, for each objective it misses, when it aborts, and at its end (verdict,
+    /// RTO, report). One that fails is a warning in the report, never a failed drill.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notify: Vec<Webhook>,
+    /// Alertmanager silences for the alerts the drill causes: created when the fault is injected, expired at the end
+    /// or on rollback; journalled, so `hybrid-drill recover` expires them after a crash.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub silences: Vec<Silence>,
 }
 
 /// The drill lock, a coordination.k8s.io/v1 Lease. Drills that share on-prem nodes or a fallback must share it.
@@ -74,6 +82,35 @@ pub struct Lock {
     /// How long a holder that stopped renewing (a killed run) keeps the lock; renewed every third of it. Default 60s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<HumanDuration>,
+}
+
+/// A webhook the drill's messages are POSTed to as JSON.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Webhook {
+    /// `http://` or `https://`. Keep a secret URL (Slack's) out of the drill file, which is copied into every run
+    /// directory: pass it with `--notify` or `$HYBRID_DRILL_NOTIFY` instead.
+    pub url: String,
+    /// `slack`: Slack's incoming-webhook message (`{"text": ...}`); `json` (default): the plain event.
+    #[serde(default)]
+    pub format: NotifyFormat,
+    /// Bound on each message; past it the message is a warning. Default 10s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<HumanDuration>,
+}
+
+/// A silence of the alerts the drill is expected to cause, in an Alertmanager reachable from where the tool runs.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Silence {
+    /// Alertmanager's base URL, e.g. `http://alertmanager.monitoring:9093`.
+    pub alertmanager: String,
+    /// The alerts to silence, in Alertmanager's matcher syntax, all of which must match: `alertname="KubeNodeNotReady"`,
+    /// `node=~"mi-.*"`, `severity!="info"`.
+    pub matchers: Vec<String>,
+    /// Shown with the silence in Alertmanager; the run's id is appended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
 }
 
 /// The cluster this drill is meant for: the tool refuses to run against any other.

@@ -7,15 +7,19 @@ use super::diagnostics::Diagnostic;
 use super::model::{
     Action, Check, CutAction, CutEnforcement, DEFAULT_EFFECT_WITHIN, DEFAULT_STEP_TIMEOUT, DrainAction, Drill,
     DrillSpec, DrillTargets, ExecAction, ExpectedCluster, FallbackTarget, Guards, HttpProbe, LastResortHook, Metadata,
-    NodeFailureAction, Objectives, OnDeviation, OnPremTarget, ParsedSelector, RestoredWhen, ReturnAction, Step,
-    WorkloadKind, WorkloadRef, WorkloadTarget,
+    NodeFailureAction, Objectives, OnDeviation, OnPremTarget, ParsedSelector, RestoredWhen, ReturnAction, SilenceSpec,
+    Step, Webhook, WorkloadKind, WorkloadRef, WorkloadTarget,
 };
 use super::parse::{SpanMap, index, join, suggest};
 use super::placeholders;
 use super::raw::{self, API_VERSION, KIND, STEP_ACTIONS};
+use crate::alertmanager::Matcher;
 use crate::cluster::drain_selection::DrainFlags;
 use crate::cluster::lease::LeaseRef;
 use crate::domain::{CutFidelity, PhaseId, RestoreTarget};
+
+/// The longest a drill may wait for one webhook: a notification must never hold a drill up for long.
+const MAX_NOTIFY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The validated drill, or every problem found in it.
 pub(super) fn validate(drill: &raw::Drill, spans: &SpanMap) -> Result<Drill, Vec<Diagnostic>> {
@@ -86,6 +90,8 @@ impl Validator<'_> {
         let objectives = self.objectives(&spec.objectives);
         let lock = self.lock(spec.lock.as_ref());
         let steps = self.steps(&spec.steps);
+        let notify = self.notify(&spec.notify);
+        let silences = self.silences(&spec.silences);
         Some(Drill {
             metadata: Metadata { name: name.clone(), description: drill.metadata.description.clone() },
             spec: DrillSpec {
@@ -100,8 +106,64 @@ impl Validator<'_> {
                 steps: steps?,
                 keep_changes: spec.keep_changes,
                 lock,
+                notify,
+                silences,
             },
         })
+    }
+
+    fn notify(&mut self, hooks: &[raw::Webhook]) -> Vec<Webhook> {
+        let mut valid = Vec::new();
+        for (i, hook) in hooks.iter().enumerate() {
+            let path = index("spec.notify", i);
+            match crate::http::service_url(&hook.url) {
+                Ok(url) => valid.push(Webhook {
+                    url,
+                    format: hook.format,
+                    timeout: hook.timeout.map_or(crate::notify::DEFAULT_TIMEOUT, |t| t.0),
+                }),
+                Err(reason) => {
+                    self.problem(&join(&path, "url"), format!("invalid webhook URL `{}`: {reason}", hook.url))
+                }
+            }
+            if hook.timeout.is_some_and(|t| t.0.is_zero() || t.0 > MAX_NOTIFY_TIMEOUT) {
+                self.problem(&join(&path, "timeout"), "a webhook's timeout must be more than 0s and at most 1m");
+            }
+        }
+        valid
+    }
+
+    fn silences(&mut self, silences: &[raw::Silence]) -> Vec<SilenceSpec> {
+        let mut valid = Vec::new();
+        for (i, silence) in silences.iter().enumerate() {
+            let path = index("spec.silences", i);
+            if let Err(reason) = crate::http::service_url(&silence.alertmanager) {
+                let url = &silence.alertmanager;
+                self.problem(&join(&path, "alertmanager"), format!("invalid Alertmanager URL `{url}`: {reason}"));
+            }
+            let mut matchers = Vec::new();
+            for (j, text) in silence.matchers.iter().enumerate() {
+                match Matcher::parse(text) {
+                    Ok(m) => matchers.push(m),
+                    Err(e) => {
+                        self.problem(&index(&join(&path, "matchers"), j), format!("invalid matcher `{text}`: {e}"))
+                    }
+                }
+            }
+            if matchers.len() == silence.matchers.len() && matchers.iter().all(Matcher::matches_empty) {
+                self.problem(
+                    &join(&path, "matchers"),
+                    "a silence needs at least one matcher that an alert without the label does not meet \
+                     (e.g. alertname=\"KubeNodeNotReady\"): Alertmanager refuses one that would silence every alert",
+                );
+            }
+            valid.push(SilenceSpec {
+                alertmanager: silence.alertmanager.trim().to_string(),
+                matchers,
+                comment: silence.comment.clone(),
+            });
+        }
+        valid
     }
 
     fn selector(&mut self, path: &str, text: &str) -> Option<ParsedSelector> {
@@ -803,6 +865,34 @@ mod tests {
             Err(crate::drill::DrillError::Invalid { diagnostics, .. }) => diagnostics,
             Err(e) => panic!("{e}"),
         }
+    }
+
+    #[test]
+    fn webhooks_and_silences_are_checked_and_each_problem_located() {
+        let spec = "  notify:\n    - {url: 'https://hooks.example.com/T/B/x', format: slack}\n    - {url: 'hooks:80', timeout: 2m}\n  silences:\n    - alertmanager: http://am:9093\n      matchers: ['alertname=\"KubeNodeNotReady\"', 'node=~\"(\"']\n    - {alertmanager: http://am:9093, matchers: ['node=~\".*\"']}\n";
+        let source = drill_source(spec, "    - {id: d, drain: onPrem}\n    - {id: u, uncordon: onPrem}\n");
+        let d = diagnostics(source.clone());
+        let located: Vec<(&str, &str)> =
+            d.iter().map(|d| (d.message.as_str(), &source[d.location.start..d.location.end])).collect();
+        assert_eq!(located.len(), 4, "{located:#?}");
+        assert!(located[0].0.starts_with("invalid webhook URL `hooks:80`"), "{located:?}");
+        assert_eq!(located[0].1, "'hooks:80'");
+        assert_eq!(located[1], ("a webhook's timeout must be more than 0s and at most 1m", "2m"));
+        assert!(located[2].0.starts_with("invalid matcher `node=~\"(\"`: invalid regular expression"), "{located:?}");
+        assert_eq!(located[2].1, "'node=~\"(\"'");
+        assert!(located[3].0.starts_with("a silence needs at least one matcher"), "{located:?}");
+
+        let good = "  notify: [{url: 'https://hooks.example.com/T/B/x', format: slack}, {url: 'http://events:8080/'}]\n  silences: [{alertmanager: 'http://am:9093', matchers: ['alertname=\"KubeNodeNotReady\"'], comment: Q3}]\n";
+        let drill =
+            crate::drill::from_source(std::path::Path::new("d.yaml"), drill_source(good, "    - {id: p, pause: 1s}\n"))
+                .unwrap()
+                .drill;
+        assert_eq!(drill.spec.notify.len(), 2);
+        assert_eq!(drill.spec.notify[0].format, crate::drill::NotifyFormat::Slack);
+        assert_eq!(drill.spec.notify[1].format, crate::drill::NotifyFormat::Json);
+        assert_eq!(drill.spec.notify[1].timeout, crate::notify::DEFAULT_TIMEOUT);
+        assert_eq!(drill.spec.silences[0].matchers[0].to_string(), "alertname=\"KubeNodeNotReady\"");
+        assert_eq!(drill.spec.silences[0].comment.as_deref(), Some("Q3"));
     }
 
     fn drill_source(spec: &str, steps: &str) -> String {

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::alertmanager::Matcher;
 use crate::cluster::policy::PolicyRef;
 
 /// A change the tool makes to a cluster. What undoes each one is in `undo.rs`.
@@ -49,6 +50,15 @@ pub enum Mutation {
     /// Take the drill lock (a Lease) for the run: released by the run at its end (journalled `undoing`, `undone`),
     /// never by a rollback, which runs under it; `recover` takes it over once the run's process is gone.
     HoldLease { namespace: String, name: String, holder: String },
+    /// Create an Alertmanager silence for the alerts the drill causes; undone by expiring every silence with this
+    /// comment and these matchers (its id is only known once it is made, so a crash in between leaves it findable).
+    Silence {
+        alertmanager: String,
+        matchers: Vec<Matcher>,
+        comment: String,
+        /// When Alertmanager ends it by itself, should no one expire it.
+        ends_at: DateTime<Utc>,
+    },
 }
 
 /// A node's way back when lifting a cut does not bring it back: the drill's hook, `{node}` already expanded.
@@ -76,6 +86,10 @@ impl Mutation {
                 ("fail".into(), format!("nodes ({step}: {})", command.join(" ")))
             }
             Mutation::HoldLease { namespace, name, .. } => ("hold".into(), format!("lease/{namespace}/{name}")),
+            Mutation::Silence { alertmanager, matchers, .. } => {
+                let matchers: Vec<String> = matchers.iter().map(Matcher::to_string).collect();
+                ("silence".into(), format!("{{{}}} in {alertmanager}", matchers.join(", ")))
+            }
         }
     }
 }
@@ -335,5 +349,21 @@ mod tests {
         let error = read(&path).unwrap_err().to_string();
         assert!(error.contains("line 2"), "{error}");
         assert!(Journal::create(&path).is_err());
+    }
+
+    #[test]
+    fn a_silence_is_journalled_with_what_finds_it_again_and_needs_undoing() {
+        let m = Mutation::Silence {
+            alertmanager: "http://am:9093".into(),
+            matchers: vec![Matcher::parse(r#"alertname="KubeNodeNotReady""#).unwrap()],
+            comment: "Q3 [hybrid-drill run d-1]".into(),
+            ends_at: "2026-12-03T11:00:00Z".parse().unwrap(),
+        };
+        let line = serde_json::to_value(&m).unwrap();
+        assert_eq!(line["action"], "silence");
+        assert_eq!(line["matchers"][0]["isRegex"], false);
+        assert_eq!(serde_json::from_value::<Mutation>(line).unwrap(), m);
+        assert_eq!(m.describe(), ("silence".into(), r#"{alertname="KubeNodeNotReady"} in http://am:9093"#.into()));
+        assert!(m.needs_undo());
     }
 }

@@ -50,6 +50,13 @@ impl Transient for kube::Error {
     }
 }
 
+/// Alertmanager could not be reached, or answered that it is overloaded or failing.
+impl Transient for crate::alertmanager::AlertmanagerError {
+    fn is_transient(&self) -> bool {
+        crate::alertmanager::AlertmanagerError::is_transient(self)
+    }
+}
+
 /// Retries a call while it fails transiently, with backoff, for up to a minute; other failures return at once.
 pub(super) async fn transient_retry<T, E, F, Fut>(mut call: F) -> Result<T, E>
 where

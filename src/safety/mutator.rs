@@ -18,12 +18,15 @@ use super::lock::{self, Claim, Lock, LockError};
 use super::requests::{FIELD_MANAGER, patch_params, uncordon_node};
 use super::undo::{self, RollbackOutcome, UndoBy};
 use super::verify::RestoreScope;
+use crate::alertmanager::{self, Alertmanager, AlertmanagerError};
 use crate::cluster::lease::{Claimant, LeaseRef};
 use crate::cluster::marks::{CUT_LABEL, RUN_ANNOTATION, RunId};
 use crate::cluster::policy::{PolicyKind, PolicyRef};
 use crate::cluster::scheduling::selector_matches;
 use crate::cluster::{Cluster, first_line, is_not_found};
+use crate::drill::SilenceSpec;
 use crate::timeline::{Event, Timeline};
+use chrono::{DateTime, Utc};
 
 #[derive(Debug, thiserror::Error)]
 pub enum MutationError {
@@ -37,6 +40,8 @@ pub enum MutationError {
     Spawn { command: String, message: String },
     #[error("command `{command}` did not finish within {seconds}s")]
     CommandTimeout { command: String, seconds: u64 },
+    #[error("silence {target} failed: {cause}")]
+    Silence { target: String, cause: AlertmanagerError },
 }
 
 /// What an eviction request came to; only a budget's block and throttling may end differently if asked again.
@@ -376,6 +381,31 @@ impl Mutator {
         };
         let result = self.ledger.perform(Stage::Undo(seq), &m, None, call, settle).await.checked()?;
         result.map_err(|e| api_error("release", &m.describe().1, &e))
+    }
+
+    /// Creates the drill's silence in Alertmanager, marked with the run's id, ending by itself at `until` should
+    /// nobody expire it; its id.
+    pub async fn silence(&self, spec: &SilenceSpec, until: DateTime<Utc>) -> Result<String, MutationError> {
+        let comment = alertmanager::run_comment(spec.comment.as_deref(), self.run_id());
+        let m = Mutation::Silence {
+            alertmanager: spec.alertmanager.clone(),
+            matchers: spec.matchers.clone(),
+            comment: comment.clone(),
+            ends_at: until,
+        };
+        let failed = |cause| MutationError::Silence { target: m.describe().1, cause };
+        let am = Alertmanager::new(&spec.alertmanager).map_err(failed)?;
+        let call = || am.create(&spec.matchers, &comment, until);
+        let settle = |result: &Result<String, AlertmanagerError>| match result {
+            Ok(id) => Settled::new(EntryState::Done).note(format!("silence {id}")),
+            Err(e) => Settled::new(EntryState::Failed).note(e.to_string()),
+        };
+        self.ledger.perform(Stage::Forward, &m, None, call, settle).await.checked()?.map_err(failed)
+    }
+
+    /// Expires the drill's silences at its end: journalled as reverted, like a restore step's undo.
+    pub async fn expire_silences(&self) -> RollbackOutcome {
+        self.revert(|m| matches!(m, Mutation::Silence { .. })).await
     }
 
     /// Undoes, as a step of the drill, the outstanding mutations `which` selects (the `restore` of a cut or a node

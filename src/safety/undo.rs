@@ -14,6 +14,7 @@ use super::ledger::{Ledger, Settled, Stage, Transient};
 use super::process::run_command;
 use super::requests::{patch_params, uncordon_node};
 use super::verify::{self, RestoreScope};
+use crate::alertmanager::{Alertmanager, AlertmanagerError, Matcher};
 use crate::cluster::policy::{PolicyKind, PolicyRef};
 use crate::cluster::{Cluster, first_line, is_not_found};
 use crate::timeline::Event;
@@ -30,6 +31,7 @@ pub(super) enum Undo {
     Unlabel { namespace: String, pod: String, label: String },
     UnlabelNode { node: String, label: String, last_resort: Option<LastResort> },
     Run { command: Vec<String>, timeout: Duration },
+    ExpireSilence { alertmanager: String, matchers: Vec<Matcher>, comment: String },
 }
 
 impl Mutation {
@@ -64,6 +66,11 @@ impl Mutation {
             // The lock changes nothing the drill is about: its holder releases it at its end (safety/lock.rs), and a
             // rollback, which runs under it, must never free it.
             Mutation::HoldLease { .. } => Undo::Nothing,
+            Mutation::Silence { alertmanager, matchers, comment, .. } => Undo::ExpireSilence {
+                alertmanager: alertmanager.clone(),
+                matchers: matchers.clone(),
+                comment: comment.clone(),
+            },
         }
     }
 
@@ -83,6 +90,8 @@ pub(super) enum UndoError {
     Exited { command: String, code: i32 },
     #[error("{0}")]
     Command(MutationError),
+    #[error(transparent)]
+    Alertmanager(AlertmanagerError),
     #[error("{node} not Ready {after}s after its cut was lifted, and its last-resort hook `{command}` {outcome}")]
     LastResort { node: String, after: u64, command: String, code: Option<i32>, outcome: String },
 }
@@ -94,6 +103,7 @@ impl Transient for UndoError {
             // An undo command is the only way back and is written to be run again (`recover` re-runs it), so a
             // failed run is tried again like a dropped connection.
             UndoError::Exited { .. } => true,
+            UndoError::Alertmanager(e) => e.is_transient(),
             // A power cycle is not repeated on its own: `recover` or the operator runs it again.
             UndoError::UnknownPolicyKind(_) | UndoError::Command(_) | UndoError::LastResort { .. } => false,
         }
@@ -135,6 +145,10 @@ impl Undo {
                     Err(e) if is_not_found(&e) => Ok(()),
                     result => result.map(drop).map_err(UndoError::Api),
                 }
+            }
+            Undo::ExpireSilence { alertmanager, matchers, comment } => {
+                let am = Alertmanager::new(alertmanager).map_err(UndoError::Alertmanager)?;
+                am.expire_matching(matchers, comment).await.map(drop).map_err(UndoError::Alertmanager)
             }
             Undo::Run { command, timeout } => match run_command(command, *timeout).await {
                 Ok(0) => Ok(()),

@@ -1,0 +1,52 @@
+//! What the tool's HTTP clients of other services (Pushgateway, Alertmanager, notification webhooks) share: the check
+//! of a URL a user gives, and a client bounded by a timeout.
+
+use std::time::Duration;
+
+use crate::cluster::error_chain;
+
+/// A URL given for a service: absolute, http or https, able to take a path below it.
+pub fn service_url(text: &str) -> Result<reqwest::Url, String> {
+    let url = reqwest::Url::parse(text.trim()).map_err(|e| e.to_string())?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err("use http:// or https://".into());
+    }
+    if url.cannot_be_a_base() || url.host_str().is_none() {
+        return Err("not a base URL".into());
+    }
+    Ok(url)
+}
+
+/// A client whose every request gives up after `timeout`.
+pub fn client(timeout: Duration) -> Result<reqwest::Client, String> {
+    // reqwest is built without a TLS provider of its own; the binary installs ring's at start, a test may not have.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().timeout(timeout).build().map_err(|e| error_chain(&e))
+}
+
+/// A URL as warnings and reports show it: scheme, host and port only, as a webhook's path is often its secret.
+pub fn shown(url: &reqwest::Url) -> String {
+    let port = url.port().map(|p| format!(":{p}")).unwrap_or_default();
+    let path = if url.path().len() > 1 { "/…" } else { "" };
+    format!("{}://{}{port}{path}", url.scheme(), url.host_str().unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_service_url_is_http_and_absolute() {
+        assert_eq!(service_url(" http://pg:9091 ").unwrap().as_str(), "http://pg:9091/");
+        assert_eq!(service_url("pushgateway:9091").unwrap_err(), "use http:// or https://");
+        assert!(service_url("/api/v2").is_err());
+        assert!(service_url("mailto:ops@example.com").is_err());
+    }
+
+    #[test]
+    fn a_shown_url_keeps_its_secret_path_out() {
+        let url = reqwest::Url::parse("https://hooks.example.com/services/T0/B0/secret").unwrap();
+        assert_eq!(shown(&url), "https://hooks.example.com/…");
+        assert_eq!(shown(&reqwest::Url::parse("http://127.0.0.1:9/").unwrap()), "http://127.0.0.1:9");
+    }
+}
