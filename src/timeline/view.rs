@@ -441,16 +441,20 @@ mod tests {
         assert_eq!(node_transitions(Some(&lost), &back)[0].1, at("2026-01-01T00:02:00Z"));
     }
 
-    #[test]
-    fn claim_conditions_come_in_lifecycle_order() {
-        let mut c = ClaimState {
+    fn new_claim() -> ClaimState {
+        ClaimState {
             name: "c".into(),
             node: None,
             created: None,
             conditions: BTreeMap::new(),
             deleting: false,
             gpus: 4,
-        };
+        }
+    }
+
+    #[test]
+    fn claim_conditions_come_in_lifecycle_order() {
+        let mut c = new_claim();
         for k in ["Ready", "Initialized", "Launched", "Registered"] {
             c.conditions.insert(ClaimCondition::parse(k).unwrap(), (ConditionStatus::True, None));
         }
@@ -468,14 +472,7 @@ mod tests {
     #[test]
     fn a_nodeclaim_first_seen_with_launched_false_is_recorded_and_unknown_is_not() {
         let launched = ClaimCondition::parse("Launched").unwrap();
-        let mut c = ClaimState {
-            name: "c".into(),
-            node: None,
-            created: None,
-            conditions: BTreeMap::new(),
-            deleting: false,
-            gpus: 0,
-        };
+        let mut c = new_claim();
         c.conditions.insert(launched, (ConditionStatus::Unknown, None));
         assert_eq!(claim_transitions(None, &c).len(), 1, "only its creation");
         c.conditions.insert(launched, (ConditionStatus::False, None));
