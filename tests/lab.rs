@@ -1199,7 +1199,8 @@ fn a_drill_tells_its_webhooks_holds_its_silence_and_its_metrics_reach_the_real_p
     let (out, report) = finish(child);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "the 1ms objective is missed: {report:#}\n{stderr}");
-    assert!(stderr.contains(&format!("silence {id}")), "{stderr}");
+    let journal = std::fs::read_to_string(drill.run_dir().unwrap().join("journal.jsonl")).unwrap();
+    assert!(journal.contains(&format!("silence {id}")), "the journal names the silence it made: {journal}");
     assert_eq!(silences(&comment), [(id, "expired".to_string())], "the silence outlived the drill");
     let warnings = report["warnings"].to_string();
     assert!(!warnings.contains("notification") && !warnings.contains("not pushed"), "{warnings}");
