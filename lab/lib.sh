@@ -154,16 +154,40 @@ inference_on_hybrid() {
   total=$(inference_pods | grep -c . || true)
   [ "$ready" = 4 ] && [ "$total" = 4 ] || { echo "llm-inference: $ready/4 Ready on hybrid nodes, $total pods in total"; return 1; }
 }
+# The cloud fallback's NodePools: on-demand first (weight 100, GPU limit 16), then Spot.
+FALLBACK_POOLS="gpu-fallback gpu-spot"
 nodepool_ready() {
-  local s; s=$(kc get nodepool gpu-fallback -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') || return 1
-  [ "$s" = True ] || { echo "NodePool gpu-fallback Ready=${s:-<none>}"; return 1; }
+  local p s
+  for p in $FALLBACK_POOLS; do
+    s=$(kc get nodepool "$p" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') || return 1
+    [ "$s" = True ] || { echo "NodePool $p Ready=${s:-<none>}"; return 1; }
+  done
 }
-fallback_nodeclaims() { names nodeclaims -l karpenter.sh/nodepool=gpu-fallback; }
+fallback_nodeclaims() { names nodeclaims -l "karpenter.sh/nodepool in (${FALLBACK_POOLS// /,})"; }
+# The batch workload (manifests/45-batch.yaml) as "name|node|ready|deletionTimestamp".
+batch_pods() {
+  kc -n batch get pods -l app=embeddings -o jsonpath='{range .items[*]}{.metadata.name}{"|"}{.spec.nodeName}{"|"}{.status.conditions[?(@.type=="Ready")].status}{"|"}{.metadata.deletionTimestamp}{"\n"}{end}'
+}
+# What else lives on the hybrid nodes: 2 batch pods Ready there, the bare pod and the emptyDir pod running there.
+batch_on_hybrid() {
+  local hybrid ready total p out=""
+  hybrid=$(names nodes -l eks.amazonaws.com/compute-type=hybrid | tr '\n' ' ')
+  ready=$(batch_pods | awk -F'|' -v nodes="$hybrid" 'BEGIN{n=split(nodes,a," "); for(i=1;i<=n;i++) s[a[i]]=1}
+    $3=="True" && $4=="" && ($2 in s){c++} END{print c+0}')
+  total=$(batch_pods | grep -c . || true)
+  [ "$ready" = 2 ] && [ "$total" = 2 ] || out+="batch/embeddings: $ready/2 Ready on hybrid nodes, $total pods in total"$'\n'
+  for p in "pod/gpu-burn-in" "pod -l app=feature-cache"; do
+    # shellcheck disable=SC2086
+    [ "$(kc -n batch get $p -o jsonpath='{.status.phase}{.items[*].status.phase}' 2>/dev/null)" = Running ] ||
+      out+="batch: $p is not Running (a drain with force deletes the bare pod: lab/up re-creates it)"$'\n'
+  done
+  [ -z "$out" ] || { printf '%s' "$out"; return 1; }
+}
 # The policies lab/host-firewall-stand-in enforces, as KIND/NAME.
 host_policies() {
   kc get ciliumclusterwidenetworkpolicies.cilium.io,globalnetworkpolicies.crd.projectcalico.org -o name 2>/dev/null || true
 }
-fallback_nodes() { names nodes -l karpenter.sh/nodepool=gpu-fallback; }
+fallback_nodes() { names nodes -l "karpenter.sh/nodepool in (${FALLBACK_POOLS// /,})"; }
 # Everything the drills assume before they start; prints one line per problem.
 steady_state_problems() {
   local out="" n
@@ -174,13 +198,15 @@ steady_state_problems() {
     [ "$(kc get node "$n" -o jsonpath='{.metadata.labels.kwok\.x-k8s\.io/node}')" = fake ] ||
       out+="hybrid node $n is not managed by kwok (failed with lab/node-fail?)"$'\n'
   done
-  [ "$(names nodes -l eks.amazonaws.com/compute-type=hybrid | grep -c .)" = 2 ] || out+="expected 2 hybrid nodes"$'\n'
+  [ "$(names nodes -l eks.amazonaws.com/compute-type=hybrid,topology.kubernetes.io/zone=onprem-dc1 | grep -c .)" = 4 ] ||
+    out+="expected 4 hybrid nodes in zone onprem-dc1"$'\n'
   out+=$(inference_on_hybrid)$'\n'
+  out+=$(batch_on_hybrid)$'\n'
   out+=$(nodepool_ready)$'\n'
   n=$(fallback_nodeclaims | grep -c . || true)
-  [ "$n" = 0 ] || out+="NodePool gpu-fallback has $n NodeClaims (steady state is 0)"$'\n'
+  [ "$n" = 0 ] || out+="NodePools $FALLBACK_POOLS have $n NodeClaims (steady state is 0)"$'\n'
   n=$(fallback_nodes | grep -c . || true)
-  [ "$n" = 0 ] || out+="NodePool gpu-fallback has $n nodes (steady state is 0)"$'\n'
+  [ "$n" = 0 ] || out+="NodePools $FALLBACK_POOLS have $n nodes (steady state is 0)"$'\n'
   n=$(host_policies | tr '\n' ' ')
   [ -z "${n// /}" ] || out+="host-level cut policies present (a drill's leftovers? they cut nodes off): $n"$'\n'
   out=$(printf '%s' "$out" | grep . || true)

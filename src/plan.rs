@@ -25,7 +25,7 @@ pub enum PlanError {
     )]
     NoKarpenter { context: String },
     #[error(
-        "NodePool `{name}` not found (existing: {existing}); fix spec.targets.fallback.nodePool or list them with `kubectl get nodepools`"
+        "NodePool `{name}` not found (existing: {existing}); fix spec.targets.fallback (nodePool or nodePools) or list them with `kubectl get nodepools`"
     )]
     NoNodePool { name: String, existing: String },
     #[error("on-prem selector `{selector}` matches no node; check it with `kubectl get nodes -l '{selector}'`")]
@@ -151,7 +151,7 @@ pub async fn resolve(cluster: &Cluster, drill: &Drill) -> Result<Plan, PlanError
         max_fallback_gpus: drill.spec.guards.max_fallback_gpus,
         budgets,
         workload_pods: pods.len(),
-        node_pool: targets.fallback.node_pool.clone(),
+        node_pool: targets.fallback.node_pools.join(", "),
         pool_gpu_limit,
         drains,
         tolerations,
@@ -159,9 +159,9 @@ pub async fn resolve(cluster: &Cluster, drill: &Drill) -> Result<Plan, PlanError
     })
 }
 
-/// The fallback NodePool must exist (and Karpenter's CRDs with it); its GPU limit, if it has one.
+/// Every fallback NodePool must exist (and Karpenter's CRDs with them); their GPU limits added up, if each has one
+/// (a pool without a limit takes whatever the others leave).
 async fn fallback_gpu_limit(cluster: &Cluster, drill: &Drill) -> Result<Option<i64>, PlanError> {
-    let wanted = &drill.spec.targets.fallback.node_pool;
     let pools: Api<NodePool> = Api::all(cluster.client.clone());
     let pool_list = match pools.list(&ListParams::default()).await {
         Ok(l) => l,
@@ -170,14 +170,19 @@ async fn fallback_gpu_limit(cluster: &Cluster, drill: &Drill) -> Result<Option<i
         }
         Err(e) => return Err(api_error("NodePools", &e)),
     };
-    let pool = pool_list.items.iter().find(|p| &p.name_any() == wanted).ok_or_else(|| {
-        let names: Vec<String> = pool_list.items.iter().map(|p| p.name_any()).collect();
-        PlanError::NoNodePool {
-            name: wanted.clone(),
-            existing: if names.is_empty() { "none".into() } else { names.join(", ") },
-        }
-    })?;
-    Ok(pool.spec.limits.as_ref().and_then(|l| l.get(GPU_RESOURCE)).and_then(as_integer))
+    let mut limit = Some(0);
+    for wanted in &drill.spec.targets.fallback.node_pools {
+        let pool = pool_list.items.iter().find(|p| &p.name_any() == wanted).ok_or_else(|| {
+            let names: Vec<String> = pool_list.items.iter().map(|p| p.name_any()).collect();
+            PlanError::NoNodePool {
+                name: wanted.clone(),
+                existing: if names.is_empty() { "none".into() } else { names.join(", ") },
+            }
+        })?;
+        let own = pool.spec.limits.as_ref().and_then(|l| l.get(GPU_RESOURCE)).and_then(as_integer);
+        limit = limit.zip(own).map(|(a, b)| a + b);
+    }
+    Ok(limit)
 }
 
 /// The on-prem nodes the selector matches (at least one, at most `guards.maxNodes`), and those already cordoned.

@@ -51,15 +51,15 @@ fn shipped_drills_validate() {
 #[test]
 fn a_misspelt_step_key_points_at_line_and_column_and_suggests() {
     let dir = tempfile::tempdir().unwrap();
-    let file = drain_with("drain: onPrem", "drian: onPrem", dir.path());
-    let line = line_of(&file, "drian: onPrem");
+    let file = drain_with("drain: {nodes: onPrem", "drian: {nodes: onPrem", dir.path());
+    let line = line_of(&file, "drian: {nodes: onPrem");
     let out = bin().arg("validate").arg(&file).output().unwrap();
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(2));
     assert!(stdout.is_empty(), "{stdout}");
     assert!(stderr.contains("error: unknown key `drian` in `spec.steps[2]`"), "{stderr}");
     assert!(stderr.contains(&format!("--> {}:{line}:7", file.display())), "{stderr}");
-    assert!(stderr.contains(&format!("{line} |       drian: onPrem")), "{stderr}");
+    assert!(stderr.contains(&format!("{line} |       drian: {{nodes: onPrem")), "{stderr}");
     assert!(stderr.contains("|       ^^^^^ did you mean `drain`?"), "{stderr}");
 }
 
@@ -114,7 +114,7 @@ fn broken_yaml_is_located() {
 #[test]
 fn run_on_a_bad_file_never_contacts_the_cluster() {
     let dir = tempfile::tempdir().unwrap();
-    let file = drain_with("drain: onPrem", "drian: onPrem", dir.path());
+    let file = drain_with("drain: {nodes: onPrem", "drian: {nodes: onPrem", dir.path());
     let kubeconfig = dead_kubeconfig(dir.path());
     let out = bin()
         .args(["run", "--yes", "--reports-dir"])

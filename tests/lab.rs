@@ -307,7 +307,7 @@ fn a_budget_that_allows_no_disruption_times_out_the_drain_and_names_it() {
         dir.path(),
         &[
             ("check: preflight", "check: preflight\n      onDeviation: warn"),
-            ("drain: onPrem\n      timeout: 10m", "drain: onPrem\n      timeout: 15s"),
+            ("timeout: 10m\n    # Karpenter", "timeout: 15s\n    # Karpenter"),
         ],
     );
     let drill = Drill::new();
@@ -835,49 +835,6 @@ fn the_drain_drill_survives_an_api_server_restart_with_its_phases_intact() {
     eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
 }
 
-/// What a test puts on a hybrid node besides the lab's own pods; deleted (namespace and all) when dropped.
-const SCRATCH: &str = "drain-flags";
-
-fn scratch_namespace() -> common::lab::Repair<impl FnMut()> {
-    kubectl_apply(&format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {SCRATCH}}}\n"));
-    eventually("the scratch namespace's default ServiceAccount", Duration::from_secs(30), || {
-        common::lab::kubectl_quiet(&["-n", SCRATCH, "get", "serviceaccount", "default"])
-    });
-    common::lab::Repair(|| {
-        common::lab::kubectl_quiet(&["delete", "namespace", SCRATCH, "--wait=true", "--timeout=60s"]);
-    })
-}
-
-/// A pod no controller manages and a Deployment's pod with emptyDir data, both on hybrid-gpu-2: what kubectl drain
-/// refuses without `--force` and `--delete-emptydir-data`.
-const BARE_AND_EMPTY_DIR: &str = r#"
-apiVersion: v1
-kind: Pod
-metadata: {name: bare, namespace: drain-flags}
-spec:
-  nodeSelector: {kubernetes.io/hostname: hybrid-gpu-2}
-  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
-  containers: [{name: debug, image: "stand-in/debug:lab"}]
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: cache, namespace: drain-flags}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: cache}}
-  template:
-    metadata: {labels: {app: cache}}
-    spec:
-      # A label only the hybrid nodes carry: Karpenter never launches a fallback node for it.
-      nodeSelector: {node-type: hybrid-gpu, kubernetes.io/hostname: hybrid-gpu-2}
-      tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
-      containers:
-        - name: cache
-          image: "stand-in/cache:lab"
-          volumeMounts: [{name: scratch, mountPath: /scratch}]
-      volumes: [{name: scratch, emptyDir: {}}]
-"#;
-
 fn running_pods(namespace: &str, selector: &str) -> Vec<Value> {
     let pods = kubectl_json(&["get", "pods", "-n", namespace, "-l", selector]);
     pods["items"].as_array().unwrap().iter().filter(|p| p["status"]["phase"] == "Running").cloned().collect()
@@ -891,12 +848,8 @@ fn step<'a>(report: &'a Value, id: &str) -> &'a Value {
 fn kubectl_drain_refuses_bare_and_empty_dir_pods_until_flagged_and_never_evicts_the_protected_pod() {
     let _lab = lock_lab();
     reset_lab();
-    let _scratch = scratch_namespace();
-    kubectl_apply(BARE_AND_EMPTY_DIR);
-    eventually("the bare and emptyDir pods Running", Duration::from_secs(60), || {
-        running_pods(SCRATCH, "!nothing").len() == 2
-    });
-    let cache = running_pods(SCRATCH, "app=cache")[0]["metadata"]["name"].as_str().unwrap().to_string();
+    // lab/up's own: the bare pod on hybrid-gpu-3 and the emptyDir pod on the SSM-named node (manifests/45-batch.yaml).
+    let cache = running_pods("batch", "app=feature-cache")[0]["metadata"]["name"].as_str().unwrap().to_string();
     let protected = || running_pods("kube-system", "app.kubernetes.io/name=coredns-on-prem");
     let coredns = protected();
     assert_eq!(coredns.len(), 1, "lab/up puts one coredns-on-prem pod on hybrid-gpu-1");
@@ -904,20 +857,24 @@ fn kubectl_drain_refuses_bare_and_empty_dir_pods_until_flagged_and_never_evicts_
         (coredns[0]["metadata"]["name"].as_str().unwrap(), coredns[0]["metadata"]["uid"].clone());
 
     // Without the flags: plan, preflight and run refuse before anything is touched, naming both pods and flags.
+    let dir = tempfile::tempdir().unwrap();
+    let unflagged = drill_variant(
+        dir.path(),
+        &[("drain: {nodes: onPrem, force: true, deleteEmptyDirData: true}", "drain: onPrem")],
+    );
     let drill = Drill::new();
-    let default_drill = repo().join("drills/drain.yaml");
-    let bare_clause = "drain-flags/bare on hybrid-gpu-2 (no controller: it will be lost; allow with `force: true`)";
+    let bare_clause = "batch/gpu-burn-in on hybrid-gpu-3 (no controller: it will be lost; allow with `force: true`)";
     let cache_clause = format!(
-        "drain-flags/{cache} on hybrid-gpu-2 (its emptyDir data (scratch) will be deleted; allow with `deleteEmptyDirData: true`)"
+        "batch/{cache} on mi-0a1b2c3d4e5f67890 (its emptyDir data (scratch) will be deleted; allow with `deleteEmptyDirData: true`)"
     );
     let plan = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
         .arg("plan")
-        .arg(&default_drill)
+        .arg(&unflagged)
         .arg("--kubeconfig")
         .arg(kubeconfig())
         .output()
         .unwrap();
-    let run = drill.command(&default_drill).output().unwrap();
+    let run = drill.command(&unflagged).output().unwrap();
     for (what, out) in [("plan", &plan), ("run", &run)] {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{what}: {stderr}");
@@ -927,7 +884,7 @@ fn kubectl_drain_refuses_bare_and_empty_dir_pods_until_flagged_and_never_evicts_
     assert!(cordoned_or_marked().is_empty(), "a refused run touched nodes: {:?}", cordoned_or_marked());
     let preflight = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
         .arg("preflight")
-        .arg(&default_drill)
+        .arg(&unflagged)
         .args(["--output", "json", "--kubeconfig"])
         .arg(kubeconfig())
         .output()
@@ -943,37 +900,36 @@ fn kubectl_drain_refuses_bare_and_empty_dir_pods_until_flagged_and_never_evicts_
         .collect();
     assert_eq!(
         failed,
-        ["Pod drain-flags/bare on hybrid-gpu-2".to_string(), format!("Pod drain-flags/{cache} on hybrid-gpu-2")],
+        ["Pod batch/gpu-burn-in on hybrid-gpu-3".to_string(), format!("Pod batch/{cache} on mi-0a1b2c3d4e5f67890")],
         "{findings:#}"
     );
 
-    // With both flags the drill passes: both pods evicted, their loss said; the protected pod left alone and named.
-    let dir = tempfile::tempdir().unwrap();
-    let flagged = drill_variant(
-        dir.path(),
-        &[("drain: onPrem", "drain: {nodes: onPrem, force: true, deleteEmptyDirData: true}")],
-    );
+    // The shipped drill sets both flags and passes: both pods evicted, their loss said; the protected pod left alone
+    // and named; the second GPU workload falls back to the Spot pool.
     let drill = Drill::new();
-    let (out, report) = drill.run(&flagged);
+    let (out, report) = drill.run(&repo().join("drills/drain.yaml"));
     assert_eq!(out.status.code(), Some(0), "report: {report:#}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr));
     let drain = step(&report, "drain");
     assert_eq!(drain["action"], "drain onPrem (force, deleteEmptyDirData)");
     let message = drain["message"].as_str().unwrap();
     for said in [
-        "drain-flags/bare on hybrid-gpu-2: no controller: it will be lost".to_string(),
-        format!("drain-flags/{cache} on hybrid-gpu-2: its emptyDir data (scratch) will be deleted"),
+        "batch/gpu-burn-in on hybrid-gpu-3: no controller: it will be lost".to_string(),
+        format!("batch/{cache} on mi-0a1b2c3d4e5f67890: its emptyDir data (scratch) will be deleted"),
         format!("left alone (protected namespace): kube-system/{coredns_name} on hybrid-gpu-1"),
     ] {
         assert!(message.contains(&said), "{message}");
     }
     let journal = std::fs::read_to_string(drill.run_dir().unwrap().join("journal.jsonl")).unwrap();
     assert!(!journal.contains(coredns_name), "the protected pod's eviction was journalled");
-    assert!(journal.contains("\"bare\""), "the bare pod's eviction is journalled");
+    assert!(journal.contains("\"gpu-burn-in\""), "the bare pod's eviction is journalled");
     let now = protected();
     assert_eq!(now.len(), 1);
     assert_eq!(now[0]["metadata"]["uid"], coredns_uid, "the protected pod was replaced");
-    assert!(!common::lab::kubectl_quiet(&["-n", SCRATCH, "get", "pod", "bare"]), "the bare pod survived its eviction");
-    eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
+    assert!(!common::lab::kubectl_quiet(&["-n", "batch", "get", "pod", "gpu-burn-in"]), "the bare pod survived");
+    let pools = &report["fallback"]["by_node_pool"];
+    assert!(pools["gpu-fallback"]["nodes"].as_u64().unwrap() >= 4, "{:#}", report["fallback"]);
+    // Re-applying the lab's manifests brings the bare pod back, as lab/up does.
+    reset_lab();
 }
 
 /// An admission policy, built into the API server, that denies every eviction in `inference`: a change freeze.

@@ -126,7 +126,32 @@ pub struct HttpProbe {
 
 #[derive(Debug, Clone)]
 pub struct FallbackTarget {
+    /// The first (or only) NodePool: the one the design checks of preflight read.
     pub node_pool: String,
+    /// Every fallback NodePool, `node_pool` first.
+    pub node_pools: Vec<String>,
+}
+
+impl FallbackTarget {
+    pub fn new(node_pools: Vec<String>) -> FallbackTarget {
+        FallbackTarget { node_pool: node_pools.first().cloned().unwrap_or_default(), node_pools }
+    }
+
+    /// The label selector of the fallback's NodeClaims and nodes: `karpenter.sh/nodepool=A` or `... in (A,B)`.
+    pub fn label_selector(&self) -> String {
+        match self.node_pools.as_slice() {
+            [one] => format!("{}={one}", crate::cluster::karpenter::NODEPOOL_LABEL),
+            many => format!("{} in ({})", crate::cluster::karpenter::NODEPOOL_LABEL, many.join(",")),
+        }
+    }
+
+    /// `NodePool A` or `NodePools A, B`, for messages.
+    pub fn describe(&self) -> String {
+        match self.node_pools.as_slice() {
+            [one] => format!("NodePool {one}"),
+            many => format!("NodePools {}", many.join(", ")),
+        }
+    }
 }
 
 /// A Kubernetes label selector as the drill wrote it, parsed once: the text for reports and the API server's

@@ -198,7 +198,12 @@ fn default_probe_timeout() -> HumanDuration {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct FallbackTarget {
     /// The Karpenter NodePool (`karpenter.sh/v1`) that provides cloud GPU capacity.
-    pub node_pool: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_pool: Option<String>,
+    /// Several NodePools that provide it (an on-demand pool and a Spot pool, say), the first one Karpenter tries
+    /// first; instead of `nodePool`. Pods landing on any of them count as fallen back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_pools: Option<Vec<String>>,
 }
 
 /// Budgets the drill is judged against. A missed objective does not abort the drill.

@@ -217,8 +217,40 @@ impl Validator<'_> {
                 selector: selector?,
                 restored_when: RestoredWhen { ready_pods: restored.ready_pods, http },
             },
-            fallback: FallbackTarget { node_pool: targets.fallback.node_pool.clone() },
+            fallback: self.fallback(&targets.fallback)?,
         })
+    }
+
+    /// `nodePool: NAME` or `nodePools: [NAME, ...]`, exactly one of them.
+    fn fallback(&mut self, fallback: &raw::FallbackTarget) -> Option<FallbackTarget> {
+        let path = "spec.targets.fallback";
+        let pools = match (&fallback.node_pool, &fallback.node_pools) {
+            (Some(one), None) => vec![one.clone()],
+            (None, Some(many)) => many.clone(),
+            (Some(_), Some(_)) => {
+                self.problem(path, "set nodePool (one NodePool) or nodePools (a list), not both");
+                return None;
+            }
+            (None, None) => {
+                self.problem(path, "name the fallback: nodePool: NAME, or nodePools: [NAME, ...] for several");
+                return None;
+            }
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        let mut ok = !pools.is_empty();
+        if pools.is_empty() {
+            self.problem(&join(path, "nodePools"), "nodePools must name at least one NodePool");
+        }
+        for pool in &pools {
+            if pool.trim().is_empty() || pool.contains([',', ' ', '(', ')', '=']) {
+                self.problem(path, format!("`{pool}` is not a NodePool name"));
+                ok = false;
+            } else if !seen.insert(pool.as_str()) {
+                self.problem(&join(path, "nodePools"), format!("NodePool `{pool}` is named twice"));
+                ok = false;
+            }
+        }
+        ok.then(|| FallbackTarget::new(pools))
     }
 
     fn lock(&mut self, lock: Option<&raw::Lock>) -> LeaseRef {

@@ -83,6 +83,13 @@ pub struct Phase {
     pub note: Option<String>,
 }
 
+/// What one fallback NodePool brought.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PoolShare {
+    pub nodes: usize,
+    pub node_hours: f64,
+}
+
 /// GPU capacity the fallback brought, and what it cost.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FallbackUsage {
@@ -104,6 +111,10 @@ pub struct FallbackUsage {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unpriced_instance_types: Vec<String>,
     pub by_instance_type: BTreeMap<String, f64>,
+    /// Per fallback NodePool (an on-demand and a Spot pool, say): its nodes and their node-hours. Empty in runs
+    /// recorded before nodes carried their pool.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_node_pool: BTreeMap<String, PoolShare>,
     /// How node-hours were counted: `nodeclaim` (from each NodeClaim's creation, when the instance is asked for, to
     /// its deletion, once the instance is terminated) or `node` (from the Node object to its deletion: older runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -969,7 +980,7 @@ fn fallback_usage(drill: &Drill, obs: &[Observation], t0_seq: u64) -> FallbackUs
     // completes only once the instance is terminated. Nodes no NodeClaim names (older timelines) bill as Node objects.
     let mut claims: BTreeMap<String, Billed> = BTreeMap::new();
     let mut nodes: BTreeMap<String, Billed> = BTreeMap::new();
-    let mut shape: BTreeMap<String, (Option<String>, i64)> = BTreeMap::new();
+    let mut shape: BTreeMap<String, (Option<String>, i64, Option<String>)> = BTreeMap::new();
     for o in obs {
         match &o.event {
             Event::NodeClaimCreated { nodeclaim } if after_t0(o) => {
@@ -1005,8 +1016,8 @@ fn fallback_usage(drill: &Drill, obs: &[Observation], t0_seq: u64) -> FallbackUs
                     c.end.get_or_insert(o.received);
                 }
             }
-            Event::NodeAdded { node, role: NodeRole::Fallback, instance_type, gpus } if after_t0(o) => {
-                shape.insert(node.clone(), (instance_type.clone(), *gpus));
+            Event::NodeAdded { node, role: NodeRole::Fallback, instance_type, gpus, node_pool } if after_t0(o) => {
+                shape.insert(node.clone(), (instance_type.clone(), *gpus, node_pool.clone()));
                 nodes.insert(
                     node.clone(),
                     Billed { start: o.received, end: None, node: None, launched: true, said: None },
@@ -1045,7 +1056,7 @@ fn fallback_usage(drill: &Drill, obs: &[Observation], t0_seq: u64) -> FallbackUs
     usage.billed_from = (!claims.is_empty())
         .then(|| "nodeclaim".to_string())
         .or_else(|| (!nodes.is_empty()).then(|| "node".to_string()));
-    let mut spans: Vec<(f64, Option<String>, i64)> = Vec::new();
+    let mut spans: Vec<(f64, Option<String>, i64, Option<String>)> = Vec::new();
     let billed = claims.iter().filter(|(_, c)| c.launched).chain(nodes.iter());
     for (name, b) in billed {
         let Some(stop) = b.end.or(end) else { continue };
@@ -1053,8 +1064,8 @@ fn fallback_usage(drill: &Drill, obs: &[Observation], t0_seq: u64) -> FallbackUs
             usage.still_running.push(name.clone());
             usage.still_running_at = end;
         }
-        let (instance_type, gpus) = shape.get(b.node.as_deref().unwrap_or(name)).cloned().unwrap_or((None, 0));
-        spans.push(((stop - b.start).num_milliseconds().max(0) as f64 / 3_600_000.0, instance_type, gpus));
+        let (instance_type, gpus, pool) = shape.get(b.node.as_deref().unwrap_or(name)).cloned().unwrap_or_default();
+        spans.push(((stop - b.start).num_milliseconds().max(0) as f64 / 3_600_000.0, instance_type, gpus, pool));
     }
     let limit = obs.iter().find_map(|o| match &o.event {
         Event::Baseline { fallback_gpu_limit, .. } => *fallback_gpu_limit,
@@ -1064,7 +1075,12 @@ fn fallback_usage(drill: &Drill, obs: &[Observation], t0_seq: u64) -> FallbackUs
     usage.ceiling = drill.spec.guards.max_fallback_gpus.map(|c| c as i64);
     usage.over_ceiling = usage.ceiling.is_some_and(|c| usage.max_gpus > c);
     let mut cost = 0.0;
-    for (hours, instance_type, gpus) in &spans {
+    for (hours, instance_type, gpus, pool) in &spans {
+        if let Some(pool) = pool {
+            let share = usage.by_node_pool.entry(pool.clone()).or_default();
+            share.nodes += 1;
+            share.node_hours += hours;
+        }
         usage.nodes += 1;
         usage.node_hours += hours;
         usage.gpu_hours += hours * *gpus as f64;
@@ -1140,7 +1156,13 @@ spec:
             (
                 5.0,
                 Some(5),
-                E::NodeAdded { node: "f1".into(), role: fb, instance_type: Some("g6.12xlarge".into()), gpus: 4 },
+                E::NodeAdded {
+                    node: "f1".into(),
+                    role: fb,
+                    instance_type: Some("g6.12xlarge".into()),
+                    gpus: 4,
+                    node_pool: Some("gpu-fallback".into()),
+                },
             ),
             (5.1, Some(5), cond("Registered", "c1")),
             (5.3, Some(5), cond("Registered", "c2")),
@@ -1362,6 +1384,7 @@ spec:
             role: fb,
             instance_type: Some("g6.12xlarge".into()),
             gpus: 4,
+            node_pool: Some("gpu-fallback".into()),
         };
         let events = vec![
             (0.5, None, E::FaultInjected { step: "drain".into(), kind: FaultKind::Drain }),

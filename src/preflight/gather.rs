@@ -70,6 +70,7 @@ pub async fn gather(client: &Client, targets: &PreflightTargets) -> Result<Snaps
             Some(pool) => PoolLookup::Found(Box::new(pool.clone())),
             None => PoolLookup::Missing { existing: list.iter().map(|p| p.name_any()).collect() },
         };
+        s.more_pools = list.iter().filter(|p| targets.more_pools.contains(&p.name_any())).cloned().collect();
     }
     if let PoolLookup::Found(pool) = &s.pool {
         let by_pool = ListParams::default().labels(&format!("{NODEPOOL_LABEL}={}", targets.node_pool));
@@ -287,6 +288,7 @@ mod tests {
             namespace: "inference".into(),
             selector: "app=x".into(),
             node_pool: "gpu-fallback".into(),
+            more_pools: Vec::new(),
         }
     }
 

@@ -69,6 +69,8 @@ pub struct Snapshot {
     pub pods_on_prem: Vec<Pod>,
     pub daemonsets: Vec<DaemonSet>,
     pub pool: PoolLookup,
+    /// The further fallback NodePools found (`PreflightTargets::more_pools`); a missing one is not here.
+    pub more_pools: Vec<NodePool>,
     pub node_class: NodeClassLookup,
     /// The fallback NodePool's NodeClaims.
     pub claims: Vec<NodeClaim>,

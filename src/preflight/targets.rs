@@ -18,6 +18,9 @@ pub struct PreflightTargets {
     /// Label selector of the workload's pods.
     pub selector: String,
     pub node_pool: String,
+    /// The drill's further fallback NodePools (`nodePools` past the first): their GPU limits add to the first's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more_pools: Vec<String>,
 }
 
 /// The targets as flags give them; each one given replaces the drill's.
@@ -45,6 +48,7 @@ impl PreflightTargets {
             namespace: t.workload.namespace.clone(),
             selector: t.workload.selector.to_string(),
             node_pool: t.fallback.node_pool.clone(),
+            more_pools: t.fallback.node_pools.iter().skip(1).cloned().collect(),
         }
     }
 
@@ -59,11 +63,17 @@ impl PreflightTargets {
                 })
             };
         let mut missing = Vec::new();
+        // --node-pool names one NodePool in place of the drill's list.
+        let more_pools = match (&flags.node_pool, &base) {
+            (None, Some(b)) => b.more_pools.clone(),
+            _ => Vec::new(),
+        };
         let targets = PreflightTargets {
             nodes: pick(flags.nodes, base.as_ref().map(|b| &b.nodes), "--nodes", &mut missing),
             namespace: pick(flags.namespace, base.as_ref().map(|b| &b.namespace), "--namespace", &mut missing),
             selector: pick(flags.selector, base.as_ref().map(|b| &b.selector), "--selector", &mut missing),
             node_pool: pick(flags.node_pool, base.as_ref().map(|b| &b.node_pool), "--node-pool", &mut missing),
+            more_pools,
         };
         if !missing.is_empty() {
             return Err(TargetsError::Missing(missing.join(", ")));

@@ -86,6 +86,9 @@ pub fn render(report: &Report) -> String {
     for line in super::billing_in_words(f) {
         let _ = writeln!(md, "- Hours {line}");
     }
+    if let Some(pools) = super::by_node_pool(f) {
+        let _ = writeln!(md, "- By NodePool: {pools}");
+    }
     if let Some(limit) = f.gpu_limit {
         let over = if f.overrun { " — **OVERRUN**: Karpenter's limits are eventually consistent" } else { "" };
         let _ = writeln!(md, "- NodePool GPU limit: {limit}{over}");

@@ -375,6 +375,23 @@ fn no_pods(startup: &Startup) -> bool {
     startup.pods.is_empty()
 }
 
+/// The fallback's nodes per NodePool, when it came from more than one or a run recorded its pools:
+/// `gpu-fallback 4 nodes (0.021 node-hours), gpu-spot 1 node (0.005 node-hours)`.
+pub fn by_node_pool(f: &FallbackUsage) -> Option<String> {
+    if f.by_node_pool.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = f
+        .by_node_pool
+        .iter()
+        .map(|(pool, share)| {
+            let plural = if share.nodes == 1 { "" } else { "s" };
+            format!("{pool} {} node{plural} ({:.3} node-hours)", share.nodes, share.node_hours)
+        })
+        .collect();
+    Some(parts.join(", "))
+}
+
 /// How the fallback's hours were counted, and what was still billing when the run ended, for people.
 pub fn billing_in_words(f: &FallbackUsage) -> Vec<String> {
     let mut lines = Vec::new();

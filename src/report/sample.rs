@@ -84,7 +84,13 @@ pub fn timeline() -> Vec<Observation> {
         (
             5.0,
             Some(5),
-            E::NodeAdded { node: "f1".into(), role: fb, instance_type: Some("g6.12xlarge".into()), gpus: 4 },
+            E::NodeAdded {
+                node: "f1".into(),
+                role: fb,
+                instance_type: Some("g6.12xlarge".into()),
+                gpus: 4,
+                node_pool: Some("gpu-fallback".into()),
+            },
         ),
         (5.1, Some(5), cond(ClaimCondition::Registered)),
         (8.5, Some(8), cond(ClaimCondition::Initialized)),

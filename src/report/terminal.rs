@@ -39,6 +39,9 @@ pub fn render(report: &Report, run_dir: &str) -> String {
             "fallback: {} nodes, {:.3} GPU-hours, peak {} GPUs{cost}\n",
             f.nodes, f.gpu_hours, f.max_gpus
         ));
+        if let Some(pools) = super::by_node_pool(f) {
+            out.push_str(&format!("fallback by NodePool: {pools}\n"));
+        }
     }
     if f.overrun {
         out.push_str(&format!(

@@ -27,8 +27,8 @@ pub fn steady_state(ctx: &StepContext<'_>, on_deviation: OnDeviation) -> Result<
         if !v.fallback_empty() {
             let claims: Vec<&str> = v.claims.keys().map(String::as_str).collect();
             d.push(format!(
-                "fallback NodePool {} is not at 0 (NodeClaims: {}; nodes: {})",
-                targets.fallback.node_pool,
+                "fallback {} is not at 0 (NodeClaims: {}; nodes: {})",
+                targets.fallback.describe(),
                 if claims.is_empty() { "none".into() } else { claims.join(", ") },
                 v.fallback_nodes().count()
             ));

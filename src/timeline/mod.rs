@@ -150,6 +150,9 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         instance_type: Option<String>,
         gpus: i64,
+        /// The NodePool of a fallback node (`karpenter.sh/nodepool`); absent in runs recorded before several pools.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node_pool: Option<String>,
     },
     NodeReady {
         node: String,

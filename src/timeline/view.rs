@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::{ConditionStatus, ContainerStart, Event, NodeRole};
-use crate::cluster::karpenter::{ClaimCondition, GPU_RESOURCE, INSTANCE_TYPE_LABEL, NodeClaim};
+use crate::cluster::karpenter::{ClaimCondition, GPU_RESOURCE, INSTANCE_TYPE_LABEL, NODEPOOL_LABEL, NodeClaim};
 use crate::cluster::quantity::as_integer;
 use crate::cluster::to_utc;
 
@@ -23,6 +23,7 @@ pub struct NodeState {
     pub schedulable: bool,
     pub gpus: i64,
     pub instance_type: Option<String>,
+    pub node_pool: Option<String>,
     pub created: Option<DateTime<Utc>>,
     pub taints: Vec<(String, String, Option<DateTime<Utc>>)>,
     pub run_annotation: Option<String>,
@@ -59,6 +60,7 @@ impl NodeState {
             schedulable: !node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
             gpus,
             instance_type: meta.labels.as_ref().and_then(|l| l.get(INSTANCE_TYPE_LABEL)).cloned(),
+            node_pool: meta.labels.as_ref().and_then(|l| l.get(NODEPOOL_LABEL)).cloned(),
             created: meta.creation_timestamp.as_ref().map(|t| to_utc(&t.0)),
             taints,
             run_annotation: meta
@@ -79,7 +81,13 @@ pub fn node_transitions(before: Option<&NodeState>, after: &NodeState) -> Vec<Tr
     let (node, role) = (after.name.clone(), after.role);
     let Some(before) = before else {
         out.push((
-            Event::NodeAdded { node: node.clone(), role, instance_type: after.instance_type.clone(), gpus: after.gpus },
+            Event::NodeAdded {
+                node: node.clone(),
+                role,
+                instance_type: after.instance_type.clone(),
+                gpus: after.gpus,
+                node_pool: after.node_pool.clone(),
+            },
             after.created,
         ));
         if after.is_ready() {

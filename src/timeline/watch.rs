@@ -1,6 +1,6 @@
 //! The watches that feed the timeline and the view: target nodes, workload pods, the fallback and its events.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt::Debug;
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 
 use super::view::{ClaimState, NodeState, PodState, SharedView, claim_transitions, node_transitions, pod_transitions};
 use super::{ConditionStatus, Event, NodeRole, Timeline};
-use crate::cluster::karpenter::{GPU_RESOURCE, NODEPOOL_LABEL, NodeClaim, NodePool};
+use crate::cluster::karpenter::{GPU_RESOURCE, NodeClaim, NodePool};
 use crate::cluster::quantity::as_integer;
 use crate::cluster::{Cluster, to_utc};
 use crate::drill::Drill;
@@ -138,6 +138,24 @@ impl Handler<NodeClaim> for Claims {
 
 struct Pools {
     ctx: Ctx,
+    wanted: Vec<String>,
+    /// Per fallback NodePool: its GPUs, its GPU limit and whether it is Ready.
+    state: BTreeMap<String, (i64, Option<i64>, Option<bool>)>,
+}
+
+impl Pools {
+    /// The fallback as one: GPUs summed, a limit only if every pool has one, Ready only if every pool is.
+    fn publish(&self) {
+        let present = !self.state.is_empty();
+        let gpus = self.state.values().map(|s| s.0).sum::<i64>();
+        let limit = self.state.values().map(|s| s.1).sum::<Option<i64>>();
+        let ready = self.state.values().map(|s| s.2).try_fold(true, |all, r| r.map(|r| all && r));
+        self.ctx.view.update(|v| {
+            v.pool_gpus = present.then_some(gpus);
+            v.pool_limit_gpus = limit.filter(|_| present);
+            v.pool_ready = ready.filter(|_| present);
+        });
+    }
 }
 
 impl Handler<NodePool> for Pools {
@@ -145,19 +163,21 @@ impl Handler<NodePool> for Pools {
         "fallback NodePool".into()
     }
     fn apply(&mut self, pool: &NodePool, _baseline: bool) {
+        let name = pool.metadata.name.clone().unwrap_or_default();
+        if !self.wanted.contains(&name) {
+            return;
+        }
         let status = pool.status.clone().unwrap_or_default();
         let gpus = status.resources.get(GPU_RESOURCE).and_then(as_integer).unwrap_or(0);
         let limit = pool.spec.limits.as_ref().and_then(|l| l.get(GPU_RESOURCE)).and_then(as_integer);
         let ready =
             status.conditions.iter().find(|c| c.type_ == "Ready").map(|c| ConditionStatus::parse(&c.status).is_true());
-        self.ctx.view.update(|v| {
-            v.pool_gpus = Some(gpus);
-            v.pool_limit_gpus = limit;
-            v.pool_ready = ready;
-        });
+        self.state.insert(name, (gpus, limit, ready));
+        self.publish();
     }
-    fn delete(&mut self, _name: &str) {
-        self.ctx.view.update(|v| v.pool_gpus = None);
+    fn delete(&mut self, name: &str) {
+        self.state.remove(name);
+        self.publish();
     }
     fn known(&self) -> Vec<String> {
         Vec::new()
@@ -223,11 +243,11 @@ impl Watches {
     pub fn start(cluster: &Cluster, drill: &Drill, view: &SharedView, timeline: &Timeline) -> Watches {
         let client = &cluster.client;
         let targets = &drill.spec.targets;
-        let pool = &targets.fallback.node_pool;
+        let fallback_pools = targets.fallback.node_pools.clone();
         let (tx, synced) = tokio::sync::mpsc::channel(16);
         let ctx = || Ctx { view: view.clone(), timeline: timeline.clone() };
         let mut handles = Vec::new();
-        let fallback_label = format!("{NODEPOOL_LABEL}={pool}");
+        let fallback_label = targets.fallback.label_selector();
 
         let nodes: Api<Node> = Api::all(client.clone());
         handles.push(spawn(
@@ -257,10 +277,15 @@ impl Watches {
             tx.clone(),
         ));
         let pools: Api<NodePool> = Api::all(client.clone());
+        // One NodePool by its name; several as a list, the others ignored.
+        let config = match fallback_pools.as_slice() {
+            [one] => watcher::Config::default().fields(&format!("metadata.name={one}")),
+            _ => watcher::Config::default(),
+        };
         handles.push(spawn(
             pools,
-            watcher::Config::default().fields(&format!("metadata.name={pool}")),
-            Pools { ctx: ctx() },
+            config,
+            Pools { ctx: ctx(), wanted: fallback_pools, state: BTreeMap::new() },
             tx.clone(),
         ));
         let ns_events: Api<KubeEvent> = Api::namespaced(client.clone(), &targets.workload.namespace);

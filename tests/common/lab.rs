@@ -90,27 +90,59 @@ pub fn cordoned_or_marked() -> Vec<String> {
         .collect()
 }
 
+/// What a drill targeting the inference workload and `gpu-fallback` leaves: the workload back on-prem, that pool at
+/// 0. The batch pods may still be on the Spot pool, and a forced drain deleted the bare pod: [`reset_lab`] puts
+/// those back.
 pub fn workload_on_prem_and_fallback_empty() -> bool {
-    let hybrid: Vec<String> = kubectl_json(&["get", "nodes", "-l", "eks.amazonaws.com/compute-type=hybrid"])["items"]
+    let hybrid = hybrid_nodes();
+    let pods = kubectl_json(&["get", "pods", "-n", "inference", "-l", "app=llm-inference"]);
+    let pods = pods["items"].as_array().unwrap();
+    let ready_on_prem = pods.iter().filter(|p| ready_on(p, &hybrid)).count();
+    let claims = kubectl_json(&["get", "nodeclaims", "-l", "karpenter.sh/nodepool=gpu-fallback"])["items"]
+        .as_array()
+        .unwrap()
+        .len();
+    ready_on_prem == 4 && pods.len() == 4 && claims == 0
+}
+
+/// The lab's steady state: the workload on-prem, the batch, bare and emptyDir pods on-prem, no NodeClaim at all.
+fn lab_steady() -> bool {
+    workload_on_prem_and_fallback_empty()
+        && batch_on_prem()
+        && kubectl_json(&["get", "nodeclaims"])["items"].as_array().unwrap().is_empty()
+}
+
+fn ready_on(pod: &Value, nodes: &[String]) -> bool {
+    pod["metadata"]["deletionTimestamp"].is_null()
+        && nodes.iter().any(|h| pod["spec"]["nodeName"].as_str() == Some(h))
+        && pod["status"]["conditions"]
+            .as_array()
+            .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+}
+
+fn hybrid_nodes() -> Vec<String> {
+    kubectl_json(&["get", "nodes", "-l", "eks.amazonaws.com/compute-type=hybrid"])["items"]
         .as_array()
         .unwrap()
         .iter()
         .map(|n| n["metadata"]["name"].as_str().unwrap().to_string())
-        .collect();
-    let pods = kubectl_json(&["get", "pods", "-n", "inference", "-l", "app=llm-inference"]);
+        .collect()
+}
+
+/// The rest of what lab/up puts on the hybrid nodes (manifests/45-batch.yaml): the 2 batch pods, the bare pod and
+/// the emptyDir pod, each Ready there.
+fn batch_on_prem() -> bool {
+    let hybrid = hybrid_nodes();
+    let pods = kubectl_json(&["get", "pods", "-n", "batch"]);
     let pods = pods["items"].as_array().unwrap();
-    let ready_on_prem = pods
-        .iter()
-        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
-        .filter(|p| hybrid.iter().any(|h| p["spec"]["nodeName"].as_str() == Some(h)))
-        .filter(|p| {
-            p["status"]["conditions"]
-                .as_array()
-                .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
-        })
-        .count();
-    let claims = kubectl_json(&["get", "nodeclaims"])["items"].as_array().unwrap().len();
-    ready_on_prem == 4 && pods.len() == 4 && claims == 0
+    let app = |p: &Value| p["metadata"]["labels"]["app"].as_str().unwrap_or_default().to_string();
+    let count = |name: &str| pods.iter().filter(|p| app(p) == name).count();
+    let ready = |name: &str| pods.iter().filter(|p| app(p) == name && ready_on(p, &hybrid)).count();
+    ready("embeddings") == 2
+        && count("embeddings") == 2
+        && ready("gpu-burn-in") == 1
+        && ready("feature-cache") == 1
+        && count("feature-cache") == 1
 }
 
 /// Sets the workload's PodDisruptionBudget (2 in steady state: one hybrid node's worth); quiet, for repairs too.
@@ -126,9 +158,16 @@ pub fn reset_lab() {
         kubectl(&["annotate", "node", &node, "hybrid-drill.io/run-id-"]);
     }
     assert!(set_max_unavailable(2), "cannot restore the workload's PodDisruptionBudget");
-    if !workload_on_prem_and_fallback_empty() {
-        kubectl(&["rollout", "restart", "deployment/llm-inference", "-n", "inference"]);
-        eventually("workload on-prem and fallback at 0", Duration::from_secs(300), workload_on_prem_and_fallback_empty);
+    if !lab_steady() {
+        if !workload_on_prem_and_fallback_empty() {
+            kubectl(&["rollout", "restart", "deployment/llm-inference", "-n", "inference"]);
+        }
+        // The batch pods fall back to the Spot pool and stay there; a forced drain deleted the bare pod for good.
+        if !batch_on_prem() {
+            kubectl(&["rollout", "restart", "deployment/embeddings", "-n", "batch"]);
+            kubectl(&["apply", "-f", repo().join("lab/manifests/45-batch.yaml").to_str().unwrap()]);
+        }
+        eventually("the lab's steady state (workloads on-prem, no NodeClaim)", Duration::from_secs(300), lab_steady);
     }
 }
 

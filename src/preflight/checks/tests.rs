@@ -24,6 +24,7 @@ fn targets() -> PreflightTargets {
         namespace: "inference".into(),
         selector: "app=llm-inference".into(),
         node_pool: "gpu-fallback".into(),
+        more_pools: Vec::new(),
     }
 }
 
@@ -119,6 +120,7 @@ spec:
         pods_on_prem: vec![workload_pod("llm-1", "hybrid-gpu-1"), workload_pod("llm-2", "hybrid-gpu-2"), ds_pod],
         daemonsets: vec![device_plugin],
         pool: PoolLookup::Found(Box::new(pool())),
+        more_pools: Vec::new(),
         node_class: NodeClassLookup::Found(serde_json::json!({
             "kind": "KWOKNodeClass", "metadata": {"name": "default"},
             "status": {"conditions": [{"type": "Ready", "status": "True"}]}
@@ -569,4 +571,20 @@ fn every_gpu_pod_a_lost_node_displaces_counts_against_the_fallback_limit() {
     let f = only_failure(&s);
     assert_eq!(f.check, CheckId::WorkloadFitsLimit);
     assert!(f.message.contains("needs 17 GPUs") && f.message.contains("batch/embeddings-x x 1"), "{}", f.message);
+}
+
+#[test]
+fn a_displaced_pod_the_fallback_pool_cannot_take_counts_against_no_limit() {
+    let mut s = lab();
+    // Batch work that asks for Spot only: the on-demand fallback's nodes never take it, so its GPUs go elsewhere.
+    s.pods_on_prem.push(on_prem_pod(
+        "metadata: {name: embeddings-x, namespace: batch, ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: r, uid: r, controller: true}]}\n\
+         spec:\n  nodeName: hybrid-gpu-1\n  affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: \
+         [{matchExpressions: [{key: karpenter.sh/capacity-type, operator: NotIn, values: [on-demand]}]}]}}}\n  \
+         containers: [{name: c, resources: {limits: {nvidia.com/gpu: '2'}}}]",
+    ));
+    let findings = run(&s);
+    let f = findings.iter().find(|f| f.check == CheckId::WorkloadFitsLimit).unwrap();
+    assert_eq!(f.status, Status::Pass, "{}", f.message);
+    assert!(f.message.contains("needs 16 GPUs"), "{}", f.message);
 }

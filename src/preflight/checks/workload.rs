@@ -6,12 +6,13 @@ use k8s_openapi::api::core::v1::{Container, Node, PodSpec, Taint};
 use super::budget::{other_displaced_gpu_pods, workload_budget};
 use super::rto::rto_floor;
 use super::support::{Findings, gpu_taints, is_gpu_taint, most_gpus, names, taint_text, tolerations};
-use crate::cluster::karpenter::GPU_RESOURCE;
+use crate::cluster::karpenter::{GPU_RESOURCE, NodePool};
 use crate::cluster::quantity::as_integer;
 use crate::cluster::scheduling::{NodeShape, tolerates};
 use crate::preflight::finding::{CheckId, Status};
 use crate::preflight::snapshot::{PoolLookup, Snapshot, Workload};
 use crate::preflight::targets::{Expectations, PreflightTargets};
+use kube::ResourceExt;
 
 const TOLERATION_FIX: &str =
     "add to the pod template: tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]";
@@ -65,7 +66,7 @@ pub(super) fn workloads(
         workload_affinity(spec, &hybrid, fallback, &object, out);
         workload_budget(s, w, &object, expect.drains, out);
     }
-    fits_limit(s, &demand, expect, &selection, &targets.node_pool, out);
+    fits_limit(s, &demand, expect, &selection, fallback, targets, out);
     rto_floor(s, &s.workloads[0], expect.rto_objective, out);
 }
 
@@ -122,20 +123,45 @@ fn gpu_request(spec: &PodSpec, object: &str, out: &mut Findings) -> Option<i64> 
 }
 
 /// workload-fits-limit: the GPU demand of every controller, and of every other GPU pod a lost on-prem node sends
-/// to the fallback, fits under the fallback NodePool's GPU limit.
+/// to the fallback, fits under the fallback NodePool's GPU limit. A displaced pod whose nodeSelector or required
+/// affinity keeps it off the pool's nodes (batch work that asks for Spot only, say) lands elsewhere or stays
+/// Pending: it takes none of the limit.
 fn fits_limit(
     s: &Snapshot,
     demand: &[(&Workload, i64)],
     expect: &Expectations,
     selection: &str,
-    pool_name: &str,
+    fallback: Option<&NodeShape>,
+    targets: &PreflightTargets,
     out: &mut Findings,
 ) {
     let id = CheckId::WorkloadFitsLimit;
+    let gpu_limit = |pool: &NodePool| pool.spec.limits.as_ref().and_then(|l| l.get(GPU_RESOURCE)).and_then(as_integer);
     let limit = match &s.pool {
-        PoolLookup::Found(pool) => pool.spec.limits.as_ref().and_then(|l| l.get(GPU_RESOURCE)).and_then(as_integer),
+        PoolLookup::Found(pool) => gpu_limit(pool),
         _ => None,
     };
+    // Further fallback pools (a Spot pool, say) add their limits; one without a limit takes what the others leave.
+    let missing: Vec<&String> =
+        targets.more_pools.iter().filter(|name| !s.more_pools.iter().any(|p| &p.name_any() == *name)).collect();
+    let unlimited: Vec<String> = s.more_pools.iter().filter(|p| gpu_limit(p).is_none()).map(|p| p.name_any()).collect();
+    let limit = limit.map(|l| l + s.more_pools.iter().filter_map(gpu_limit).sum::<i64>());
+    let shapes: Vec<NodeShape> =
+        fallback.cloned().into_iter().chain(s.more_pools.iter().map(NodeShape::of_pool)).collect();
+    let pool_name = std::iter::once(&targets.node_pool).chain(&targets.more_pools).cloned().collect::<Vec<_>>();
+    let pool_name = match pool_name.as_slice() {
+        [one] => format!("NodePool {one} is"),
+        many => format!("NodePools {} together are", many.join(", ")),
+    };
+    if !missing.is_empty() {
+        return out.fix(
+            id,
+            Status::Fail,
+            selection,
+            format!("fallback NodePool {} not found", names(missing.iter().map(|m| m.as_str()))),
+            "fix spec.targets.fallback.nodePools; list them with `kubectl get nodepools`",
+        );
+    }
     let objects = names(demand.iter().map(|(w, _)| w.object()));
     let limit = match limit {
         _ if demand.is_empty() => {
@@ -149,9 +175,23 @@ fn fits_limit(
                 "not checked: the fallback has no GPU limit (see nodepool-limits)",
             );
         }
+        Some(_) if !unlimited.is_empty() => {
+            return out.add(
+                id,
+                Status::Pass,
+                &objects,
+                format!("NodePool {} has no GPU limit: it takes what the others' limits leave", names(&unlimited)),
+            );
+        }
         Some(limit) => limit,
     };
-    let others = other_displaced_gpu_pods(s, expect);
+    let others: Vec<_> = other_displaced_gpu_pods(s, expect)
+        .into_iter()
+        .filter(|p| {
+            shapes.is_empty()
+                || p.pod.spec.as_ref().is_none_or(|spec| shapes.iter().any(|f| f.may_be_selected_by(spec)))
+        })
+        .collect();
     let total: i64 = demand.iter().map(|(w, g)| i64::from(w.replicas) * g).sum::<i64>()
         + others.iter().map(|p| p.gpus()).sum::<i64>();
     let parts = names(
@@ -173,7 +213,7 @@ fn fits_limit(
             Status::Fail,
             &objects,
             format!(
-                "needs {total} GPUs on the fallback ({parts}) but NodePool {pool_name} is limited to {limit}: some pods \
+                "needs {total} GPUs on the fallback ({parts}) but {pool_name} limited to {limit}: some pods \
                  would stay Pending"
             ),
             format!(
