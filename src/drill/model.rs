@@ -267,6 +267,16 @@ impl Action {
     pub fn is_fault(&self) -> bool {
         matches!(self, Action::Drain(_) | Action::Cut(_) | Action::NodeFailure(_))
     }
+
+    /// Whether the fault takes nodes NotReady: a node failure, or a cut at the host (a pod-network cut keeps the
+    /// kubelets reporting).
+    pub fn loses_nodes(&self) -> bool {
+        match self {
+            Action::NodeFailure(_) => true,
+            Action::Cut(c) => matches!(c.enforcement, CutEnforcement::Host(_)),
+            _ => false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -45,6 +45,7 @@ pub enum CheckId {
     RtoFloor,
     /// A drain would evict no pod kubectl drain refuses without a flag (bare pods, emptyDir data).
     DrainPods,
+    ZoneDisruption,
 }
 
 impl CheckId {
@@ -69,6 +70,7 @@ impl CheckId {
             CheckId::WorkloadFitsLimit => "workload-fits-limit",
             CheckId::RtoFloor => "rto-floor",
             CheckId::DrainPods => "drain-pods",
+            CheckId::ZoneDisruption => "zone-disruption",
         }
     }
 }

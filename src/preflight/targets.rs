@@ -100,6 +100,9 @@ pub struct Expectations {
     pub drain_flags: DrainFlags,
     /// Namespaces a drain leaves alone, and whose pods a lost node does not send to the fallback's budget.
     pub protected_namespaces: Vec<String>,
+    /// Whether the fault takes the on-prem nodes NotReady (a node failure, a host-level cut), where the node
+    /// lifecycle controller's zone rules decide whether they are evicted.
+    pub loses_nodes: bool,
 }
 
 impl Default for Expectations {
@@ -109,6 +112,7 @@ impl Default for Expectations {
             drains: true,
             drain_flags: DrainFlags::default(),
             protected_namespaces: vec!["kube-system".into()],
+            loses_nodes: true,
         }
     }
 }
@@ -128,6 +132,7 @@ impl Expectations {
                 })
                 .unwrap_or_default(),
             protected_namespaces: drill.spec.guards.protected_namespaces.clone(),
+            loses_nodes: drill.spec.steps.iter().any(|s| s.action.loses_nodes()),
         }
     }
 }

@@ -11,6 +11,7 @@ mod taints;
 #[cfg(test)]
 mod tests;
 mod workload;
+pub mod zones;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
@@ -37,5 +38,6 @@ pub fn evaluate(s: &Snapshot, targets: &PreflightTargets, expect: &Expectations)
     node_pool::node_pool(s, targets, &mut out);
     workload::workloads(s, targets, &on_prem, fallback.as_ref(), expect, &mut out);
     budget::drain_pods(s, expect, &mut out);
+    zones::zone_disruption(s, expect, &mut out);
     out.0
 }
