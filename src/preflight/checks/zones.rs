@@ -58,12 +58,13 @@ pub fn zone_of(node: &Node) -> String {
     }
 }
 
-fn ready(node: &Node) -> bool {
+/// NotReady already, before the fault: a Ready condition other than True.
+fn not_ready(node: &Node) -> bool {
     node.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-        .is_some_and(|c| c.status == "True")
+        .is_some_and(|c| c.status != "True")
 }
 
 /// zone-disruption: for a drill that loses nodes (a node failure, a host-level cut), each zone the lost on-prem nodes
@@ -80,7 +81,7 @@ pub(super) fn zone_disruption(s: &Snapshot, expect: &Expectations, out: &mut Fin
         let entry = zones.entry(zone_of(node)).or_default();
         entry.0 += 1;
         let lost = s.on_prem.contains(&node.name_any());
-        if lost || !ready(node) {
+        if lost || not_ready(node) {
             entry.1 += 1;
         }
         if lost {
