@@ -15,6 +15,7 @@ pub mod requests;
 pub mod scheduling;
 pub mod selector;
 pub mod tolerations;
+pub mod zones;
 
 use std::path::PathBuf;
 

@@ -56,6 +56,11 @@ impl Reader {
         Api::<Node>::all(self.client.clone()).get(name).await
     }
 
+    /// Every node of the cluster (the zones the node lifecycle controller judges span them all).
+    pub async fn nodes(&self) -> Result<Vec<Node>, kube::Error> {
+        Ok(Api::<Node>::all(self.client.clone()).list(&Default::default()).await?.items)
+    }
+
     /// Every pod bound to a node, in any namespace.
     pub async fn pods_on(&self, node: &str) -> Result<Vec<Pod>, kube::Error> {
         let params = ListParams::default().fields(&format!("spec.nodeName={node}"));

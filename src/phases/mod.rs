@@ -814,6 +814,14 @@ impl<'a> Moments<'a> {
             }
             PhaseId::Toleration => expected_toleration(self.scan.obs, self.lost_node_tainted()),
             PhaseId::Detection => self.hooks_ran(),
+            // Not a slow fallback: the node lifecycle controller's zone rule kept the lost nodes untainted.
+            PhaseId::Eviction => self.scan.first(0, |e| {
+                matches!(e, Event::StepFinished { message, .. } if message.starts_with(crate::cluster::zones::HELD_BY_ZONE_DISRUPTION))
+            }).map(|_| format!(
+                "{}: a partial disruption of a zone of at most 50 nodes (more than 2 and at least 55% NotReady) sets \
+                 the node lifecycle controller's eviction rate to 0; see the step's message",
+                crate::cluster::zones::HELD_BY_ZONE_DISRUPTION
+            )),
             PhaseId::Rto
                 if self.restored.is_some()
                     && self

@@ -4,7 +4,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+
 use super::{StepContext, StepError, StepSuccess};
+use crate::cluster::tolerations;
+use crate::cluster::zones::{HELD_BY_ZONE_DISRUPTION, LARGE_CLUSTER_SIZE_THRESHOLD, ZoneState, zone_of, zone_state};
 use crate::drill::WaitCondition;
 use crate::monitor::Derived;
 
@@ -37,6 +43,66 @@ fn status(condition: WaitCondition, d: &Derived, needed: u32) -> String {
     }
 }
 
+/// How long a lost on-prem node may stay NotReady without the NoExecute taint, its zone partially disrupted, before
+/// the wait calls its eviction held: the controller taints a node of a normal zone within a monitor period or, rate
+/// limited (0.1 nodes/s), within seconds per node queued before it.
+const HELD_AFTER: Duration = Duration::from_secs(30);
+/// How often a wait that may meet held evictions re-reads the zones (a held node changes nothing the watches see).
+const HELD_CHECK_EVERY: Duration = Duration::from_secs(5);
+
+/// The on-prem nodes whose eviction the node lifecycle controller holds: NotReady for at least [`HELD_AFTER`],
+/// without a NoExecute taint, in a zone that is partially disrupted (more than 2 and at least 55% NotReady) and no
+/// larger than 50 nodes, where the controller's eviction rate is 0. With the zone, its NotReady count and size.
+pub fn held_evictions(
+    nodes: &[Node],
+    lost: &[String],
+    now: DateTime<Utc>,
+) -> Option<(Vec<String>, String, usize, usize)> {
+    let not_ready = |n: &Node| {
+        n.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+            .filter(|c| c.status != "True")
+            .map(|c| c.last_transition_time.as_ref().map(|t| crate::cluster::to_utc(&t.0)))
+    };
+    let no_execute = |n: &Node| {
+        n.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|ts| {
+            ts.iter().any(|t| {
+                t.effect == "NoExecute" && (t.key == tolerations::UNREACHABLE || t.key == tolerations::NOT_READY)
+            })
+        })
+    };
+    for zone in nodes.iter().map(zone_of).collect::<std::collections::BTreeSet<_>>() {
+        let members: Vec<&Node> = nodes.iter().filter(|n| zone_of(n) == zone).collect();
+        let down = members.iter().filter(|n| not_ready(n).is_some()).count();
+        if zone_state(down, members.len()) != ZoneState::Partial || members.len() > LARGE_CLUSTER_SIZE_THRESHOLD {
+            continue;
+        }
+        let held: Vec<String> = members
+            .iter()
+            .filter(|n| lost.contains(&n.name_any()) && !no_execute(n))
+            .filter(|n| {
+                not_ready(n)
+                    .is_some_and(|since| since.is_none_or(|s| (now - s).to_std().is_ok_and(|d| d >= HELD_AFTER)))
+            })
+            .map(|n| n.name_any())
+            .collect();
+        if !held.is_empty() {
+            return Some((held, zone, down, members.len()));
+        }
+    }
+    None
+}
+
+/// The step's end when evictions are held: not a slow fallback, the zone rule at work.
+fn held_verdict(held: &[String], zone: &str, down: usize, size: usize) -> StepError {
+    StepError::Failed(format!(
+        "{HELD_BY_ZONE_DISRUPTION}: {} NotReady without the NoExecute taint; zone {zone} has {down} of {size} nodes NotReady, a partial disruption (more than 2 and at least 55%) in a zone of at most 50 nodes, where the node lifecycle controller's eviction rate is 0 (--unhealthy-zone-threshold 0.55, --large-cluster-size-threshold 50): nothing is evicted and nothing falls back while it lasts; the drill restores the nodes",
+        held.join(", ")
+    ))
+}
+
 pub async fn wait_for(
     ctx: &mut StepContext<'_>,
     condition: WaitCondition,
@@ -44,15 +110,25 @@ pub async fn wait_for(
     timeout: Duration,
 ) -> Result<StepSuccess, StepError> {
     let needed = ctx.drill.spec.targets.workload.restored_when.ready_pods;
+    // Only a fault that loses nodes meets the zone rule, and only a wait for the fallback or the restore waits on it.
+    let may_be_held = matches!(condition, WaitCondition::FallbackReady | WaitCondition::WorkloadRestored)
+        && ctx.drill.spec.steps.iter().any(|s| s.action.loses_nodes());
     loop {
         let current = ctx.derived.borrow_and_update().clone();
         if holds(condition, &current) {
             return Ok(StepSuccess::ok(format!("{condition} holds")));
         }
+        if may_be_held && let Ok(nodes) = ctx.reader.nodes().await {
+            if let Some((held, zone, down, size)) = held_evictions(&nodes, ctx.on_prem_nodes, Utc::now()) {
+                return Err(held_verdict(&held, &zone, down, size));
+            }
+        }
         ctx.progress.waiting(&format!("waiting for {condition}: {}", status(condition, &current, needed)));
-        match tokio::time::timeout_at(deadline, ctx.derived.changed()).await {
+        let wake = if may_be_held { deadline.min(Instant::now() + HELD_CHECK_EVERY) } else { deadline };
+        match tokio::time::timeout_at(wake, ctx.derived.changed()).await {
             Ok(Ok(())) => {}
             Ok(Err(_)) => return Err(StepError::Failed("the drill's monitor stopped".into())),
+            Err(_) if Instant::now() < deadline => {}
             Err(_) => {
                 return Err(StepError::Timeout {
                     after: timeout,
@@ -173,5 +249,49 @@ spec:
         assert_eq!(during["watch"], set_up["watch"], "set up: {set_up:?}");
         assert_eq!(set_up["watch"].values().sum::<u64>(), 7, "{set_up:?}");
         drop(watches);
+    }
+
+    /// A node of zone onprem-dc1: Ready, or NotReady since `since` (RFC 3339), perhaps with the NoExecute taint.
+    fn node(name: &str, not_ready_since: Option<&str>, tainted: bool) -> k8s_openapi::api::core::v1::Node {
+        let ready = match not_ready_since {
+            Some(t) => serde_json::json!({"type": "Ready", "status": "Unknown", "lastTransitionTime": t}),
+            None => serde_json::json!({"type": "Ready", "status": "True"}),
+        };
+        let taints = if tainted {
+            serde_json::json!([{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}])
+        } else {
+            serde_json::json!([])
+        };
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "labels": {"topology.kubernetes.io/region": "onprem", "topology.kubernetes.io/zone": "onprem-dc1"}},
+            "spec": {"taints": taints},
+            "status": {"conditions": [ready]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn evictions_are_held_in_a_small_partially_disrupted_zone_only() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:01:00Z").unwrap().with_timezone(&chrono::Utc);
+        let lost: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
+        let early = Some("2026-01-01T00:00:00Z");
+        // 3 of 4 NotReady for a minute; the first was tainted before the zone crossed the line.
+        let nodes = [node("a", early, true), node("b", early, false), node("c", early, false), node("d", None, false)];
+        let (held, zone, down, size) = super::held_evictions(&nodes, &lost, now).unwrap();
+        assert_eq!(
+            (held, zone.as_str(), down, size),
+            (vec!["b".to_string(), "c".to_string()], "onprem/onprem-dc1", 3, 4)
+        );
+        // Not for long enough yet: the taint may still come.
+        let just = Some("2026-01-01T00:00:45Z");
+        let fresh = [node("a", just, false), node("b", just, false), node("c", just, false), node("d", None, false)];
+        assert!(super::held_evictions(&fresh, &lost, now).is_none());
+        // All four: a full disruption, tainted at the normal rate.
+        let all: Vec<String> = ["a", "b", "c", "d"].iter().map(|s| s.to_string()).collect();
+        let four = [node("a", early, false), node("b", early, false), node("c", early, false), node("d", early, false)];
+        assert!(super::held_evictions(&four, &all, now).is_none());
+        // Two of four: a normal zone.
+        let two = [node("a", early, false), node("b", early, false), node("c", None, false), node("d", None, false)];
+        assert!(super::held_evictions(&two, &lost, now).is_none());
     }
 }

@@ -11,7 +11,7 @@ mod taints;
 #[cfg(test)]
 mod tests;
 mod workload;
-pub mod zones;
+mod zones;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
