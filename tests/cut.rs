@@ -34,6 +34,8 @@ fn leftovers() -> Vec<String> {
 }
 
 const CUT_LABEL: &str = "hybrid-drill.io/cut";
+/// The lab's hybrid nodes, as the API lists them: the shipped drills' on-prem selector matches all four.
+const HYBRID: [&str; 4] = ["hybrid-gpu-1", "hybrid-gpu-2", "hybrid-gpu-3", "mi-0a1b2c3d4e5f67890"];
 /// Stand-in annotations (lab/host-firewall-stand-in): a node that stays cut once its policy is gone, and one whose
 /// host policies nothing enforces.
 const LOCKOUT: &str = "hybrid-lab.io/lockout";
@@ -73,7 +75,7 @@ fn hybrid_nodes_ready() -> bool {
 fn repair_quietly() {
     kubectl_quiet(&["delete", POLICY_KINDS, "-A", "-l", RUN_LABEL, "--wait=false"]);
     kubectl_quiet(&["label", "pods", "-A", "-l", RUN_LABEL, &format!("{RUN_LABEL}-")]);
-    let nodes = ["hybrid-gpu-1", "hybrid-gpu-2"];
+    let nodes = HYBRID;
     for node in nodes {
         kubectl_quiet(&["annotate", "node", node, &format!("{LOCKOUT}-"), &format!("{UNENFORCED}-")]);
         kubectl_quiet(&["label", "node", node, &format!("{CUT_LABEL}-")]);
@@ -264,7 +266,7 @@ fn the_host_cut_drill_pins_its_run_label_brings_a_locked_out_node_back_with_its_
     let run_label = policy["metadata"]["labels"][RUN_LABEL].as_str().unwrap();
     assert_eq!(policy["spec"]["nodeSelector"], serde_json::json!({"matchLabels": {CUT_LABEL: run_label}}));
     assert!(!policy["spec"].to_string().contains("kubernetes.io"), "{policy:#}");
-    assert_eq!(pinned, ["hybrid-gpu-1", "hybrid-gpu-2"]);
+    assert_eq!(pinned, HYBRID);
     // The locked-out node needed its last resort; the other came back when the policy went.
     let timeline = std::fs::read_to_string(run_dir(reports.path()).unwrap().join("timeline.jsonl")).unwrap();
     assert!(timeline.contains(r#""step":"cut","command":"lab/node-reboot hybrid-gpu-2","exit_code":0"#), "{timeline}");
@@ -277,7 +279,9 @@ fn the_host_cut_drill_pins_its_run_label_brings_a_locked_out_node_back_with_its_
     assert_lost_node_path(&report, "link restored");
     let fidelity = report["fidelity"].as_str().unwrap();
     assert!(fidelity.starts_with("link cut, host fidelity: a host firewall policy (cilium)"), "{fidelity}");
-    assert!(fidelity.contains("Observed: hybrid-gpu-1 went Unknown, hybrid-gpu-2 went Unknown;"), "{fidelity}");
+    for node in HYBRID {
+        assert!(fidelity.contains(&format!("{node} went Unknown")), "{fidelity}");
+    }
     let dir = run_dir(reports.path()).unwrap();
     let timeline = std::fs::read_to_string(dir.join("timeline.jsonl")).unwrap();
     assert!(timeline.contains(r#""type":"tolerations-read""#));
@@ -357,7 +361,7 @@ fn a_cut_that_no_node_feels_ends_cut_had_no_effect_with_everything_restored() {
     reset();
     let _repair = guard();
     // No agent enforces host policies on these nodes: the policy is stored and cuts nothing.
-    for node in ["hybrid-gpu-1", "hybrid-gpu-2"] {
+    for node in HYBRID {
         kubectl(&["annotate", "node", node, &format!("{UNENFORCED}=true"), "--overwrite"]);
     }
     let dir = tempfile::tempdir().unwrap();
@@ -374,8 +378,8 @@ fn a_cut_that_no_node_feels_ends_cut_had_no_effect_with_everything_restored() {
     let mut undone: Vec<&str> =
         report["rollback"]["undone"].as_array().unwrap().iter().map(|u| u.as_str().unwrap()).collect();
     undone.sort();
-    assert_eq!(undone.len(), 3, "{undone:?}");
-    assert_eq!(undone[1..], ["label node/hybrid-gpu-1", "label node/hybrid-gpu-2"]);
+    assert_eq!(undone.len(), 5, "{undone:?}");
+    assert_eq!(undone[1..], HYBRID.map(|n| format!("label node/{n}")));
     assert!(hybrid_nodes_ready(), "the nodes were never cut");
     let timeline = std::fs::read_to_string(run_dir(reports.path()).unwrap().join("timeline.jsonl")).unwrap();
     assert!(!timeline.contains(r#""status":"Unknown""#), "a node went Unknown: no cut should have happened");
@@ -405,10 +409,13 @@ fn sigint_in_the_middle_of_a_host_cut_lifts_it_and_leaves_nothing() {
     let undone: Vec<&str> =
         report["rollback"]["undone"].as_array().unwrap().iter().map(|u| u.as_str().unwrap()).collect();
     assert!(
-        undone.len() == 3 && undone[0].starts_with("create CiliumClusterwideNetworkPolicy/hybrid-drill-cut-dx-cut-"),
+        undone.len() == 5 && undone[0].starts_with("create CiliumClusterwideNetworkPolicy/hybrid-drill-cut-dx-cut-"),
         "{undone:?}"
     );
-    assert_eq!(undone[1..], ["label node/hybrid-gpu-2", "label node/hybrid-gpu-1"]);
+    // Undone in the reverse order of the labelling.
+    let mut labels = HYBRID.map(|n| format!("label node/{n}"));
+    labels.reverse();
+    assert_eq!(undone[1..], labels);
     assert!(leftovers().is_empty(), "the abort left {:?}", leftovers());
     // The stand-in reconnects the nodes once the policy is gone.
     eventually("the hybrid nodes Ready after the abort", Duration::from_secs(60), hybrid_nodes_ready);
@@ -423,13 +430,13 @@ fn a_run_killed_after_its_cut_is_lifted_by_recover_even_without_its_journal() {
     let _repair = guard();
     let reports = tempfile::tempdir().unwrap();
     let out = run(&repo().join("drills/dx-cut.yaml"), reports.path())
-        // The drill lock is mutation 0, the nodes' cut labels 1 and 2, the policy 3.
-        .env("HYBRID_DRILL_CRASH_AT", "3:after")
+        // The drill lock is mutation 0, the four nodes' cut labels 1 to 4, the policy 5.
+        .env("HYBRID_DRILL_CRASH_AT", "5:after")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), None, "the run should have died: {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(leftovers().len(), 1, "{:?}", leftovers());
-    assert_eq!(cut_labelled(), ["hybrid-gpu-1", "hybrid-gpu-2"]);
+    assert_eq!(cut_labelled(), HYBRID);
     // With the journal gone, the run id label in the cluster is all that is left to go by.
     let dir = run_dir(reports.path()).unwrap();
     std::fs::remove_file(dir.join("journal.jsonl")).unwrap();
@@ -499,6 +506,9 @@ fn the_node_failure_drill_passes_with_its_hooks() {
     // hooks are kubectl writes that land within the hooks' run, which scripts/fidelity maps them to.
     assert_fidelity(&run_dir(reports.path()).unwrap());
     assert_lost_node_path(&report, "recovery hooks ran");
+    // All four nodes of zone onprem-dc1, the cloud zones healthy: a full disruption, evicted at the normal rate.
+    let abort = report["abort_reason"].to_string();
+    assert!(!abort.contains("evictions held"), "{abort}");
     let timeline = std::fs::read_to_string(run_dir(reports.path()).unwrap().join("timeline.jsonl")).unwrap();
     for hook in ["lab/node-fail hybrid-gpu-1", "lab/node-fail hybrid-gpu-2", "lab/node-recover hybrid-gpu-1"] {
         assert!(timeline.contains(&format!(r#""command":"{hook}","exit_code":0"#)), "{hook} did not run");
@@ -511,6 +521,51 @@ fn the_node_failure_drill_passes_with_its_hooks() {
     );
     assert_nothing_left();
     eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
+}
+
+/// Three of the four nodes of zone onprem-dc1 fail: more than 2 and at least 55% of a zone of at most 50 nodes is a
+/// partial disruption, where the node lifecycle controller stops tainting. Preflight warns before; the wait ends
+/// "evictions held by zone disruption" naming the rule, not a slow fallback; the drill restores the nodes.
+#[test]
+fn three_of_four_nodes_of_a_small_zone_failed_are_held_by_zone_disruption_and_restored() {
+    let _lab = lock_lab();
+    reset();
+    let _repair = guard();
+    let dir = tempfile::tempdir().unwrap();
+    let three = "eks.amazonaws.com/compute-type=hybrid,gpu.model=h200,kubernetes.io/hostname!=mi-0a1b2c3d4e5f67890";
+    let file = variant(
+        "node-failure.yaml",
+        dir.path(),
+        &[("nodes: eks.amazonaws.com/compute-type=hybrid,gpu.model=h200", &format!("nodes: {three}"))],
+    );
+    let reports = tempfile::tempdir().unwrap();
+    let out = run(&file, reports.path()).output().unwrap();
+    let report = report_of(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "report: {report:#}\nstderr:\n{stderr}");
+    let steps = report["steps"].as_array().unwrap();
+    let preflight = steps.iter().find(|s| s["id"] == "preflight").unwrap()["message"].as_str().unwrap();
+    assert!(
+        preflight.contains("zone-disruption: Zone onprem/onprem-dc1: the fault takes 3 of its 4 nodes NotReady")
+            && preflight.contains("evictions held by zone disruption"),
+        "{preflight}"
+    );
+    let reason = report["abort_reason"].as_str().unwrap();
+    assert!(reason.contains("evictions held by zone disruption: "), "{reason}");
+    assert!(reason.contains("zone onprem/onprem-dc1 has 3 of 4 nodes NotReady"), "{reason}");
+    assert!(reason.contains("--unhealthy-zone-threshold 0.55, --large-cluster-size-threshold 50"), "{reason}");
+    let eviction = phase(&report, "eviction");
+    assert!(
+        eviction["note"].as_str().unwrap_or_default().contains("evictions held by zone disruption: a partial"),
+        "{eviction:#}"
+    );
+    let mut undone: Vec<&str> =
+        report["rollback"]["undone"].as_array().unwrap().iter().map(|u| u.as_str().unwrap()).collect();
+    undone.sort();
+    assert_eq!(undone, HYBRID[..3].iter().map(|n| format!("fail node/{n}")).collect::<Vec<_>>());
+    assert!(failed_nodes().is_empty(), "the drill left nodes failed: {:?}", failed_nodes());
+    eventually("the hybrid nodes Ready after the drill", Duration::from_secs(60), hybrid_nodes_ready);
+    reset();
 }
 
 #[test]
@@ -537,7 +592,7 @@ fn a_ceiling_below_the_fallback_aborts_recovers_the_nodes_and_reports_the_overru
     let mut undone: Vec<&str> =
         report["rollback"]["undone"].as_array().unwrap().iter().map(|u| u.as_str().unwrap()).collect();
     undone.sort();
-    assert_eq!(undone, ["fail node/hybrid-gpu-1", "fail node/hybrid-gpu-2"]);
+    assert_eq!(undone, HYBRID.map(|n| format!("fail node/{n}")));
     assert!(failed_nodes().is_empty(), "the abort left nodes failed: {:?}", failed_nodes());
     let md = std::fs::read_to_string(run_dir(reports.path()).unwrap().join("report.md")).unwrap();
     assert!(md.contains("- Drill ceiling (guards.maxFallbackGpus): 4 — **EXCEEDED**"), "{md}");
@@ -589,23 +644,26 @@ fn a_node_that_does_not_come_back_exits_4_naming_it_until_recover_verifies_it() 
     assert_eq!(out.status.code(), Some(4), "report: {report:#}\nstderr:\n{stderr}");
     assert_eq!(report["outcome"], "restore-failed");
     let failed = report["rollback"]["failed"].to_string();
-    for node in ["hybrid-gpu-1", "hybrid-gpu-2"] {
+    for node in HYBRID {
         assert!(failed.contains(&format!("{node}: NotReady after 30s")), "{failed}");
     }
     // The restore step's hooks and the rollback's each ran once per node, with each node's InternalIP.
     let addresses = std::fs::read_to_string(&seen).unwrap();
     let mut lines: Vec<&str> = addresses.lines().collect();
     lines.sort();
-    assert_eq!(lines, ["10.0.1.21", "10.0.1.21", "10.0.1.22", "10.0.1.22"]);
+    assert_eq!(
+        lines,
+        ["10.0.1.21", "10.0.1.21", "10.0.1.22", "10.0.1.22", "10.0.1.23", "10.0.1.23", "10.0.1.24", "10.0.1.24"]
+    );
     // The journal keeps the failures outstanding for `recover`.
     let run_dir = run_dir(reports.path()).unwrap();
-    assert_eq!(last_states(&run_dir, "fail-node"), ["undo-failed", "undo-failed"]);
+    assert_eq!(last_states(&run_dir, "fail-node"), ["undo-failed"; 4]);
     let (code, text) = recover(&run_dir);
     assert_eq!(code, 4, "recover cannot finish while the nodes are down: {text}");
     assert!(text.contains("NOT RESTORED: hybrid-gpu-1: NotReady"), "{text}");
 
     // The operator brings the nodes back out of band; `recover` then verifies and finishes.
-    for node in ["hybrid-gpu-1", "hybrid-gpu-2"] {
+    for node in HYBRID {
         let back = Command::new(repo().join("lab/node-recover"))
             .args([node, "--wait"])
             .env("KUBECONFIG", kubeconfig())
@@ -615,10 +673,10 @@ fn a_node_that_does_not_come_back_exits_4_naming_it_until_recover_verifies_it() 
     }
     let (code, text) = recover(&run_dir);
     assert_eq!(code, 0, "{text}");
-    for node in ["hybrid-gpu-1", "hybrid-gpu-2"] {
+    for node in HYBRID {
         assert!(text.contains(&format!("verified: {node}: Ready, schedulable, no mark of the run")), "{text}");
     }
-    assert_eq!(last_states(&run_dir, "fail-node"), ["undone", "undone"]);
+    assert_eq!(last_states(&run_dir, "fail-node"), ["undone"; 4]);
     assert_eq!(recover(&run_dir), (0, "nothing to recover\n".to_string()));
     reset();
 }
