@@ -176,11 +176,10 @@ batch_on_hybrid() {
     $3=="True" && $4=="" && ($2 in s){c++} END{print c+0}')
   total=$(batch_pods | grep -c . || true)
   [ "$ready" = 2 ] && [ "$total" = 2 ] || out+="batch/embeddings: $ready/2 Ready on hybrid nodes, $total pods in total"$'\n'
-  for p in "pod/gpu-burn-in" "pod -l app=feature-cache"; do
-    # shellcheck disable=SC2086
-    [ "$(kc -n batch get $p -o jsonpath='{.status.phase}{.items[*].status.phase}' 2>/dev/null)" = Running ] ||
-      out+="batch: $p is not Running (a drain with force deletes the bare pod: lab/up re-creates it)"$'\n'
-  done
+  [ "$(kc -n batch get pod gpu-burn-in -o jsonpath='{.status.phase}' 2>/dev/null)" = Running ] ||
+    out+="batch: the bare pod gpu-burn-in is not Running (a forced drain deletes it for good: lab/up re-creates it)"$'\n'
+  [ "$(kc -n batch get pods -l app=feature-cache -o jsonpath='{.items[*].status.phase}' 2>/dev/null)" = Running ] ||
+    out+="batch: the emptyDir pod feature-cache is not Running (alone) on its hybrid node"$'\n'
   [ -z "$out" ] || { printf '%s' "$out"; return 1; }
 }
 # The policies lab/host-firewall-stand-in enforces, as KIND/NAME.

@@ -714,7 +714,7 @@ fn an_abort_while_the_workload_runs_on_the_fallback_brings_it_home_and_the_fallb
     assert!(cordoned_or_marked().is_empty(), "nodes left cordoned: {:?}", cordoned_or_marked());
     // The rollback was verified, then the drill's own return restart brought the workload back on-prem.
     let verified = report["rollback"]["verified"].to_string();
-    for node in ["hybrid-gpu-1", "hybrid-gpu-2"] {
+    for node in ["hybrid-gpu-1", "hybrid-gpu-2", "hybrid-gpu-3", "mi-0a1b2c3d4e5f67890"] {
         assert!(verified.contains(&format!("{node}: Ready, schedulable, no mark of the run")), "{verified}");
     }
     let timeline = std::fs::read_to_string(drill.run_dir().unwrap().join("timeline.jsonl")).unwrap();
@@ -769,7 +769,9 @@ fn a_drill_that_ends_with_its_nodes_cordoned_is_undone_at_its_end_unless_it_keep
     assert!(report["outcome"] == "passed" || report["outcome"] == "objective-missed", "{report:#}");
     assert!(cordoned_or_marked().is_empty(), "nodes left cordoned: {:?}", cordoned_or_marked());
     let undone = report["rollback"]["undone"].to_string();
-    assert!(undone.contains("cordon node/hybrid-gpu-1") && undone.contains("cordon node/hybrid-gpu-2"), "{undone}");
+    for node in ["hybrid-gpu-1", "hybrid-gpu-2", "hybrid-gpu-3", "mi-0a1b2c3d4e5f67890"] {
+        assert!(undone.contains(&format!("cordon node/{node}")), "{undone}");
+    }
     let warnings = report["warnings"].to_string();
     assert!(
         warnings.contains("the drill's steps left changes in place; undone at its end: cordon node/"),
@@ -792,11 +794,12 @@ fn a_drill_that_ends_with_its_nodes_cordoned_is_undone_at_its_end_unless_it_keep
     let drill = Drill::new();
     let (out, report) = drill.run(&kept);
     assert_ne!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(cordoned_or_marked().len(), 2, "the kept cordons");
+    assert_eq!(cordoned_or_marked().len(), 4, "the kept cordons");
     let warnings = report["warnings"].to_string();
     assert!(
         warnings.contains(
-            "left in place at the end, as spec.keepChanges asks: cordon node/hybrid-gpu-2, cordon node/hybrid-gpu-1"
+            "left in place at the end, as spec.keepChanges asks: cordon node/mi-0a1b2c3d4e5f67890, cordon \
+             node/hybrid-gpu-3, cordon node/hybrid-gpu-2, cordon node/hybrid-gpu-1"
         ),
         "{warnings}"
     );
