@@ -118,10 +118,11 @@ pub async fn wait_for(
         if holds(condition, &current) {
             return Ok(StepSuccess::ok(format!("{condition} holds")));
         }
-        if may_be_held && let Ok(nodes) = ctx.reader.nodes().await {
-            if let Some((held, zone, down, size)) = held_evictions(&nodes, ctx.on_prem_nodes, Utc::now()) {
-                return Err(held_verdict(&held, &zone, down, size));
-            }
+        if may_be_held
+            && let Ok(nodes) = ctx.reader.nodes().await
+            && let Some((held, zone, down, size)) = held_evictions(&nodes, ctx.on_prem_nodes, Utc::now())
+        {
+            return Err(held_verdict(&held, &zone, down, size));
         }
         ctx.progress.waiting(&format!("waiting for {condition}: {}", status(condition, &current, needed)));
         let wake = if may_be_held { deadline.min(Instant::now() + HELD_CHECK_EVERY) } else { deadline };
