@@ -222,6 +222,14 @@ fn assert_lost_node_path(report: &Value, restored_label: &str) {
     assert_eq!(overlap["to"]["label"], "last on-prem pod confirmed gone");
 }
 
+/// What the run's rollback undid, sorted.
+fn undone_sorted(report: &Value) -> Vec<&str> {
+    let mut undone: Vec<&str> =
+        report["rollback"]["undone"].as_array().unwrap().iter().map(|u| u.as_str().unwrap()).collect();
+    undone.sort();
+    undone
+}
+
 /// Puts one of lab/manifests back as lab/up applies it.
 fn apply_lab_manifest(name: &str) {
     let out = Command::new("kubectl")
@@ -375,9 +383,7 @@ fn a_cut_that_no_node_feels_ends_cut_had_no_effect_with_everything_restored() {
     assert!(reason.contains("cut had no effect: no on-prem node lost contact within 30s"), "{reason}");
     let fidelity = report["fidelity"].as_str().unwrap();
     assert!(fidelity.starts_with("link cut, host fidelity, without effect:"), "{fidelity}");
-    let mut undone: Vec<&str> =
-        report["rollback"]["undone"].as_array().unwrap().iter().map(|u| u.as_str().unwrap()).collect();
-    undone.sort();
+    let undone = undone_sorted(&report);
     assert_eq!(undone.len(), 5, "{undone:?}");
     assert_eq!(undone[1..], HYBRID.map(|n| format!("label node/{n}")));
     assert!(hybrid_nodes_ready(), "the nodes were never cut");
@@ -559,9 +565,7 @@ fn three_of_four_nodes_of_a_small_zone_failed_are_held_by_zone_disruption_and_re
         eviction["note"].as_str().unwrap_or_default().contains("evictions held by zone disruption: a partial"),
         "{eviction:#}"
     );
-    let mut undone: Vec<&str> =
-        report["rollback"]["undone"].as_array().unwrap().iter().map(|u| u.as_str().unwrap()).collect();
-    undone.sort();
+    let undone = undone_sorted(&report);
     assert_eq!(undone, HYBRID[..3].iter().map(|n| format!("fail node/{n}")).collect::<Vec<_>>());
     assert!(failed_nodes().is_empty(), "the drill left nodes failed: {:?}", failed_nodes());
     eventually("the hybrid nodes Ready after the drill", Duration::from_secs(60), hybrid_nodes_ready);
@@ -589,9 +593,7 @@ fn a_ceiling_below_the_fallback_aborts_recovers_the_nodes_and_reports_the_overru
         "{fallback:#}"
     );
     assert!(fallback["max_gpus"].as_i64().unwrap() > 4, "{fallback:#}");
-    let mut undone: Vec<&str> =
-        report["rollback"]["undone"].as_array().unwrap().iter().map(|u| u.as_str().unwrap()).collect();
-    undone.sort();
+    let undone = undone_sorted(&report);
     assert_eq!(undone, HYBRID.map(|n| format!("fail node/{n}")));
     assert!(failed_nodes().is_empty(), "the abort left nodes failed: {:?}", failed_nodes());
     let md = std::fs::read_to_string(run_dir(reports.path()).unwrap().join("report.md")).unwrap();

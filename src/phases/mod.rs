@@ -1164,12 +1164,13 @@ spec:
             (
                 5.0,
                 Some(5),
+                // Recorded before nodes carried their NodePool.
                 E::NodeAdded {
                     node: "f1".into(),
                     role: fb,
-                    instance_type: Some("g6.12xlarge".into()),
                     gpus: 4,
-                    node_pool: Some("gpu-fallback".into()),
+                    instance_type: Some("g6.12xlarge".into()),
+                    node_pool: None,
                 },
             ),
             (5.1, Some(5), cond("Registered", "c1")),
