@@ -14,6 +14,7 @@ use crate::cluster::karpenter::{GPU_RESOURCE, NodePool};
 use crate::cluster::marks::CUT_LABEL;
 use crate::cluster::policy;
 use crate::cluster::quantity::as_integer;
+use crate::cluster::scheduling::NodeShape;
 use crate::cluster::tolerations::{self, TaintTolerance, tolerance};
 use crate::cluster::{Cluster, first_line, is_not_found};
 use crate::drill::{Action, CutAction, CutEnforcement, Drill, ReturnAction, WorkloadKind};
@@ -113,7 +114,7 @@ fn api_error(what: &str, e: &kube::Error) -> PlanError {
 /// Resolves the drill against the cluster, read-only, refusing with the fix whatever would make it fail part-way.
 pub async fn resolve(cluster: &Cluster, drill: &Drill) -> Result<Plan, PlanError> {
     let targets = &drill.spec.targets;
-    let pool_gpu_limit = fallback_gpu_limit(cluster, drill).await?;
+    let (pool_gpu_limit, pool_shapes) = fallback_pools(cluster, drill).await?;
     let (on_prem_nodes, cordoned_already) = on_prem_nodes(cluster, drill).await?;
     let pods = workload_pods(cluster, drill).await?;
     check_restart_targets(cluster, drill).await?;
@@ -137,7 +138,12 @@ pub async fn resolve(cluster: &Cluster, drill: &Drill) -> Result<Plan, PlanError
         None => (Vec::new(), Vec::new()),
     };
     let displaced_gpu_pods = if drill.spec.steps.iter().any(|s| s.action.is_fault()) {
-        displaced(&pods_by_node, protected).iter().filter(|p| p.gpus() > 0).map(PodTarget::of).collect()
+        // A pod no fallback pool's nodes may take (batch work asking for Spot only, with an on-demand fallback)
+        // does not move to the fallback.
+        let can_land = |p: &DrainPod| {
+            p.pod.spec.as_ref().is_none_or(|spec| pool_shapes.iter().any(|f| f.may_be_selected_by(spec)))
+        };
+        displaced(&pods_by_node, protected).iter().filter(|p| p.gpus() > 0 && can_land(p)).map(PodTarget::of).collect()
     } else {
         Vec::new()
     };
@@ -160,8 +166,8 @@ pub async fn resolve(cluster: &Cluster, drill: &Drill) -> Result<Plan, PlanError
 }
 
 /// Every fallback NodePool must exist (and Karpenter's CRDs with them); their GPU limits added up, if each has one
-/// (a pool without a limit takes whatever the others leave).
-async fn fallback_gpu_limit(cluster: &Cluster, drill: &Drill) -> Result<Option<i64>, PlanError> {
+/// (a pool without a limit takes whatever the others leave), and the nodes each would create.
+async fn fallback_pools(cluster: &Cluster, drill: &Drill) -> Result<(Option<i64>, Vec<NodeShape>), PlanError> {
     let pools: Api<NodePool> = Api::all(cluster.client.clone());
     let pool_list = match pools.list(&ListParams::default()).await {
         Ok(l) => l,
@@ -171,6 +177,7 @@ async fn fallback_gpu_limit(cluster: &Cluster, drill: &Drill) -> Result<Option<i
         Err(e) => return Err(api_error("NodePools", &e)),
     };
     let mut limit = Some(0);
+    let mut shapes = Vec::new();
     for wanted in &drill.spec.targets.fallback.node_pools {
         let pool = pool_list.items.iter().find(|p| &p.name_any() == wanted).ok_or_else(|| {
             let names: Vec<String> = pool_list.items.iter().map(|p| p.name_any()).collect();
@@ -181,8 +188,9 @@ async fn fallback_gpu_limit(cluster: &Cluster, drill: &Drill) -> Result<Option<i
         })?;
         let own = pool.spec.limits.as_ref().and_then(|l| l.get(GPU_RESOURCE)).and_then(as_integer);
         limit = limit.zip(own).map(|(a, b)| a + b);
+        shapes.push(NodeShape::of_pool(pool));
     }
-    Ok(limit)
+    Ok((limit, shapes))
 }
 
 /// The on-prem nodes the selector matches (at least one, at most `guards.maxNodes`), and those already cordoned.
