@@ -1221,3 +1221,40 @@ fn a_run_killed_after_silencing_has_its_silence_expired_by_recover() {
     assert_eq!((code, again.trim()), (0, "nothing to recover"));
     reset_lab();
 }
+
+/// The fallback as two NodePools: with the on-demand pool's GPU limit at 8, half the inference pods land on the Spot
+/// pool. They count as fallen back (the wait for the fallback and the restore hold), and the report gives each pool
+/// its nodes. The reclaim is left out: the batch pods stay on Spot until the next reset restarts them.
+#[test]
+fn pods_landing_on_the_spot_pool_count_as_fallback_and_are_attributed_to_their_nodepool() {
+    let _lab = lock_lab();
+    reset_lab();
+    let limit = |gpus: u32| {
+        let patch = format!(r#"{{"spec":{{"limits":{{"nvidia.com/gpu":{gpus}}}}}}}"#);
+        common::lab::kubectl_quiet(&["patch", "nodepool", "gpu-fallback", "--type", "merge", "-p", &patch])
+    };
+    assert!(limit(8), "cannot lower gpu-fallback's GPU limit");
+    let _repair = common::lab::Repair(move || {
+        limit(16);
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let file = drill_variant(
+        dir.path(),
+        &[
+            ("nodePool: gpu-fallback", "nodePools: [gpu-fallback, gpu-spot]"),
+            ("    - id: reclaim\n      waitFor: fallback-empty\n      timeout: 30m\n", ""),
+        ],
+    );
+    let drill = Drill::new();
+    let (out, report) = drill.run(&file);
+    assert_eq!(out.status.code(), Some(0), "report: {report:#}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr));
+    let pools = &report["fallback"]["by_node_pool"];
+    assert!(pools["gpu-fallback"]["nodes"].as_u64().is_some_and(|n| n >= 2), "{:#}", report["fallback"]);
+    assert!(pools["gpu-spot"]["nodes"].as_u64().is_some_and(|n| n >= 1), "{:#}", report["fallback"]);
+    let preflight = step(&report, "preflight")["message"].as_str().unwrap().to_string();
+    assert!(!preflight.contains("workload-fits-limit"), "the Spot pool has no limit: {preflight}");
+    let md = std::fs::read_to_string(drill.run_dir().unwrap().join("report.md")).unwrap();
+    assert!(md.contains("- By NodePool: gpu-fallback ") && md.contains(", gpu-spot "), "{md}");
+    drop(_repair);
+    reset_lab();
+}
