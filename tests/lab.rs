@@ -668,9 +668,9 @@ fn crash_then_recover(point: &str) {
 #[test]
 fn a_run_killed_at_a_mutation_is_restored_by_recover() {
     let _lab = lock_lab();
-    // The drill lock is mutation 0: the first cordon made, and the first eviction about to be made (the lock held
-    // by the dead run, which recover takes over); scripts/crash-sweep covers every point.
-    for point in ["1:after", "3:before"] {
+    // The drill lock is mutation 0, the four cordons 1 to 4: the first cordon made, and the first eviction about to
+    // be made (the lock held by the dead run, which recover takes over); scripts/crash-sweep covers every point.
+    for point in ["1:after", "5:before"] {
         crash_then_recover(point);
     }
     reset_lab();
