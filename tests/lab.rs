@@ -277,7 +277,7 @@ fn sigint_while_waiting_for_the_fallback_restores_and_reports_aborted() {
     eventually("the drill waiting for the fallback", Duration::from_secs(120), || {
         drill.timeline_contains(r#""step":"fallback","action":"waitFor fallback-ready""#)
     });
-    assert!(cordoned_or_marked().len() == 2, "the drain cordoned both hybrid nodes");
+    assert!(cordoned_or_marked().len() == 4, "the drain cordoned the four hybrid nodes");
     let pid = child.id().to_string();
     assert!(Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
     let (out, report) = finish(child);
@@ -287,7 +287,7 @@ fn sigint_while_waiting_for_the_fallback_restores_and_reports_aborted() {
     assert_eq!(report["abort_reason"], "interrupted by SIGINT");
     let undone: Vec<&str> =
         report["rollback"]["undone"].as_array().unwrap().iter().map(|u| u.as_str().unwrap()).collect();
-    assert_eq!(undone.len(), 2, "{undone:?}");
+    assert_eq!(undone.len(), 4, "{undone:?}");
     assert!(cordoned_or_marked().is_empty(), "nodes left cordoned: {:?}", cordoned_or_marked());
     let step = report["steps"].as_array().unwrap().iter().find(|s| s["id"] == "fallback").unwrap();
     assert_eq!(step["outcome"], "aborted");
