@@ -927,6 +927,32 @@ mod tests {
         assert_eq!(drill.spec.silences[0].comment.as_deref(), Some("Q3"));
     }
 
+    #[test]
+    fn the_fallback_is_one_nodepool_or_a_list_never_both_nor_neither() {
+        let with = |fallback: &str| {
+            drill_source("", "    - {id: s, pause: 1s}\n").replace("fallback: {nodePool: p}", fallback)
+        };
+        let loaded = |fallback: &str| crate::drill::from_source(std::path::Path::new("d.yaml"), with(fallback));
+        let old = loaded("fallback: {nodePool: p}").unwrap().drill.spec.targets.fallback;
+        assert_eq!((old.node_pool.as_str(), old.node_pools.as_slice()), ("p", ["p".to_string()].as_slice()));
+        assert_eq!(old.label_selector(), "karpenter.sh/nodepool=p");
+        let two = loaded("fallback: {nodePools: [od, spot]}").unwrap().drill.spec.targets.fallback;
+        assert_eq!(two.node_pool, "od");
+        assert_eq!(two.label_selector(), "karpenter.sh/nodepool in (od,spot)");
+        assert_eq!(two.describe(), "NodePools od, spot");
+        let message = |fallback: &str| diagnostics(with(fallback)).into_iter().map(|d| d.message).collect::<Vec<_>>();
+        assert_eq!(
+            message("fallback: {nodePool: p, nodePools: [q]}"),
+            ["set nodePool (one NodePool) or nodePools (a list), not both"]
+        );
+        assert_eq!(
+            message("fallback: {}"),
+            ["name the fallback: nodePool: NAME, or nodePools: [NAME, ...] for several"]
+        );
+        assert_eq!(message("fallback: {nodePools: []}"), ["nodePools must name at least one NodePool"]);
+        assert_eq!(message("fallback: {nodePools: [a, a]}"), ["NodePool `a` is named twice"]);
+    }
+
     fn drill_source(spec: &str, steps: &str) -> String {
         format!(
             "apiVersion: hybrid-drill.io/v1alpha1\nkind: Drill\nmetadata: {{name: x}}\nspec:\n  cluster: {{context: c}}\n  targets:\n    onPrem: {{nodes: a=b}}\n    workload: {{namespace: n, selector: a=b, restoredWhen: {{readyPods: 1}}}}\n    fallback: {{nodePool: p}}\n{spec}  steps:\n{steps}"
