@@ -8,6 +8,7 @@ pub mod identity;
 pub mod karpenter;
 pub mod lease;
 pub mod marks;
+pub mod paged;
 pub mod policy;
 pub mod quantity;
 pub mod reader;
@@ -25,6 +26,9 @@ use requests::{CountRequests, RequestTally, RequestsByVerb};
 
 pub use identity::ExpectedCluster;
 pub use reader::Reader;
+
+/// What the API server's audit log names as the requests' client.
+pub const USER_AGENT: &str = concat!("hybrid-drill/", env!("CARGO_PKG_VERSION"));
 
 /// Every (API group, resource, verb) the tool uses; deploy/clusterrole.yaml must grant exactly these. `resource[name]`
 /// is the one object of that name (a rule's `resourceNames`).
@@ -118,6 +122,9 @@ impl Cluster {
                 (config, context)
             }
         };
+        let mut config = config;
+        // Named in the API server's audit log as kubectl is, so an operator (and scripts/bench) can tell its requests.
+        config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static(USER_AGENT)));
         let server = config.cluster_url.to_string();
         let requests = RequestTally::default();
         let tally = requests.clone();
