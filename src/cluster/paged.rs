@@ -122,29 +122,27 @@ mod tests {
         assert!(queries[1].contains("continue=from-3") && queries[2].contains("continue=from-6"), "{queries:?}");
     }
 
-    #[tokio::test]
-    async fn a_list_that_fits_one_page_is_one_request() {
-        let (client, seen) = nodes_server(2, 500, false);
+    /// The names of every node, read in pages.
+    async fn all_names(client: Client) -> Vec<String> {
         let nodes: Api<Node> = Api::all(client);
         let fetch = |p: ListParams| {
             let nodes = nodes.clone();
             async move { nodes.list(&p).await }
         };
-        let kept = list_paged(&ListParams::default(), fetch, |n: Node| Some(n.name_any())).await.unwrap();
-        assert_eq!(kept, ["n0", "n1"]);
+        list_paged(&ListParams::default(), fetch, |n: Node| Some(n.name_any())).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_list_that_fits_one_page_is_one_request() {
+        let (client, seen) = nodes_server(2, 500, false);
+        assert_eq!(all_names(client).await, ["n0", "n1"]);
         assert_eq!(seen.lock().unwrap().len(), 1);
     }
 
     #[tokio::test]
     async fn an_expired_continue_token_starts_the_list_over_once() {
         let (client, seen) = nodes_server(5, 2, true);
-        let nodes: Api<Node> = Api::all(client);
-        let fetch = |p: ListParams| {
-            let nodes = nodes.clone();
-            async move { nodes.list(&p).await }
-        };
-        let kept = list_paged(&ListParams::default(), fetch, |n: Node| Some(n.name_any())).await.unwrap();
-        assert_eq!(kept, ["n0", "n1", "n2", "n3", "n4"], "nothing kept twice");
+        assert_eq!(all_names(client).await, ["n0", "n1", "n2", "n3", "n4"], "nothing kept twice");
         let queries = seen.lock().unwrap().clone();
         // first page, the expired token, first page again, then the rest.
         assert_eq!(queries.len(), 5, "{queries:?}");
