@@ -13,6 +13,7 @@ pub mod policy;
 pub mod quantity;
 pub mod reader;
 pub mod requests;
+pub mod retry;
 pub mod scheduling;
 pub mod selector;
 pub mod tolerations;
@@ -125,11 +126,14 @@ impl Cluster {
         let mut config = config;
         // Named in the API server's audit log as kubectl is, so an operator (and scripts/bench) can tell its requests.
         config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static(USER_AGENT)));
+        // kube's retry again, below, but not of evictions (see `retry`).
+        config.default_retry = false;
         let server = config.cluster_url.to_string();
         let requests = RequestTally::default();
         let tally = requests.clone();
-        let client = kube::client::ClientBuilder::try_from(config)
-            .map_err(|e| ClusterError::Client { context: context.clone(), message: e.to_string() })?
+        let builder = kube::client::ClientBuilder::try_from(config)
+            .map_err(|e| ClusterError::Client { context: context.clone(), message: e.to_string() })?;
+        let client = retry::with_retry(builder, retry::ExceptEvictions::default())
             .with_layer(&tower::layer::layer_fn(move |inner| CountRequests { inner, tally: tally.clone() }))
             .build();
         Ok(Cluster { client, context, server, in_cluster, requests })
