@@ -42,12 +42,12 @@ impl<Res> Policy<Request<Body>, Response<Res>, BoxError> for ExceptEvictions {
     }
 }
 
+/// A client's service `S` behind [`with_retry`].
+pub type Retrying<S> = Retry<ExceptEvictions, Buffer<Request<Body>, <S as Service<Request<Body>>>::Future>>;
+
 /// The service behind the retry (kube's own is switched off, `Config::default_retry`); the buffer makes it cloneable,
 /// as a retry needs, with one task in front of the connection pool.
-pub fn with_retry<S>(
-    builder: ClientBuilder<S>,
-    policy: ExceptEvictions,
-) -> ClientBuilder<Retry<ExceptEvictions, Buffer<Request<Body>, S::Future>>>
+pub fn with_retry<S>(builder: ClientBuilder<S>, policy: ExceptEvictions) -> ClientBuilder<Retrying<S>>
 where
     S: Service<Request<Body>> + Send + 'static,
     S::Future: Send,
