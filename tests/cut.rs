@@ -82,7 +82,9 @@ fn repair_quietly() {
         let name = node["metadata"]["name"].as_str().unwrap().to_string();
         kubectl_quiet(&["annotate", "node", &name, &format!("{UNENFORCED}-")]);
         kubectl_quiet(&["label", "node", &name, &format!("{CUT_LABEL}-")]);
-        if node["metadata"]["labels"]["kwok.x-k8s.io/node"] != "fake" || !node["metadata"]["annotations"][CUT_BY_STAND_IN].is_null() {
+        if node["metadata"]["labels"]["kwok.x-k8s.io/node"] != "fake"
+            || !node["metadata"]["annotations"][CUT_BY_STAND_IN].is_null()
+        {
             down.push(name);
         }
     }
