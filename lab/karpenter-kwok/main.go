@@ -144,7 +144,9 @@ func (c *capacityLimited) Create(ctx context.Context, nodeClaim *v1.NodeClaim) (
 		return c.CloudProvider.Create(ctx, claim)
 	}
 	if len(refused) == 0 {
-		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("creating instance, no instance type of the request has capacity"))
+		// Every allowed type is in the unavailable cache already (a claim of the same batch ran into it): the AWS
+		// provider says so before asking EC2.
+		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("all requested instance types were unavailable during launch"))
 	}
 	return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("creating instance, with fleet error(s), %s",
 		strings.Join(refused, "; ")))
