@@ -24,7 +24,7 @@ use crate::report::{Outcome, Report};
 use crate::run::SetupError;
 use crate::timeline::view::SharedView;
 use crate::timeline::watch::Watches;
-use crate::timeline::{Event, Timeline};
+use crate::timeline::{Event, FaultKind, Timeline};
 use marker::OpenEpisode;
 use signs::{Degraded, NodeEvidence};
 
@@ -355,5 +355,112 @@ async fn sleep_for(d: Option<Duration>) {
     match d {
         Some(d) => tokio::time::sleep(d).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{ConditionStatus, IncidentCause, PhaseId};
+    use crate::phases::Verdict;
+    use crate::report::RunKind;
+    use crate::timeline::NodeRole;
+
+    fn drill() -> LoadedDrill {
+        let src = r#"
+apiVersion: hybrid-drill.io/v1alpha1
+kind: Drill
+metadata: {name: t}
+spec:
+  cluster: {context: c}
+  targets:
+    onPrem: {nodes: "a=b"}
+    workload: {namespace: n, selector: "app=x", restoredWhen: {readyPods: 1}}
+    fallback: {nodePool: p}
+  objectives: {rto: 60s}
+  steps: [{id: s, check: steady-state}]
+"#;
+        crate::drill::from_source(std::path::Path::new("t.yaml"), src.into()).unwrap()
+    }
+
+    fn meta() -> crate::report::RunMeta {
+        crate::report::RunMeta {
+            tool_version: "0".into(),
+            drill_file: "t.yaml".into(),
+            drill_source: String::new(),
+            cluster_server: "s".into(),
+            cluster_version: "v".into(),
+        }
+    }
+
+    fn ready(status: ConditionStatus) -> Event {
+        Event::NodeReady { node: "n1".into(), role: NodeRole::OnPrem, status, gpus: 8 }
+    }
+
+    /// A node failure the watch saw from before it began: t0 at the Lease's last renewal, everything before it gone
+    /// but the state it left, the report an incident cut into the drills' phases.
+    #[test]
+    fn an_episode_starts_at_its_evidence_and_is_cut_like_a_drill() {
+        let timeline = Timeline::in_memory();
+        timeline.record(Event::Baseline {
+            on_prem_nodes: 1,
+            workload_pods: 1,
+            ready_pods: 1,
+            fallback_nodeclaims: 0,
+            fallback_nodes: 0,
+            fallback_gpu_limit: None,
+            on_prem_pods: vec!["w-1".into()],
+        });
+        timeline.record(Event::KubeEvent { object: "Pod/x".into(), reason: "Old".into(), message: "m".into() });
+        std::thread::sleep(Duration::from_millis(30));
+        let t0 = Utc::now();
+        std::thread::sleep(Duration::from_millis(30));
+        timeline.record(ready(ConditionStatus::Unknown));
+        timeline.record(Event::ServiceLost { ready_pods: 0 });
+        timeline.record(Event::PodTerminating { pod: "w-1".into(), node: "n1".into(), role: NodeRole::OnPrem });
+        timeline.rebase(t0, Some((Event::FaultInjected { step: "incident".into(), kind: FaultKind::NodeFailure }, Some(t0))));
+        timeline.record(Event::IncidentOpened {
+            cause: IncidentCause::NodeFailure,
+            nodes: vec!["n1".into()],
+            evidence: vec!["n1: Ready=Unknown".into()],
+            unknown: vec![],
+        });
+        let obs = timeline.observations();
+        assert!(matches!(obs[0].event, Event::Baseline { .. }), "the state before t0 is kept");
+        assert!(matches!(obs[1].event, Event::FaultInjected { .. }));
+        assert_eq!(obs[1].t_ms, 0);
+        assert!(!obs.iter().any(|o| matches!(o.event, Event::KubeEvent { .. })), "the rest before t0 is dropped");
+        assert!(obs.windows(2).all(|w| w[0].seq + 1 == w[1].seq && w[0].t_ms <= w[1].t_ms));
+        timeline.record(Event::ReturnStarted { step: "incident".into() });
+        timeline.record(Event::IncidentClosed { reason: "back".into() });
+        let report = crate::report::build(&drill().drill, &timeline.observations(), &meta());
+        assert_eq!(report.kind, RunKind::Incident);
+        assert!(report.steps.is_empty(), "an incident ran no step");
+        assert!(report.fidelity.starts_with("a real incident, not a drill"), "{}", report.fidelity);
+        let detection = report.phase(PhaseId::Detection).unwrap();
+        assert!(detection.seconds.unwrap() >= 0.03, "{detection:?}");
+        let rto = report.phase(PhaseId::Rto).unwrap();
+        assert_eq!(rto.verdict, Verdict::Incomplete);
+        assert!(rto.note.as_deref().unwrap().contains("unknown: not observed by the watch"), "{rto:?}");
+        assert_eq!(report.incident.unwrap().closed.as_deref(), Some("back"));
+    }
+
+    /// Without evidence of when it began, the episode has no t0: phases from t0 are unknown, the rest still cut.
+    #[test]
+    fn without_evidence_t0_is_unknown_and_later_phases_still_measured() {
+        let timeline = Timeline::in_memory();
+        timeline.rebase(Utc::now(), None);
+        timeline.record(Event::IncidentOpened {
+            cause: IncidentCause::Unknown,
+            nodes: vec![],
+            evidence: vec![],
+            unknown: vec!["t0".into()],
+        });
+        timeline.record(Event::PodCreated { pod: "w-2".into() });
+        timeline.record(Event::NodeClaimCreated { nodeclaim: "c1".into() });
+        let report = crate::report::build(&drill().drill, &timeline.observations(), &meta());
+        assert_eq!(report.phase(PhaseId::Rto).unwrap().verdict, Verdict::Incomplete);
+        assert!(report.phase(PhaseId::Pending).unwrap().seconds.is_some(), "{:?}", report.phases);
+        assert!(report.fidelity.contains("Unknown: t0"), "{}", report.fidelity);
     }
 }
