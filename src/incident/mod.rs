@@ -39,6 +39,20 @@ const SETTLE: Duration = Duration::from_secs(5);
 /// An idle watch starts its timeline afresh past this many observations, so its memory stays flat.
 const IDLE_OBSERVATIONS: usize = 20_000;
 
+/// Every (API group, resource, verb) the watch uses, cluster-wide; deploy/watch/rbac.yaml's ClusterRole grants exactly
+/// these. Only reads: the watch never changes the cluster.
+pub const PERMISSIONS: &[(&str, &str, &[&str])] = &[
+    ("", "nodes", &["get", "list", "watch"]),
+    ("", "pods", &["list", "watch"]),
+    ("", "events", &["list", "watch"]),
+    ("", "namespaces[kube-system]", &["get"]),
+    ("karpenter.sh", "nodepools", &["list", "watch"]),
+    ("karpenter.sh", "nodeclaims", &["list", "watch"]),
+];
+
+/// The same in `kube-node-lease`: a lost node's heartbeat.
+pub const LEASE_PERMISSIONS: &[(&str, &str, &[&str])] = &[("coordination.k8s.io", "leases", &["get"])];
+
 #[derive(Debug, Clone)]
 pub struct WatchOptions {
     pub target: Target,
@@ -365,6 +379,25 @@ mod tests {
     use crate::phases::Verdict;
     use crate::report::RunKind;
     use crate::timeline::NodeRole;
+
+    #[test]
+    fn the_watch_role_reads_only_and_grants_exactly_what_the_watch_uses() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/watch/rbac.yaml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let docs: Vec<serde_json::Value> =
+            text.split("\n---\n").map(|d| crate::drill::parse::parse_document(d).unwrap().value).collect();
+        let roles: Vec<&serde_json::Value> =
+            docs.iter().filter(|d| d["kind"] == "ClusterRole" || d["kind"] == "Role").collect();
+        assert_eq!(roles.len(), 2);
+        for role in &roles {
+            for (group, resource, verb) in crate::cluster::granted_by(role) {
+                assert!(["get", "list", "watch"].contains(&verb.as_str()), "{group}/{resource}: {verb} is a write");
+            }
+        }
+        assert_eq!(crate::cluster::granted_by(roles[0]), crate::cluster::used_by(PERMISSIONS));
+        assert_eq!(roles[1]["metadata"]["namespace"], "kube-node-lease");
+        assert_eq!(crate::cluster::granted_by(roles[1]), crate::cluster::used_by(LEASE_PERMISSIONS));
+    }
 
     fn drill() -> LoadedDrill {
         let src = r#"
