@@ -103,13 +103,15 @@ drill restores the cluster and still writes its report.")]
         notify: Vec<Webhook>,
     },
     /// Watch the cluster for real fallbacks and measure each with the drills' ruler: read-only, long-running.
-    #[command(after_help = "FILE is a drill file: its targets (on-prem nodes, workload, fallback NodePool), restoredWhen \
+    #[command(
+        after_help = "FILE is a drill file: its targets (on-prem nodes, workload, fallback NodePool), restoredWhen \
 and objectives are used; its steps are ignored (nothing is injected, nothing changed: get, list and watch only). An \
 episode opens when an on-prem node goes NotReady or Unknown, a cordoned on-prem node's workload pods leave, or workload \
 pods run on the fallback; it closes when the workload is back on-prem and the fallback reclaimed, or after \
 --episode-limit. Each episode writes reports/<drill>/<UTC timestamp>/ like a run (kind: incident in report.json) and \
 prints its path. A watch restarted during an episode takes it up (the marker .open-episode.json beside the runs) with \
-what it missed marked unknown.")]
+what it missed marked unknown."
+    )]
     Watch {
         /// The drill file whose targets and objectives the incidents are measured by (YAML).
         file: PathBuf,

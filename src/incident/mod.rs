@@ -24,7 +24,7 @@ use crate::report::{Outcome, Report};
 use crate::run::SetupError;
 use crate::timeline::view::SharedView;
 use crate::timeline::watch::Watches;
-use crate::timeline::{Event, FaultKind, Timeline};
+use crate::timeline::{Event, Timeline};
 use marker::OpenEpisode;
 use signs::{Degraded, NodeEvidence};
 
@@ -252,7 +252,7 @@ impl Watcher<'_> {
         // A cordon seen as it happened is stamped on the tool's clock, as a drill's drain is; otherwise t0 is what
         // the objects kept, on the server's clock; failing both it is unknown.
         let (t0, basis, server_time) = match (cause, observed, &from_objects) {
-            (signs_cause, Some(at), _) if signs_cause == crate::domain::IncidentCause::Drain => {
+            (crate::domain::IncidentCause::Drain, Some(at), _) => {
                 (Some(at), "t0 is the cordon as the watch saw it".to_string(), from_objects.as_ref().map(|o| o.0))
             }
             (_, _, Some((at, basis))) => (Some(*at), basis.clone(), Some(*at)),
@@ -378,7 +378,7 @@ mod tests {
     use crate::domain::{ConditionStatus, IncidentCause, PhaseId};
     use crate::phases::Verdict;
     use crate::report::RunKind;
-    use crate::timeline::NodeRole;
+    use crate::timeline::{FaultKind, NodeRole};
 
     #[test]
     fn the_watch_role_reads_only_and_grants_exactly_what_the_watch_uses() {
@@ -451,7 +451,10 @@ spec:
         timeline.record(ready(ConditionStatus::Unknown));
         timeline.record(Event::ServiceLost { ready_pods: 0 });
         timeline.record(Event::PodTerminating { pod: "w-1".into(), node: "n1".into(), role: NodeRole::OnPrem });
-        timeline.rebase(t0, Some((Event::FaultInjected { step: "incident".into(), kind: FaultKind::NodeFailure }, Some(t0))));
+        timeline.rebase(
+            t0,
+            Some((Event::FaultInjected { step: "incident".into(), kind: FaultKind::NodeFailure }, Some(t0))),
+        );
         timeline.record(Event::IncidentOpened {
             cause: IncidentCause::NodeFailure,
             nodes: vec!["n1".into()],

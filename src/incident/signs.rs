@@ -32,10 +32,8 @@ impl Degraded {
             .filter(|n| n.is_ready() && !n.schedulable && (leaving(&n.name) || elsewhere))
             .map(|n| n.name.clone())
             .collect();
-        let on_fallback = v
-            .live_pods()
-            .filter(|p| p.node.as_deref().is_some_and(|n| v.role_of(n) == NodeRole::Fallback))
-            .count();
+        let on_fallback =
+            v.live_pods().filter(|p| p.node.as_deref().is_some_and(|n| v.role_of(n) == NodeRole::Fallback)).count();
         let d = Degraded { lost, drained, on_fallback };
         (!d.lost.is_empty() || !d.drained.is_empty() || d.on_fallback > 0).then_some(d)
     }
@@ -186,7 +184,9 @@ status:
     }
 
     fn lease(renew: &str) -> Lease {
-        yaml(&format!("metadata: {{name: hybrid-gpu-1, namespace: kube-node-lease}}\nspec: {{renewTime: \"{renew}\"}}\n"))
+        yaml(&format!(
+            "metadata: {{name: hybrid-gpu-1, namespace: kube-node-lease}}\nspec: {{renewTime: \"{renew}\"}}\n"
+        ))
     }
 
     #[test]

@@ -359,9 +359,8 @@ impl Timeline {
     pub fn resume(path: &Path) -> std::io::Result<Timeline> {
         let observations = read(path)?;
         let file = std::fs::OpenOptions::new().append(true).open(path)?;
-        let start_wall = observations
-            .first()
-            .map_or_else(Utc::now, |o| o.received - chrono::Duration::milliseconds(o.t_ms as i64));
+        let start_wall =
+            observations.first().map_or_else(Utc::now, |o| o.received - chrono::Duration::milliseconds(o.t_ms as i64));
         Ok(Timeline {
             inner: Arc::new(Mutex::new(Inner {
                 start: instant_at(start_wall),
