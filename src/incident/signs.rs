@@ -66,6 +66,8 @@ pub struct NodeEvidence {
     pub cordoned: Option<(DateTime<Utc>, String)>,
     /// The kubelet's last heartbeat: its Lease's renewTime (microseconds, the API server's clock).
     pub last_heartbeat: Option<DateTime<Utc>>,
+    /// The hybrid-drill run that marked the node: a drill, not an incident.
+    pub drill_run: Option<String>,
 }
 
 impl NodeEvidence {
@@ -90,6 +92,12 @@ impl NodeEvidence {
             unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
             cordoned,
             last_heartbeat: lease.and_then(|l| l.spec.as_ref()?.renew_time.as_ref()).map(|t| to_utc(&t.0)),
+            drill_run: node
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::cluster::marks::RUN_ANNOTATION))
+                .cloned(),
         }
     }
 
@@ -117,6 +125,9 @@ impl NodeEvidence {
         }
         if let Some(t) = self.last_heartbeat {
             parts.push(format!("last heartbeat (Lease renewTime) {}", crate::timeline::rfc3339(&t)));
+        }
+        if let Some(run) = &self.drill_run {
+            parts.push(format!("marked by the hybrid-drill run {run}: a drill, not an incident"));
         }
         format!("{}: {}", self.name, parts.join(", "))
     }
