@@ -36,6 +36,9 @@ pub const DEFAULT_EPISODE_LIMIT: Duration = Duration::from_secs(6 * 3600);
 /// few node-monitor periods of each other.
 const SETTLE: Duration = Duration::from_secs(5);
 
+/// How often an idle watch refreshes its metrics' request tally.
+const METRICS_REFRESH: Duration = Duration::from_secs(15);
+
 /// An idle watch starts its timeline afresh past this many observations, so its memory stays flat.
 const IDLE_OBSERVATIONS: usize = 20_000;
 
@@ -219,6 +222,8 @@ impl Watcher<'_> {
                 r = changes.changed() => if r.is_err() { return Ok(CycleEnd::Signal) },
                 r = derived.changed() => if r.is_err() { return Ok(CycleEnd::Signal) },
                 _ = sleep_for(limit_left) => {}
+                // Keeps the request tally on the metrics endpoint current; asks the cluster nothing.
+                _ = tokio::time::sleep(METRICS_REFRESH) => {}
                 signal = &mut *signals => {
                     let what = signal.unwrap_or("a signal");
                     match &episode {
@@ -339,6 +344,7 @@ impl Watcher<'_> {
         s.episode_since = episode_since;
         s.fallback_nodes = nodes;
         s.fallback_gpus = gpus;
+        s.api_requests = self.cluster.requests_sent();
     }
 
     fn publish_closed(&self, report: Report) {

@@ -193,6 +193,8 @@ pub struct WatchState {
     pub fallback_nodes: usize,
     pub fallback_gpus: i64,
     pub episodes_closed: u64,
+    /// Requests the watch has sent to the API server since it started.
+    pub api_requests: u64,
     /// The last closed episode's report.
     pub last: Option<Box<Report>>,
 }
@@ -211,6 +213,11 @@ pub fn render_watch(drill: &str, state: &WatchState) -> Result<String, std::fmt:
             "watch_episodes_closed",
             "Incident episodes closed (reports written) since this watch started.",
             state.episodes_closed as f64,
+        ),
+        Gauge::single(
+            "watch_api_requests",
+            "Requests this watch has sent to the API server since it started (lists, watches and their reconnects).",
+            state.api_requests as f64,
         ),
     ];
     if let Some(since) = state.episode_since.filter(|_| state.episode_open) {
