@@ -527,14 +527,18 @@ pub(crate) fn seal(
     }
     timeline.record(Event::RequestsSent { total: cluster.requests_sent(), by_verb: cluster.requests_by_verb() });
     timeline.record(Event::DrillFinished { outcome });
-    let meta = RunMeta {
+    report::build(&loaded.drill, &timeline.observations(), &run_meta(loaded, cluster, version))
+}
+
+/// What a report keeps of the tool, the drill file and the API server.
+pub(crate) fn run_meta(loaded: &LoadedDrill, cluster: &Cluster, version: &str) -> RunMeta {
+    RunMeta {
         tool_version: env!("CARGO_PKG_VERSION").into(),
         drill_file: loaded.path.display().to_string(),
         drill_source: loaded.source.clone(),
         cluster_server: cluster.server.clone(),
         cluster_version: version.to_string(),
-    };
-    report::build(&loaded.drill, &timeline.observations(), &meta)
+    }
 }
 
 /// Creates the drill's silences, just before its fault: until the drill's deadline has passed (and a margin for the

@@ -316,7 +316,8 @@ impl Watcher<'_> {
     /// Ends the episode: its report in every format, the marker gone, the metrics told.
     fn close(&self, timeline: &Timeline, open: &OpenEpisode, reason: String) -> Result<(), WatchError> {
         timeline.record(Event::IncidentClosed { reason });
-        let analysis = crate::report::build(&self.loaded.drill, &timeline.observations(), &self.meta());
+        let meta = crate::run::run_meta(self.loaded, &self.cluster, &self.version);
+        let analysis = crate::report::build(&self.loaded.drill, &timeline.observations(), &meta);
         let outcome = if analysis.objectives_missed.is_empty() { Outcome::Passed } else { Outcome::ObjectiveMissed };
         let report = crate::run::seal(timeline, &self.cluster, self.loaded, &self.version, outcome);
         crate::run::write_reports(&open.run_dir, &report).map_err(|e| self.write_error(&open.run_dir, e))?;
@@ -325,16 +326,6 @@ impl Watcher<'_> {
         println!("{}", open.run_dir.display());
         self.publish_closed(report);
         Ok(())
-    }
-
-    fn meta(&self) -> crate::report::RunMeta {
-        crate::report::RunMeta {
-            tool_version: env!("CARGO_PKG_VERSION").into(),
-            drill_file: self.loaded.path.display().to_string(),
-            drill_source: self.loaded.source.clone(),
-            cluster_server: self.cluster.server.clone(),
-            cluster_version: self.version.clone(),
-        }
     }
 
     fn publish(&self, view: &SharedView, episode_since: Option<DateTime<Utc>>) {
@@ -405,21 +396,8 @@ mod tests {
         assert_eq!(crate::cluster::granted_by(roles[1]), crate::cluster::used_by(LEASE_PERMISSIONS));
     }
 
-    fn drill() -> LoadedDrill {
-        let src = r#"
-apiVersion: hybrid-drill.io/v1alpha1
-kind: Drill
-metadata: {name: t}
-spec:
-  cluster: {context: c}
-  targets:
-    onPrem: {nodes: "a=b"}
-    workload: {namespace: n, selector: "app=x", restoredWhen: {readyPods: 1}}
-    fallback: {nodePool: p}
-  objectives: {rto: 60s}
-  steps: [{id: s, check: steady-state}]
-"#;
-        crate::drill::from_source(std::path::Path::new("t.yaml"), src.into()).unwrap()
+    fn drill() -> crate::drill::Drill {
+        crate::phases::tests::drill()
     }
 
     fn meta() -> crate::report::RunMeta {
@@ -475,7 +453,7 @@ spec:
         assert!(obs.windows(2).all(|w| w[0].seq + 1 == w[1].seq && w[0].t_ms <= w[1].t_ms));
         timeline.record(Event::ReturnStarted { step: "incident".into() });
         timeline.record(Event::IncidentClosed { reason: "back".into() });
-        let report = crate::report::build(&drill().drill, &timeline.observations(), &meta());
+        let report = crate::report::build(&drill(), &timeline.observations(), &meta());
         assert_eq!(report.kind, RunKind::Incident);
         assert!(report.steps.is_empty(), "an incident ran no step");
         assert!(report.fidelity.starts_with("a real incident, not a drill"), "{}", report.fidelity);
@@ -500,7 +478,7 @@ spec:
         });
         timeline.record(Event::PodCreated { pod: "w-2".into() });
         timeline.record(Event::NodeClaimCreated { nodeclaim: "c1".into() });
-        let report = crate::report::build(&drill().drill, &timeline.observations(), &meta());
+        let report = crate::report::build(&drill(), &timeline.observations(), &meta());
         assert_eq!(report.phase(PhaseId::Rto).unwrap().verdict, Verdict::Incomplete);
         assert!(report.phase(PhaseId::Pending).unwrap().seconds.is_some(), "{:?}", report.phases);
         assert!(report.fidelity.contains("Unknown: t0"), "{}", report.fidelity);

@@ -1093,12 +1093,13 @@ pub fn apply_limit(usage: &mut FallbackUsage, limit: Option<i64>) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::timeline::Event as E;
     use crate::timeline::FaultKind;
 
-    fn drill() -> Drill {
+    /// A drill with objectives for RTO, provisioning and reclaim, and a price table.
+    pub(crate) fn drill() -> Drill {
         let src = r#"
 apiVersion: hybrid-drill.io/v1alpha1
 kind: Drill
