@@ -419,15 +419,7 @@ mod tests {
     #[test]
     fn an_episode_starts_at_its_evidence_and_is_cut_like_a_drill() {
         let timeline = Timeline::in_memory();
-        timeline.record(Event::Baseline {
-            on_prem_nodes: 1,
-            workload_pods: 1,
-            ready_pods: 1,
-            fallback_nodeclaims: 0,
-            fallback_nodes: 0,
-            fallback_gpu_limit: None,
-            on_prem_pods: vec!["w-1".into()],
-        });
+        timeline.record(Event::TolerationsRead { tolerations: vec![] });
         timeline.record(Event::KubeEvent { object: "Pod/x".into(), reason: "Old".into(), message: "m".into() });
         std::thread::sleep(Duration::from_millis(30));
         let t0 = Utc::now();
@@ -446,7 +438,7 @@ mod tests {
             unknown: vec![],
         });
         let obs = timeline.observations();
-        assert!(matches!(obs[0].event, Event::Baseline { .. }), "the state before t0 is kept");
+        assert!(matches!(obs[0].event, Event::TolerationsRead { .. }), "the state before t0 is kept");
         assert!(matches!(obs[1].event, Event::FaultInjected { .. }));
         assert_eq!(obs[1].t_ms, 0);
         assert!(!obs.iter().any(|o| matches!(o.event, Event::KubeEvent { .. })), "the rest before t0 is dropped");
