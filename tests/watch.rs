@@ -257,7 +257,9 @@ fn a_watch_killed_mid_episode_and_restarted_writes_one_report_with_what_it_misse
     // What happens while no watch runs is not observed.
     eventually("the workload serving from the fallback", Duration::from_secs(300), fallback_serving);
     let second = Watch::start(reports.path());
-    assert!(second.episode_in_progress(), "the restarted watch takes the open episode up");
+    eventually("the restarted watch taking the open episode up", Duration::from_secs(60), || {
+        second.episode_in_progress()
+    });
     hook("node-recover", NODE);
     bring_the_workload_home();
     let run = second.finish(Duration::from_secs(300));
