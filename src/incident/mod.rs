@@ -454,6 +454,14 @@ mod tests {
         let rto = report.phase(PhaseId::Rto).unwrap();
         assert_eq!(rto.verdict, Verdict::Incomplete);
         assert!(rto.note.as_deref().unwrap().contains("unknown: not observed by the watch"), "{rto:?}");
+        for format in crate::report::Format::ALL {
+            let text = format.render(&report).unwrap();
+            assert!(!text.is_empty());
+            if format == crate::report::Format::Md {
+                assert!(text.starts_with("# Incident report: t"), "{text}");
+                assert!(text.contains("Cause: node-failure (n1)"), "{text}");
+            }
+        }
         assert_eq!(report.incident.unwrap().closed.as_deref(), Some("back"));
     }
 

@@ -168,6 +168,14 @@ impl RunKind {
             RunKind::Incident => "incident",
         }
     }
+
+    /// The heading of every human format: `Drill report`, `Incident report`.
+    pub fn heading(self) -> &'static str {
+        match self {
+            RunKind::Drill => "Drill report",
+            RunKind::Incident => "Incident report",
+        }
+    }
 }
 
 /// An incident's cause as the on-prem nodes showed it, and what the watch did not see.
