@@ -172,6 +172,9 @@ fn a_node_failure_is_one_incident_whose_phases_agree_with_the_drill_and_the_metr
         "nodes: eks.amazonaws.com/compute-type=hybrid,gpu.model=h200",
         &format!("nodes: eks.amazonaws.com/compute-type=hybrid,gpu.model=h200,kubernetes.io/hostname={NODE}"),
     );
+    // One node cannot take the whole workload back: the drill ends once that node is powered on again, after every
+    // phase compared here; the lab's reset brings the workload home.
+    let source = source[..source.find("    - id: return").unwrap()].to_string();
     let one_node = dir.path().join("node-failure-one.yaml");
     std::fs::write(&one_node, source).unwrap();
     let drills = tempfile::tempdir().unwrap();
@@ -185,8 +188,15 @@ fn a_node_failure_is_one_incident_whose_phases_agree_with_the_drill_and_the_metr
         .current_dir(repo())
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "the drill failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    let drill: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let drill: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the drill failed: {} {}\n{}",
+        drill["abort_reason"],
+        drill["steps"],
+        String::from_utf8_lossy(&out.stderr)
+    );
     steady();
 
     let reports = tempfile::tempdir().unwrap();
@@ -268,6 +278,8 @@ fn a_watch_killed_mid_episode_and_restarted_writes_one_report_with_what_it_misse
     print_phases("incident", &incident);
     let unknown = incident["incident"]["unknown"].to_string();
     assert!(unknown.contains("the watch was not running"), "{unknown}");
+    let rto = phase(&incident, "rto");
+    assert!(rto["seconds"].is_null(), "the service's return fell in the gap: {rto}");
     let scheduling = phase(&incident, "scheduling");
     assert!(scheduling["seconds"].is_null(), "seen by no watch, never invented: {scheduling}");
     assert!(scheduling["note"].as_str().unwrap().contains("unknown"), "{scheduling}");

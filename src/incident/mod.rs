@@ -172,10 +172,11 @@ impl Watcher<'_> {
         loop {
             match &mut episode {
                 None => {
-                    if view.read(Degraded::of).is_some() {
+                    if let Some(first) = view.read(Degraded::of) {
                         let seen = Utc::now();
                         tokio::time::sleep(SETTLE).await;
                         if let Some(degraded) = view.read(Degraded::of) {
+                            let degraded = degraded.merge(first);
                             episode = Some(self.open(&timeline, &view, degraded, seen).await?);
                             continue;
                         }

@@ -26,7 +26,8 @@ impl Degraded {
     pub fn of(v: &ClusterView) -> Option<Degraded> {
         let lost: Vec<String> = v.on_prem_nodes().filter(|n| !n.is_ready()).map(|n| n.name.clone()).collect();
         let leaving = |node: &str| v.pods.values().any(|p| p.terminating && p.node.as_deref() == Some(node));
-        let elsewhere = v.pods_off(NodeRole::OnPrem) > 0;
+        // Evicted pods are replaced at once: the replacements wait for a node, or run off the on-prem nodes.
+        let elsewhere = v.live_pods().any(|p| p.node.as_deref().is_none_or(|n| v.role_of(n) != NodeRole::OnPrem));
         let drained: Vec<String> = v
             .on_prem_nodes()
             .filter(|n| n.is_ready() && !n.schedulable && (leaving(&n.name) || elsewhere))
@@ -36,6 +37,16 @@ impl Degraded {
             v.live_pods().filter(|p| p.node.as_deref().is_some_and(|n| v.role_of(n) == NodeRole::Fallback)).count();
         let d = Degraded { lost, drained, on_fallback };
         (!d.lost.is_empty() || !d.drained.is_empty() || d.on_fallback > 0).then_some(d)
+    }
+
+    /// What two looks saw together: nodes seen degraded at the first look stay involved at the second.
+    pub fn merge(mut self, earlier: Degraded) -> Degraded {
+        for (now, before) in [(&mut self.lost, earlier.lost), (&mut self.drained, earlier.drained)] {
+            now.extend(before);
+            now.sort();
+            now.dedup();
+        }
+        self
     }
 
     /// The on-prem nodes involved.

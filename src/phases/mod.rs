@@ -610,11 +610,14 @@ impl<'a> Moments<'a> {
             scan.last_between(t0_seq, ret_seq, |e| matches!(e, Event::PodDeleted { role: NodeRole::OnPrem, .. }))
         };
         let settled = evicted.or(t0).or(opened);
+        let resumed = obs.iter().any(|o| matches!(o.event, Event::IncidentResumed { .. }));
         let settled_seq = settled.map_or(end, |o| o.seq);
         let restored = scan
             .first(settled_seq, |e| matches!(e, Event::ServiceRestored { .. }))
             .filter(|o| o.seq < ret_seq)
-            .or_else(|| settled.filter(|s| scan.available_at(s.seq)));
+            // That it held throughout is known only to a timeline without a gap: never for an incident a restarted
+            // watch took up.
+            .or_else(|| settled.filter(|s| scan.available_at(s.seq) && !resumed));
         let restored_seq = restored.map_or(ret_seq, |o| o.seq);
         Moments { scan, t0, t0_seq, ret, ret_seq, fault_end, loses_nodes, evicted, restored, restored_seq, restore }
     }
