@@ -102,6 +102,7 @@ impl Watch {
         }
         let out = self.child.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
+        println!("watch:\n{stderr}");
         assert!(out.status.success(), "watch failed:\n{stderr}");
         PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
     }
@@ -166,21 +167,12 @@ fn a_node_failure_is_one_incident_whose_phases_agree_with_the_drill_and_the_metr
     let _lab = lock_lab();
     steady();
     let _repair = Repair(repair_quietly);
-    // The drill of the same fault on the same node, in the same lab, just before.
-    let dir = tempfile::tempdir().unwrap();
-    let source = std::fs::read_to_string(repo().join(DRILL)).unwrap().replace(
-        "nodes: eks.amazonaws.com/compute-type=hybrid,gpu.model=h200",
-        &format!("nodes: eks.amazonaws.com/compute-type=hybrid,gpu.model=h200,kubernetes.io/hostname={NODE}"),
-    );
-    // One node cannot take the whole workload back: the drill ends once that node is powered on again, after every
-    // phase compared here; the lab's reset brings the workload home.
-    let source = source[..source.find("    - id: return").unwrap()].to_string();
-    let one_node = dir.path().join("node-failure-one.yaml");
-    std::fs::write(&one_node, source).unwrap();
+    // The node-failure drill in the same lab, just before: each on-prem node's path (detection, taint, toleration)
+    // is the same whichever nodes fail, and the fallback's phases are within the noise for one node's pods or two.
     let drills = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
         .arg("run")
-        .arg(&one_node)
+        .arg(DRILL)
         .args(["--yes", "--output", "json", "--reports-dir"])
         .arg(drills.path())
         .arg("--kubeconfig")
@@ -247,7 +239,7 @@ fn a_plain_kubectl_drain_is_one_incident_caused_by_a_drain() {
     assert_eq!(run_dirs(reports.path()), vec![run.clone()], "exactly one incident");
     let incident = report(&run);
     print_phases("incident", &incident);
-    assert_eq!(incident["incident"]["cause"], "drain");
+    assert_eq!(incident["incident"]["cause"], "drain", "{:#}", incident["incident"]);
     let evidence = incident["incident"]["evidence"].to_string();
     assert!(evidence.contains("cordon"), "{evidence}");
     assert!(phase(&incident, "eviction")["seconds"].as_f64().is_some(), "{incident:#}");
