@@ -34,10 +34,14 @@ fn leftovers() -> Vec<String> {
 }
 
 const CUT_LABEL: &str = "hybrid-drill.io/cut";
-/// Stand-in annotations (lab/host-firewall-stand-in): a node that stays cut once its policy is gone, and one whose
-/// host policies nothing enforces.
-const LOCKOUT: &str = "hybrid-lab.io/lockout";
+/// Stand-in annotation (lab/host-firewall-stand-in): a node whose host policies nothing enforces.
 const UNENFORCED: &str = "hybrid-lab.io/unenforced";
+/// Stand-in annotation on a node its host firewall agent cut off.
+const CUT_BY_STAND_IN: &str = "hybrid-lab/host-firewall";
+
+fn hybrid_nodes() -> Vec<Value> {
+    kubectl_json(&["get", "nodes", "-l", "eks.amazonaws.com/compute-type=hybrid"])["items"].as_array().unwrap().clone()
+}
 
 /// Nodes carrying a host cut's run label.
 fn cut_labelled() -> Vec<String> {
@@ -73,18 +77,34 @@ fn hybrid_nodes_ready() -> bool {
 fn repair_quietly() {
     kubectl_quiet(&["delete", POLICY_KINDS, "-A", "-l", RUN_LABEL, "--wait=false"]);
     kubectl_quiet(&["label", "pods", "-A", "-l", RUN_LABEL, &format!("{RUN_LABEL}-")]);
-    let nodes = ["hybrid-gpu-1", "hybrid-gpu-2"];
-    for node in nodes {
-        kubectl_quiet(&["annotate", "node", node, &format!("{LOCKOUT}-"), &format!("{UNENFORCED}-")]);
-        kubectl_quiet(&["label", "node", node, &format!("{CUT_LABEL}-")]);
+    let mut down = Vec::new();
+    for node in hybrid_nodes() {
+        let name = node["metadata"]["name"].as_str().unwrap().to_string();
+        kubectl_quiet(&["annotate", "node", &name, &format!("{UNENFORCED}-")]);
+        kubectl_quiet(&["label", "node", &name, &format!("{CUT_LABEL}-")]);
+        if node["metadata"]["labels"]["kwok.x-k8s.io/node"] != "fake"
+            || !node["metadata"]["annotations"][CUT_BY_STAND_IN].is_null()
+        {
+            down.push(name);
+        }
     }
-    // A locked-out node comes back only through a power cycle, which also recovers a failed one.
-    for node in nodes {
-        let _ = Command::new(repo().join("lab/node-reboot"))
-            .arg(node)
-            .env("KUBECONFIG", kubeconfig())
-            .env("LAB_REBOOT_SECONDS", "0")
-            .output();
+    // A cut node comes back only through a power cycle (its agent no longer hears the policy's deletion), which also
+    // recovers a failed one; the nodes that need it, all at once.
+    let reboots: Vec<_> = down
+        .iter()
+        .filter_map(|node| {
+            Command::new(repo().join("lab/node-reboot"))
+                .arg(node)
+                .env("KUBECONFIG", kubeconfig())
+                .env("LAB_REBOOT_SECONDS", "0")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .ok()
+        })
+        .collect();
+    for mut reboot in reboots {
+        let _ = reboot.wait();
     }
 }
 
@@ -239,12 +259,10 @@ fn assert_nothing_left() {
 }
 
 #[test]
-fn the_host_cut_drill_pins_its_run_label_brings_a_locked_out_node_back_with_its_last_resort_and_leaves_nothing() {
+fn the_host_cut_drill_pins_its_run_label_brings_its_locked_out_nodes_back_with_its_last_resort_and_leaves_nothing() {
     let _lab = lock_lab();
     reset();
     let _repair = guard();
-    // hybrid-gpu-2 keeps its cut after the policy is deleted, as a node whose agent never hears of it.
-    kubectl(&["annotate", "node", "hybrid-gpu-2", &format!("{LOCKOUT}=true"), "--overwrite"]);
     let reports = tempfile::tempdir().unwrap();
     let child = run(&repo().join("drills/dx-cut.yaml"), reports.path())
         .stdout(Stdio::piped())
@@ -265,12 +283,15 @@ fn the_host_cut_drill_pins_its_run_label_brings_a_locked_out_node_back_with_its_
     assert_eq!(policy["spec"]["nodeSelector"], serde_json::json!({"matchLabels": {CUT_LABEL: run_label}}));
     assert!(!policy["spec"].to_string().contains("kubernetes.io"), "{policy:#}");
     assert_eq!(pinned, ["hybrid-gpu-1", "hybrid-gpu-2"]);
-    // The locked-out node needed its last resort; the other came back when the policy went.
+    // The policy allows no API server: each node's agent, cut off, never heard it was deleted, and each node needed
+    // its last resort.
     let timeline = std::fs::read_to_string(run_dir(reports.path()).unwrap().join("timeline.jsonl")).unwrap();
-    assert!(timeline.contains(r#""step":"cut","command":"lab/node-reboot hybrid-gpu-2","exit_code":0"#), "{timeline}");
-    assert!(!timeline.contains("lab/node-reboot hybrid-gpu-1"), "hybrid-gpu-1 was rebooted");
     let md = std::fs::read_to_string(run_dir(reports.path()).unwrap().join("report.md")).unwrap();
-    assert!(md.contains("ran `lab/node-reboot hybrid-gpu-2` (exit 0)"), "{md}");
+    for node in ["hybrid-gpu-1", "hybrid-gpu-2"] {
+        let ran = format!(r#""step":"cut","command":"lab/node-reboot {node}","exit_code":0"#);
+        assert!(timeline.contains(&ran), "{timeline}");
+        assert!(md.contains(&format!("ran `lab/node-reboot {node}` (exit 0)")), "{md}");
+    }
     print_phases(&report);
     println!("overlap: {}", report["overlap"]);
     assert_fidelity(&run_dir(reports.path()).unwrap());
@@ -393,9 +414,17 @@ fn sigint_in_the_middle_of_a_host_cut_lifts_it_and_leaves_nothing() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Every cut node Unknown: one the control plane still shows Ready looks back to the last resort's check, which
+    // then skips it although its agent never hears the cut lifted (the restore then fails, exit 4).
+    let all_unknown = || {
+        hybrid_nodes().iter().all(|n| {
+            n["status"]["conditions"]
+                .as_array()
+                .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "Unknown"))
+        })
+    };
     eventually("the cut nodes Unknown while the drill waits for the fallback", Duration::from_secs(120), || {
-        timeline_contains(reports.path(), r#""step":"fallback","action""#)
-            && timeline_contains(reports.path(), r#""status":"Unknown""#)
+        timeline_contains(reports.path(), r#""step":"fallback","action""#) && all_unknown()
     });
     assert!(!leftovers().is_empty(), "the cut's policy should be in place");
     assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
@@ -410,7 +439,7 @@ fn sigint_in_the_middle_of_a_host_cut_lifts_it_and_leaves_nothing() {
     );
     assert_eq!(undone[1..], ["label node/hybrid-gpu-2", "label node/hybrid-gpu-1"]);
     assert!(leftovers().is_empty(), "the abort left {:?}", leftovers());
-    // The stand-in reconnects the nodes once the policy is gone.
+    // The rollback lifted the cut and, as no agent heard of it, ran the last resort for each node.
     eventually("the hybrid nodes Ready after the abort", Duration::from_secs(60), hybrid_nodes_ready);
     assert_nothing_left();
     reset();
@@ -446,7 +475,8 @@ fn a_run_killed_after_its_cut_is_lifted_by_recover_even_without_its_journal() {
     assert!(stdout.contains("label node/hybrid-gpu-1 (cut by run dx-cut-"), "{stdout}");
     assert!(leftovers().is_empty(), "{:?}", leftovers());
     assert!(cut_labelled().is_empty(), "{:?}", cut_labelled());
-    eventually("the hybrid nodes Ready after recover", Duration::from_secs(60), hybrid_nodes_ready);
+    // Without its journal, recover knows no last resort: a node the policy cut in its few seconds stays cut (its
+    // agent never hears of the deletion) until a power cycle, which reset() does.
     reset();
 }
 

@@ -151,14 +151,63 @@ fn drain_drill_runs_end_to_end_with_every_phase_in_order() {
     eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
 }
 
+/// The instance types of the fallback nodes now running, sorted.
+fn fallback_instance_types() -> Vec<String> {
+    let nodes = kubectl_json(&["get", "nodes", "-l", "karpenter.sh/nodepool=gpu-fallback"]);
+    let mut types: Vec<String> = nodes["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["metadata"]["labels"]["node.kubernetes.io/instance-type"].as_str().unwrap_or_default().to_string())
+        .collect();
+    types.sort();
+    types.dedup();
+    types
+}
+
+/// The names of the insufficient-capacity events Karpenter recorded so far (on NodeClaims, which it then deleted).
+fn capacity_events() -> Vec<String> {
+    let events = kubectl_json(&["get", "events", "-A", "--field-selector", "reason=InsufficientCapacityError"]);
+    events["items"].as_array().unwrap().iter().map(|e| e["metadata"]["name"].as_str().unwrap().to_string()).collect()
+}
+
 #[test]
-fn a_launch_refused_for_capacity_is_reported_unbilled_and_the_fallback_takes_the_other_type() {
+fn a_type_out_of_capacity_is_skipped_within_the_launch_and_the_fallback_takes_the_other_type() {
     let _lab = lock_lab();
     reset_lab();
-    // The cheaper type, which Karpenter asks for first.
+    // The cheaper type, which a launch tries first: as one EC2 Fleet request, it falls through to the other pool.
     let _empty = out_of_capacity("g6.12xlarge");
     let drill = Drill::new();
-    let (out, report) = drill.run(&repo().join("drills/drain.yaml"));
+    let child = drill.spawn(&repo().join("drills/drain.yaml"));
+    eventually("fallback nodes up", Duration::from_secs(120), || !fallback_instance_types().is_empty());
+    let launched = fallback_instance_types();
+    let (out, report) = finish(child);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "report: {report:#}\nstderr:\n{stderr}");
+    // The node is labelled with the type the launch took, not the cheapest one the claim allowed.
+    assert_eq!(launched, ["g6e.12xlarge"]);
+    let fallback = &report["fallback"];
+    assert!(fallback["failed_launches"].as_array().is_none_or(Vec::is_empty), "no launch failed: {fallback:#}");
+    let billed: Vec<&String> = fallback["by_instance_type"].as_object().unwrap().keys().collect();
+    assert_eq!(billed, ["g6e.12xlarge"], "{fallback:#}");
+    eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
+}
+
+#[test]
+fn launches_refused_while_every_type_is_out_are_reported_unbilled_and_the_fallback_takes_the_type_given_back() {
+    let _lab = lock_lab();
+    reset_lab();
+    let _g6 = out_of_capacity("g6.12xlarge");
+    let mut g6e = Some(out_of_capacity("g6e.12xlarge"));
+    let before = capacity_events();
+    let drill = Drill::new();
+    let child = drill.spawn(&repo().join("drills/drain.yaml"));
+    eventually("a launch refused for capacity", Duration::from_secs(120), || {
+        capacity_events().iter().any(|e| !before.contains(e))
+    });
+    // EC2 has g6e.12xlarge again.
+    drop(g6e.take());
+    let (out, report) = finish(child);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(matches!(out.status.code(), Some(0 | 1)), "report: {report:#}\nstderr:\n{stderr}");
     let fallback = &report["fallback"];
@@ -166,10 +215,17 @@ fn a_launch_refused_for_capacity_is_reported_unbilled_and_the_fallback_takes_the
     assert!(!failed.is_empty());
     for f in failed {
         assert_eq!(f["reason"], "InsufficientCapacityError", "{f:#}");
-        assert!(f["message"].as_str().unwrap().contains("g6.12xlarge"), "{f:#}");
+        // The fleet's errors for each pool it tried (both, or only g6e.12xlarge while g6.12xlarge is still in the
+        // provider's 3-minute cache of empty pools), or, for a claim of the same batch, the cache's own answer.
+        let message = f["message"].as_str().unwrap();
+        assert!(
+            message.contains("InsufficientInstanceCapacity") && message.contains("g6e.12xlarge")
+                || message.contains("all requested instance types were unavailable during launch"),
+            "{f:#}"
+        );
     }
     let billed: Vec<&String> = fallback["by_instance_type"].as_object().unwrap().keys().collect();
-    assert_eq!(billed, ["g6e.12xlarge"], "the failed type bills nothing: {fallback:#}");
+    assert_eq!(billed, ["g6e.12xlarge"], "the failed launches bill nothing: {fallback:#}");
     let md = std::fs::read_to_string(drill.run_dir().unwrap().join("report.md")).unwrap();
     assert!(md.contains("launch failed: NodeClaim"), "{md}");
     assert_fidelity(&drill.run_dir().unwrap());

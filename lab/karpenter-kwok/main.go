@@ -2,16 +2,18 @@
 // and kwok never does: an instance type can run out of capacity.
 //
 // The instance types named in the file $LAB_OUT_OF_CAPACITY_FILE (one per line; lab/capacity writes it) have none.
-// A launch whose cheapest compatible offering is such a type fails with an insufficient-capacity error, as an EC2
-// fleet request fails when its pool is empty: Karpenter records the InsufficientCapacityError event on the NodeClaim
-// and deletes it. Like Karpenter's AWS provider, the type is then kept unavailable for three minutes, so the next
-// NodeClaim falls through to another type. The file is read at every launch: a test flips capacity while the lab runs.
+// A launch tries the claim's allowed types cheapest first and takes the first that has capacity, as one EC2 Fleet
+// request tries its pools; only when every allowed type is out does it fail with an insufficient-capacity error, as the
+// fleet request fails: Karpenter records the InsufficientCapacityError event on the NodeClaim and deletes it. Like
+// Karpenter's AWS provider, a type that ran out is kept unavailable for three minutes, so the next NodeClaims are not
+// offered it. The file is read at every launch: a test flips capacity while the lab runs.
 package main
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -85,45 +87,69 @@ func (c *capacityLimited) unavailableNow() map[string]bool {
 	return out
 }
 
+// Create launches the claim as one EC2 Fleet request does: its allowed instance types are tried cheapest first
+// (Fleet's lowest-price allocation for on-demand, one pool after another within the request), a type out of capacity
+// is skipped and kept unavailable for three minutes (the AWS provider caches every InsufficientInstanceCapacity of a
+// fleet answer, also when another pool launched), and the claim fails with an insufficient-capacity error only when
+// every allowed type is out. The inner kwok provider is then given the one type taken: it labels the node with the
+// cheapest type of the claim's requirement (kwok/cloudprovider toNode), and the AWS provider labels it with the type
+// the fleet actually launched, so the node's node.kubernetes.io/instance-type is the type taken.
 func (c *capacityLimited) Create(ctx context.Context, nodeClaim *v1.NodeClaim) (*v1.NodeClaim, error) {
 	unavailable := c.unavailableNow()
+	out := c.outOfCapacity()
 	requirements := scheduling.NewNodeSelectorRequirementsWithMinValues(nodeClaim.Spec.Requirements...)
-	claim := nodeClaim.DeepCopy()
-	var chosen *cloudprovider.InstanceType
-	var price float64
-	var zone string
-	for i, req := range claim.Spec.Requirements {
-		if req.Key != corev1.LabelInstanceTypeStable {
+	typeReq, found, ok := lo.FindIndexOf(nodeClaim.Spec.Requirements, func(req v1.NodeSelectorRequirementWithMinValues) bool {
+		return req.Key == corev1.LabelInstanceTypeStable
+	})
+	if !ok {
+		return c.CloudProvider.Create(ctx, nodeClaim)
+	}
+	type pool struct {
+		name  string
+		price float64
+		zone  string
+	}
+	var pools []pool
+	// kwok's provider does not know which offerings ran out: it is never offered them.
+	for _, name := range typeReq.Values {
+		it, ok := c.types[name]
+		if !ok || unavailable[name] {
 			continue
 		}
-		// kwok's provider does not know which offerings ran out: it must not be offered them.
-		kept := lo.Reject(req.Values, func(name string, _ int) bool { return unavailable[name] })
-		claim.Spec.Requirements[i].Values = kept
-		for _, name := range kept {
-			it, ok := c.types[name]
-			if !ok {
-				continue
-			}
-			for _, offering := range it.Offerings.Available().Compatible(requirements) {
-				if chosen == nil || offering.Price < price {
-					chosen, price = it, offering.Price
-					zone = offering.Requirements.Get(corev1.LabelTopologyZone).Any()
-				}
-			}
+		offerings := it.Offerings.Available().Compatible(requirements)
+		if len(offerings) == 0 {
+			continue
 		}
+		cheapest := lo.MinBy(offerings, func(a, b *cloudprovider.Offering) bool { return a.Price < b.Price })
+		pools = append(pools, pool{name, cheapest.Price, cheapest.Requirements.Get(corev1.LabelTopologyZone).Any()})
 	}
-	if chosen == nil {
-		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("creating instance, no instance type of the request has capacity"))
+	sort.SliceStable(pools, func(i, j int) bool { return pools[i].price < pools[j].price })
+	var refused []string
+	for _, p := range pools {
+		if out[p.name] {
+			c.mu.Lock()
+			c.unavailable[p.name] = time.Now().Add(unavailableFor)
+			c.mu.Unlock()
+			refused = append(refused, fmt.Sprintf(
+				"InsufficientInstanceCapacity: We currently do not have sufficient %s capacity in the Availability Zone you requested (%s)",
+				p.name, p.zone))
+			continue
+		}
+		if len(refused) > 0 {
+			log.FromContext(ctx).Info("launch fell through to the next instance type", "nodeclaim", nodeClaim.Name,
+				"instance-type", p.name, "fleet-errors", strings.Join(refused, "; "))
+		}
+		claim := nodeClaim.DeepCopy()
+		claim.Spec.Requirements[found].Values = []string{p.name}
+		return c.CloudProvider.Create(ctx, claim)
 	}
-	if c.outOfCapacity()[chosen.Name] {
-		c.mu.Lock()
-		c.unavailable[chosen.Name] = time.Now().Add(unavailableFor)
-		c.mu.Unlock()
-		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf(
-			"creating instance, with fleet error(s), InsufficientInstanceCapacity: We currently do not have sufficient %s capacity in the Availability Zone you requested (%s)",
-			chosen.Name, zone))
+	if len(refused) == 0 {
+		// Every allowed type is in the unavailable cache already (a claim of the same batch ran into it): the AWS
+		// provider says so before asking EC2.
+		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("all requested instance types were unavailable during launch"))
 	}
-	return c.CloudProvider.Create(ctx, claim)
+	return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("creating instance, with fleet error(s), %s",
+		strings.Join(refused, "; ")))
 }
 
 func (c *capacityLimited) GetInstanceTypes(ctx context.Context, pool *v1.NodePool) ([]*cloudprovider.InstanceType, error) {

@@ -8,10 +8,12 @@ pub mod identity;
 pub mod karpenter;
 pub mod lease;
 pub mod marks;
+pub mod paged;
 pub mod policy;
 pub mod quantity;
 pub mod reader;
 pub mod requests;
+pub mod retry;
 pub mod scheduling;
 pub mod selector;
 pub mod tolerations;
@@ -25,6 +27,9 @@ use requests::{CountRequests, RequestTally, RequestsByVerb};
 
 pub use identity::ExpectedCluster;
 pub use reader::Reader;
+
+/// What the API server's audit log names as the requests' client.
+pub const USER_AGENT: &str = concat!("hybrid-drill/", env!("CARGO_PKG_VERSION"));
 
 /// Every (API group, resource, verb) the tool uses; deploy/clusterrole.yaml must grant exactly these. `resource[name]`
 /// is the one object of that name (a rule's `resourceNames`).
@@ -118,11 +123,17 @@ impl Cluster {
                 (config, context)
             }
         };
+        let mut config = config;
+        // Named in the API server's audit log as kubectl is, so an operator (and scripts/bench) can tell its requests.
+        config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static(USER_AGENT)));
+        // kube's retry again, below, but not of evictions (see `retry`).
+        config.default_retry = false;
         let server = config.cluster_url.to_string();
         let requests = RequestTally::default();
         let tally = requests.clone();
-        let client = kube::client::ClientBuilder::try_from(config)
-            .map_err(|e| ClusterError::Client { context: context.clone(), message: e.to_string() })?
+        let builder = kube::client::ClientBuilder::try_from(config)
+            .map_err(|e| ClusterError::Client { context: context.clone(), message: e.to_string() })?;
+        let client = retry::with_retry(builder, retry::ExceptEvictions::default())
             .with_layer(&tower::layer::layer_fn(move |inner| CountRequests { inner, tally: tally.clone() }))
             .build();
         Ok(Cluster { client, context, server, in_cluster, requests })

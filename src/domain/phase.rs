@@ -18,16 +18,17 @@ pub enum PhaseId {
     Taint,
     /// The taint to the first pod evicted: the pods' tolerationSeconds.
     Toleration,
-    /// First replacement pod Pending to first NodeClaim created.
+    /// From here to startup, the path of the last pod to become Ready on the fallback (the one the restore waited
+    /// for): its creation (Pending) to its node's NodeClaim created.
     Pending,
-    /// First NodeClaim created to every NodeClaim Initialized.
+    /// That NodeClaim created to Initialized.
     Provisioning,
     Launched,
     Registered,
     Initialized,
-    /// First fallback node Ready with GPUs to the workload's pods bound.
+    /// That pod's node Ready with GPUs to the pod bound.
     Scheduling,
-    /// Pods bound to pods Ready.
+    /// That pod bound to Ready.
     Startup,
     ImagePull,
     Load,

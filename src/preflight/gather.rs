@@ -7,9 +7,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::{Api, Client, ResourceExt};
 
+use super::checks::{reads_daemonset, reads_node};
 use super::snapshot::{NodeClassLookup, PoolLookup, Snapshot, Workload};
 use super::targets::PreflightTargets;
 use crate::cluster::karpenter::{NODEPOOL_LABEL, NodeClaim, NodeClassReference, NodePool};
+use crate::cluster::paged::list_paged;
 use crate::cluster::{first_line, is_not_found};
 
 pub const KARPENTER_GROUP: &str = "karpenter.sh";
@@ -48,7 +50,6 @@ pub async fn gather(client: &Client, targets: &PreflightTargets) -> Result<Snaps
     }
 
     let nodes: Api<Node> = Api::all(client.clone());
-    s.nodes = nodes.list(&ListParams::default()).await.map_err(|e| api_error("nodes", &e))?.items;
     s.on_prem = nodes
         .list(&ListParams::default().labels(&targets.nodes))
         .await
@@ -57,11 +58,23 @@ pub async fn gather(client: &Client, targets: &PreflightTargets) -> Result<Snaps
         .iter()
         .map(|n| n.name_any())
         .collect();
+    // Every node, in pages: only those a check reads are kept, so a large cluster is never held whole.
+    let fetch = |params: ListParams| {
+        let nodes = nodes.clone();
+        async move { nodes.list(&params).await }
+    };
+    let keep = |n: Node| reads_node(&n, &s.on_prem, &targets.node_pool).then_some(n);
+    s.nodes = list_paged(&ListParams::default(), fetch, keep).await.map_err(|e| api_error("nodes", &e))?;
     for node in &s.on_prem {
         s.pods_on_prem.extend(pods_on(client, node).await?);
     }
     let daemonsets: Api<DaemonSet> = Api::all(client.clone());
-    s.daemonsets = daemonsets.list(&ListParams::default()).await.map_err(|e| api_error("DaemonSets", &e))?.items;
+    let fetch = |params: ListParams| {
+        let daemonsets = daemonsets.clone();
+        async move { daemonsets.list(&params).await }
+    };
+    let keep = |ds: DaemonSet| reads_daemonset(&ds).then_some(ds);
+    s.daemonsets = list_paged(&ListParams::default(), fetch, keep).await.map_err(|e| api_error("DaemonSets", &e))?;
 
     if s.karpenter_v1_resources.iter().any(|r| r == "nodepools") {
         let pools: Api<NodePool> = Api::all(client.clone());
@@ -309,5 +322,63 @@ mod tests {
         assert_eq!(s.karpenter_versions, ["v1beta1"]);
         assert!(matches!(s.pool, PoolLookup::NotServed));
         assert!(!seen.lock().unwrap().iter().any(|(_, u)| u.contains("karpenter.sh/v1")));
+    }
+
+    /// An API server of a large cluster: the on-prem node, an ordinary node and a cloud GPU node (all nodes served in
+    /// two pages), the device plugin's DaemonSet and kube-proxy's; recording every request's URI.
+    fn large_cluster() -> (Client, Arc<Mutex<Vec<String>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let node = |name: &str, labels: serde_json::Value, gpus: &str| {
+            serde_json::json!({"metadata": {"name": name, "labels": labels},
+                "status": {"allocatable": {"nvidia.com/gpu": gpus}}})
+        };
+        let service = tower::service_fn(move |req: Request<Body>| {
+            let uri = req.uri().to_string();
+            log.lock().unwrap().push(uri.clone());
+            let list = |items: Vec<serde_json::Value>, next: &str| serde_json::json!({"kind": "List", "apiVersion": "v1", "metadata": {"continue": next}, "items": items});
+            let body = match req.uri().path() {
+                "/apis" => serde_json::json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": []}),
+                "/api/v1/nodes" if uri.contains("labelSelector") => {
+                    list(vec![node("hybrid-1", serde_json::json!({"a": "b"}), "8")], "")
+                }
+                "/api/v1/nodes" if uri.contains("continue=page-2") => {
+                    list(vec![node("cloud-gpu-1", serde_json::json!({}), "4")], "")
+                }
+                "/api/v1/nodes" => list(
+                    vec![
+                        node("hybrid-1", serde_json::json!({"a": "b"}), "8"),
+                        node("plain-1", serde_json::json!({}), "0"),
+                    ],
+                    "page-2",
+                ),
+                "/apis/apps/v1/daemonsets" => list(
+                    vec![
+                        serde_json::json!({"metadata": {"name": "nvidia-device-plugin", "namespace": "kube-system"}}),
+                        serde_json::json!({"metadata": {"name": "kube-proxy", "namespace": "kube-system"}}),
+                    ],
+                    "",
+                ),
+                _ => list(Vec::new(), ""),
+            };
+            let response = Response::builder().status(200).body(Body::from(serde_json::to_vec(&body).unwrap()));
+            async move { Ok::<_, std::convert::Infallible>(response.unwrap()) }
+        });
+        (Client::new(service, "default"), seen)
+    }
+
+    #[tokio::test]
+    async fn every_node_and_daemonset_is_read_in_pages_and_only_what_a_check_reads_is_kept() {
+        let (client, seen) = large_cluster();
+        let s = gather(&client, &targets()).await.unwrap();
+        let nodes: Vec<String> = s.nodes.iter().map(|n| n.name_any()).collect();
+        assert_eq!(nodes, ["hybrid-1", "cloud-gpu-1"], "the node without GPUs is dropped");
+        let daemonsets: Vec<String> = s.daemonsets.iter().map(|d| d.name_any()).collect();
+        assert_eq!(daemonsets, ["nvidia-device-plugin"]);
+        let requests = seen.lock().unwrap().clone();
+        let all_nodes: Vec<&String> =
+            requests.iter().filter(|u| u.starts_with("/api/v1/nodes?") && !u.contains("labelSelector")).collect();
+        assert_eq!(all_nodes, ["/api/v1/nodes?&limit=500", "/api/v1/nodes?&limit=500&continue=page-2"]);
+        assert!(requests.contains(&"/apis/apps/v1/daemonsets?&limit=500".to_string()), "{requests:?}");
     }
 }

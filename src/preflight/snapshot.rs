@@ -62,11 +62,13 @@ pub struct Snapshot {
     pub karpenter_versions: Vec<String>,
     /// Resources served at `karpenter.sh/v1`.
     pub karpenter_v1_resources: Vec<String>,
+    /// The nodes a check reads (`checks::reads_node`): on-prem, with GPUs, or the fallback NodePool's.
     pub nodes: Vec<Node>,
     /// Names of the nodes the on-prem selector matches.
     pub on_prem: BTreeSet<String>,
     /// Pods bound to the on-prem nodes.
     pub pods_on_prem: Vec<Pod>,
+    /// The DaemonSets of the NVIDIA device plugin's family (`checks::reads_daemonset`), from every namespace.
     pub daemonsets: Vec<DaemonSet>,
     pub pool: PoolLookup,
     pub node_class: NodeClassLookup,

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::ListParams;
+use kube::api::{ListParams, PartialObjectMeta};
 use kube::{Api, ResourceExt};
 
 use super::MutationError;
@@ -14,6 +14,7 @@ use super::mutator::api_error;
 use super::undo::{self, RollbackOutcome, ToUndo, UndoBy};
 use super::verify::{RestoreScope, restore_wait};
 use crate::cluster::marks::{self, CUT_LABEL, RUN_ANNOTATION, RunId};
+use crate::cluster::paged::list_paged;
 use crate::cluster::policy::{self, PolicyRef};
 use crate::cluster::{Cluster, is_not_found};
 
@@ -68,17 +69,22 @@ fn open(journal_path: &Path) -> Result<Journal, MutationError> {
 async fn marked(cluster: &Cluster, run: Option<&RunId>) -> Result<Vec<ToUndo>, MutationError> {
     let mut marked = Vec::new();
     let nodes: Api<Node> = Api::all(cluster.client.clone());
-    let all = ListParams::default();
-    let list = transient_retry(|| nodes.list(&all)).await.map_err(|e| api_error("list", "nodes", &e))?;
-    for node in list.items {
-        let Some(mark) = marks::annotated_by(node.annotations(), run) else { continue };
+    // The cordon mark is an annotation, which no selector reaches: every node is read, its metadata only and in pages.
+    let fetch = |params: ListParams| {
+        let nodes = nodes.clone();
+        async move { transient_retry(|| nodes.list_metadata(&params)).await }
+    };
+    let keep = |node: PartialObjectMeta<Node>| {
+        let mark = marks::annotated_by(node.annotations(), run)?;
         let name = node.name_any();
-        marked.push(ToUndo {
+        Some(ToUndo {
             seq: None,
             shown: format!("cordon node/{name} (marked by run {mark})"),
             mutation: Mutation::Cordon { node: name, was_unschedulable: false },
-        });
-    }
+        })
+    };
+    let cordoned = list_paged(&ListParams::default(), fetch, keep).await.map_err(|e| api_error("list", "nodes", &e))?;
+    marked.extend(cordoned);
     let labelled = ListParams::default().labels(&marks::label_selector(run));
     for kind in policy::ALL {
         let api = kind.api(&cluster.client, None);

@@ -264,6 +264,8 @@ async fn recovery_from_marks_journals_each_undo_before_making_it() {
     assert_eq!(patches[1].body, json!({"metadata": {"labels": {CUT_LABEL: null}}}));
     assert!(seen.iter().any(|r| r.uri == format!("/api/v1/nodes?&labelSelector=hybrid-drill.io%2Fcut%3D{RUN}")));
     assert!(seen.iter().any(|r| r.uri == format!("/api/v1/pods?&labelSelector=hybrid-drill.io%2Frun-id%3D{RUN}")));
+    // The mark is an annotation, so every node is read: in pages.
+    assert!(seen.iter().any(|r| r.uri == "/api/v1/nodes?&limit=500"), "{seen:?}");
     assert_eq!(
         *at_patch.lock().unwrap(),
         Some(vec![(0, EntryState::Undoing), (0, EntryState::Undone), (1, EntryState::Undoing)])

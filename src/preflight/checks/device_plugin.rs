@@ -113,7 +113,7 @@ const FAMILY: &[(&str, &str)] = &[
 ];
 
 /// Which member of the device plugin family a DaemonSet is, if any.
-fn family_member(ds: &DaemonSet) -> Option<&'static str> {
+pub(super) fn family_member(ds: &DaemonSet) -> Option<&'static str> {
     let mut words = vec![ds.name_any()];
     for key in ["app.kubernetes.io/name", "app", "app.kubernetes.io/component"] {
         words.extend(ds.labels().get(key).cloned());

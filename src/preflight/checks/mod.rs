@@ -12,14 +12,32 @@ mod taints;
 mod tests;
 mod workload;
 
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 
 use super::finding::Finding;
 use super::snapshot::{PoolLookup, Snapshot};
 use super::targets::{Expectations, PreflightTargets};
+use crate::cluster::karpenter::NODEPOOL_LABEL;
 use crate::cluster::scheduling::NodeShape;
 use support::Findings;
+
+/// Whether a check reads this node: an on-prem one, any node with GPUs (a cloud GPU node may bring its own device
+/// plugin), or one of the fallback NodePool's. A node's GPUs are in its status, which no selector reaches, so the
+/// gathering reads every node in pages and keeps only these.
+pub fn reads_node(node: &Node, on_prem: &BTreeSet<String>, node_pool: &str) -> bool {
+    on_prem.contains(&node.name_any())
+        || support::node_gpus(node) > 0
+        || node.labels().get(NODEPOOL_LABEL).is_some_and(|p| p == node_pool)
+}
+
+/// Whether a check reads this DaemonSet: only the NVIDIA device plugin's family is judged.
+pub fn reads_daemonset(ds: &DaemonSet) -> bool {
+    device_plugin::family_member(ds).is_some()
+}
 
 /// Every check against one snapshot, in the order they are reported.
 pub fn evaluate(s: &Snapshot, targets: &PreflightTargets, expect: &Expectations) -> Vec<Finding> {
