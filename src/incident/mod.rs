@@ -252,7 +252,7 @@ impl Watcher<'_> {
     ) -> Result<Episode, WatchError> {
         let drill = &self.loaded.drill;
         let evidence = self.evidence(&degraded.nodes()).await;
-        let cause = signs::cause(&evidence);
+        let cause = signs::cause(&evidence, &degraded);
         let observed = observed_start(timeline, cause, &degraded);
         let from_objects = signs::t0_evidence(cause, &evidence);
         // A cordon seen as it happened is stamped on the tool's clock, as a drill's drain is; otherwise t0 is what

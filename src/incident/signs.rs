@@ -145,14 +145,15 @@ impl NodeEvidence {
 }
 
 /// What started the episode, from the nodes' evidence: several nodes lost together or a node without network is the
-/// link; one node lost is a node failure; cordoned Ready nodes are a drain; otherwise unknown.
-pub fn cause(evidence: &[NodeEvidence]) -> IncidentCause {
+/// link; one node lost is a node failure; cordoned Ready nodes are a drain, whether the node still is when its record is
+/// read or only the watch saw it cordoned (a drain over and uncordoned in seconds); otherwise unknown.
+pub fn cause(evidence: &[NodeEvidence], watched: &Degraded) -> IncidentCause {
     let lost = evidence.iter().filter(|e| e.lost()).count();
     if evidence.iter().any(|e| e.network_unavailable) || lost >= 2 {
         IncidentCause::LinkLoss
     } else if lost == 1 {
         IncidentCause::NodeFailure
-    } else if evidence.iter().any(|e| e.unschedulable) {
+    } else if evidence.iter().any(|e| e.unschedulable) || !watched.drained.is_empty() {
         IncidentCause::Drain
     } else {
         IncidentCause::Unknown
@@ -214,7 +215,7 @@ status:
     #[test]
     fn a_lost_node_shows_its_condition_taints_and_last_heartbeat() {
         let e = NodeEvidence::read(&lost_node(), Some(&lease("2026-12-03T10:00:12.250000Z")));
-        assert_eq!(cause(std::slice::from_ref(&e)), IncidentCause::NodeFailure);
+        assert_eq!(cause(std::slice::from_ref(&e), &Degraded::default()), IncidentCause::NodeFailure);
         let (t0, basis) = t0_evidence(IncidentCause::NodeFailure, std::slice::from_ref(&e)).unwrap();
         assert_eq!(crate::timeline::rfc3339(&t0), "2026-12-03T10:00:12.250Z");
         assert!(basis.contains("renewTime"), "{basis}");
@@ -234,10 +235,10 @@ status:
         let a = NodeEvidence::read(&lost_node(), None);
         let mut b = a.clone();
         b.name = "hybrid-gpu-2".into();
-        assert_eq!(cause(&[a.clone(), b]), IncidentCause::LinkLoss);
+        assert_eq!(cause(&[a.clone(), b], &Degraded::default()), IncidentCause::LinkLoss);
         let mut c = a;
         c.network_unavailable = true;
-        assert_eq!(cause(&[c]), IncidentCause::LinkLoss);
+        assert_eq!(cause(&[c], &Degraded::default()), IncidentCause::LinkLoss);
     }
 
     #[test]
@@ -256,7 +257,12 @@ status:
 "#,
         );
         let e = NodeEvidence::read(&node, None);
-        assert_eq!(cause(std::slice::from_ref(&e)), IncidentCause::Drain);
+        assert_eq!(cause(std::slice::from_ref(&e), &Degraded::default()), IncidentCause::Drain);
+        // Uncordoned by the time its record is read: the watch saw the cordon, so it is still a drain.
+        let uncordoned = NodeEvidence { unschedulable: false, ..e.clone() };
+        let watched = Degraded { drained: vec![e.name.clone()], ..Degraded::default() };
+        assert_eq!(cause(std::slice::from_ref(&uncordoned), &watched), IncidentCause::Drain);
+        assert_eq!(cause(std::slice::from_ref(&uncordoned), &Degraded::default()), IncidentCause::Unknown);
         let (t0, basis) = t0_evidence(IncidentCause::Drain, &[e]).unwrap();
         assert_eq!(crate::timeline::rfc3339(&t0), "2026-12-03T10:00:03.000Z");
         assert!(basis.contains("kubectl-cordon"), "{basis}");
