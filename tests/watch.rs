@@ -243,6 +243,9 @@ fn a_plain_kubectl_drain_is_one_incident_caused_by_a_drain() {
     let evidence = incident["incident"]["evidence"].to_string();
     assert!(evidence.contains("cordon"), "{evidence}");
     assert!(phase(&incident, "eviction")["seconds"].as_f64().is_some(), "{incident:#}");
+    for seen in ["return", "reclaim"] {
+        assert!(phase(&incident, seen)["seconds"].as_f64().is_some(), "the uncordon was seen: {incident:#}");
+    }
     steady();
 }
 

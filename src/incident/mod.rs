@@ -298,7 +298,10 @@ impl Watcher<'_> {
         marker::write(&marker_path, &open).map_err(|e| self.write_error(&marker_path, e))?;
         eprintln!("hybrid-drill watch: incident opened ({cause}) · run directory {}", dir.display());
         self.publish(view, Some(origin));
-        Ok(Episode { marker: open, whole: Some(view.read(signs::on_prem_whole)) })
+        // Nodes seen lost or cordoned left the on-prem side broken, though one may be back by now (a short drain
+        // uncordoned while the episode opened): the next look then records the return instead of missing it.
+        let whole = degraded.nodes().is_empty() && view.read(signs::on_prem_whole);
+        Ok(Episode { marker: open, whole: Some(whole) })
     }
 
     /// Each lost or cordoned node and its Lease, read once (get only).
