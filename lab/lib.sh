@@ -90,6 +90,19 @@ alive() {
     tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -e "$CACHE_ROOT/" -e "$STAND_IN_HOST_FIREWALL" -e "$STAND_IN_TOKEN_WEBHOOK"
 }
 
+# started COMPONENT PID: keeps the pid of a component just put in the background and waits (up to 5 s) until that
+# fork has exec'd the component: `alive` knows a component by its command line, and the fork still carries the
+# script's, so a check made at once could take a component that is starting for one that died.
+started() {
+  local c=$1 pid=$2 i
+  echo "$pid" >"$PID_DIR/$c.pid"
+  for i in $(seq 50); do
+    alive "$c" && return 0
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.1
+  done
+}
+
 # stop_components COMPONENT...: TERM them together, wait up to 10 s, KILL survivors; forgets their pids.
 stop_components() {
   local c pid pids=() i

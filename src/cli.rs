@@ -102,6 +102,33 @@ drill restores the cluster and still writes its report.")]
         #[arg(long, value_name = "[slack=]URL", env = "HYBRID_DRILL_NOTIFY", value_delimiter = ',', value_parser = notify_flag)]
         notify: Vec<Webhook>,
     },
+    /// Watch the cluster for real fallbacks and measure each with the drills' ruler: read-only, long-running.
+    #[command(
+        after_help = "FILE is a drill file: its targets (on-prem nodes, workload, fallback NodePool), restoredWhen \
+and objectives are used; its steps are ignored (nothing is injected, nothing changed: get, list and watch only). An \
+episode opens when an on-prem node goes NotReady or Unknown, a cordoned on-prem node's workload pods leave, or workload \
+pods run on the fallback; it closes when the workload is back on-prem and the fallback reclaimed, or after \
+--episode-limit. Each episode writes reports/<drill>/<UTC timestamp>/ like a run (kind: incident in report.json) and \
+prints its path. A watch restarted during an episode takes it up (the marker .open-episode.json beside the runs) with \
+what it missed marked unknown."
+    )]
+    Watch {
+        /// The drill file whose targets and objectives the incidents are measured by (YAML).
+        file: PathBuf,
+        /// Where the episodes' run directories are created.
+        #[arg(long, value_name = "DIR", default_value = "reports", env = "HYBRID_DRILL_REPORTS")]
+        reports_dir: PathBuf,
+        /// Close an episode after this long even if the workload is not back on-prem with the fallback reclaimed.
+        #[arg(long, value_name = "DURATION", default_value = "6h", value_parser = humantime::parse_duration)]
+        episode_limit: std::time::Duration,
+        /// Serve Prometheus metrics here (e.g. 0.0.0.0:9464): the episode in progress, the fallback's nodes and GPUs
+        /// now, the last episode's RTO and phases.
+        #[arg(long, value_name = "ADDR")]
+        metrics_addr: Option<std::net::SocketAddr>,
+        /// Stop once this many episodes have closed (default: watch until SIGINT or SIGTERM).
+        #[arg(long, value_name = "N")]
+        episodes: Option<u64>,
+    },
     /// Re-render a past run from its run directory (report.json, and timeline.jsonl for the event markers).
     #[command(after_help = "Formats: md (report.md), html (report.html: a self-contained page with the timeline), \
 json (report.json), junit (junit.xml: each objective a test case), prometheus (metrics.prom: text exposition for \
@@ -206,6 +233,10 @@ pub fn main() -> ExitCode {
             let json = output == OutputFormat::Json;
             let opts = RunOptions { target, yes, dry_run, json, reports_dir, pushgateway, notify };
             block_on(run_command(&file, opts))
+        }
+        Command::Watch { file, reports_dir, episode_limit, metrics_addr, episodes } => {
+            let opts = crate::incident::WatchOptions { target, reports_dir, episode_limit, metrics_addr, episodes };
+            block_on(watch_command(&file, opts))
         }
         Command::Report { run_dir, format, pushgateway } => report_command(&run_dir, format, pushgateway.as_deref()),
         Command::History { reports_dir, format } => history_command(&reports_dir, format),
@@ -402,6 +433,20 @@ async fn run_command(file: &Path, opts: RunOptions) -> u8 {
         Err(e) => {
             eprintln!("error: {e}");
             if matches!(&e, run::SetupError::Locked(l) if l.is_held()) { EXIT_LOCKED } else { EXIT_INVALID }
+        }
+    }
+}
+
+async fn watch_command(file: &Path, opts: crate::incident::WatchOptions) -> u8 {
+    let loaded = match load(file) {
+        Ok(l) => l,
+        Err(c) => return c,
+    };
+    match crate::incident::watch(&loaded, &opts).await {
+        Ok(()) => EXIT_PASSED,
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_INVALID
         }
     }
 }

@@ -7,6 +7,7 @@ pub mod domain;
 pub mod drill;
 pub mod exit;
 mod http;
+pub mod incident;
 pub mod monitor;
 pub mod notify;
 pub mod phases;

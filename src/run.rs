@@ -202,7 +202,7 @@ impl<'a> Run<'a> {
             let _ = mutator.release_lock(lock).await;
             return Err(SetupError::Watches(e));
         }
-        timeline.record(view.read(|v| baseline(v, &plan)));
+        timeline.record(view.read(|v| baseline(v, plan.pool_gpu_limit)));
         if !plan.tolerations.is_empty() {
             timeline.record(Event::TolerationsRead { tolerations: plan.tolerations.clone() });
         }
@@ -486,27 +486,9 @@ impl<'a> Run<'a> {
                 analysis.fallback.gpu_limit.unwrap_or_default()
             ));
         }
-        if self.cluster.is_lab() {
-            self.warnings.raise(
-                "this ran against the lab: its timings are shortened (see lab/README.md) and are not a real cluster's"
-                    .into(),
-            );
-        }
-        self.timeline.record(Event::RequestsSent {
-            total: self.cluster.requests_sent(),
-            by_verb: self.cluster.requests_by_verb(),
-        });
-        self.timeline.record(Event::DrillFinished { outcome });
+        let mut report = seal(&self.timeline, &self.cluster, self.loaded, &self.version, outcome);
         self.follow.abort();
         self.progress.finish();
-        let meta = RunMeta {
-            tool_version: env!("CARGO_PKG_VERSION").into(),
-            drill_file: self.loaded.path.display().to_string(),
-            drill_source: self.loaded.source.clone(),
-            cluster_server: self.cluster.server.clone(),
-            cluster_version: self.version,
-        };
-        let mut report = report::build(drill, &self.timeline.observations(), &meta);
         if let Some(url) = &opts.pushgateway
             && let Err(e) = crate::pushgateway::push(url, &report).await
         {
@@ -524,6 +506,38 @@ impl<'a> Run<'a> {
         let io = |source| SetupError::RunDir { path: self.dir.display().to_string(), source };
         write_reports(&self.dir, &report).map_err(io)?;
         Ok(RunResult { report, run_dir: self.dir })
+    }
+}
+
+/// Ends a run's timeline (the lab's caveat, the request count, the outcome) and builds its report: the one ending a
+/// drill and an incident's episode share.
+pub(crate) fn seal(
+    timeline: &Timeline,
+    cluster: &Cluster,
+    loaded: &LoadedDrill,
+    version: &str,
+    outcome: Outcome,
+) -> Report {
+    if cluster.is_lab() {
+        timeline.record(Event::Warning {
+            message: "this ran against the lab: its timings are shortened (see lab/README.md) and are not a real \
+                      cluster's"
+                .into(),
+        });
+    }
+    timeline.record(Event::RequestsSent { total: cluster.requests_sent(), by_verb: cluster.requests_by_verb() });
+    timeline.record(Event::DrillFinished { outcome });
+    report::build(&loaded.drill, &timeline.observations(), &run_meta(loaded, cluster, version))
+}
+
+/// What a report keeps of the tool, the drill file and the API server.
+pub(crate) fn run_meta(loaded: &LoadedDrill, cluster: &Cluster, version: &str) -> RunMeta {
+    RunMeta {
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        drill_file: loaded.path.display().to_string(),
+        drill_source: loaded.source.clone(),
+        cluster_server: cluster.server.clone(),
+        cluster_version: version.to_string(),
     }
 }
 
@@ -564,7 +578,7 @@ fn confirm(plan: &Plan, loaded: &LoadedDrill, context: &str, yes: bool) -> Resul
 
 /// A new run directory `<base>/<drill>/<UTC stamp>/` and the run's id. Two runs started in the same second get two
 /// directories (`-1` appended to the second): a directory is only ever created here, never reused.
-fn run_dir(base: &Path, drill: &str) -> Result<(PathBuf, String), SetupError> {
+pub(crate) fn run_dir(base: &Path, drill: &str) -> Result<(PathBuf, String), SetupError> {
     let stamp = Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
     let parent = base.join(drill);
     let failed = |dir: &Path, source| SetupError::RunDir { path: dir.display().to_string(), source };
@@ -581,15 +595,15 @@ fn run_dir(base: &Path, drill: &str) -> Result<(PathBuf, String), SetupError> {
     }
 }
 
-/// The state of the drilled objects before anything is touched.
-fn baseline(v: &ClusterView, plan: &Plan) -> Event {
+/// The state of the drilled objects before anything is touched (or before an incident was seen).
+pub(crate) fn baseline(v: &ClusterView, fallback_gpu_limit: Option<i64>) -> Event {
     Event::Baseline {
         on_prem_nodes: v.on_prem_nodes().count(),
         workload_pods: v.pods.len(),
         ready_pods: v.ready_pods(),
         fallback_nodeclaims: v.claims.len(),
         fallback_nodes: v.fallback_nodes().count(),
-        fallback_gpu_limit: plan.pool_gpu_limit,
+        fallback_gpu_limit,
         on_prem_pods: v
             .live_pods()
             .filter(|p| p.node.as_deref().is_some_and(|n| v.role_of(n) == NodeRole::OnPrem))
@@ -598,7 +612,7 @@ fn baseline(v: &ClusterView, plan: &Plan) -> Event {
     }
 }
 
-async fn interrupted() -> &'static str {
+pub(crate) async fn interrupted() -> &'static str {
     let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
         return std::future::pending().await;
     };

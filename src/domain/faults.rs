@@ -139,3 +139,45 @@ mod tests {
         assert!(serde_json::from_str::<FaultKind>(r#""flood""#).is_err());
     }
 }
+
+/// What started a real incident, as `hybrid-drill watch` reads it from the on-prem nodes: their conditions, taints and
+/// cordons. Never guessed beyond them: with none of the signs, it is `unknown`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IncidentCause {
+    /// One on-prem node lost (NotReady or Unknown) on its own.
+    NodeFailure,
+    /// Several on-prem nodes lost together, or a node reporting `NetworkUnavailable`: the link to the VPC.
+    LinkLoss,
+    /// Someone cordoned on-prem nodes (the nodes stayed Ready) and their workload pods left.
+    Drain,
+    /// The workload went to the fallback with none of the signs above.
+    Unknown,
+}
+
+impl IncidentCause {
+    /// The fault of a drill that takes the same path, so the phases are cut alike.
+    pub fn fault_kind(self) -> Option<FaultKind> {
+        match self {
+            IncidentCause::NodeFailure => Some(FaultKind::NodeFailure),
+            IncidentCause::LinkLoss => Some(FaultKind::Cut(CutFidelity::Host)),
+            IncidentCause::Drain => Some(FaultKind::Drain),
+            IncidentCause::Unknown => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IncidentCause::NodeFailure => "node-failure",
+            IncidentCause::LinkLoss => "link-loss",
+            IncidentCause::Drain => "drain",
+            IncidentCause::Unknown => "unknown",
+        }
+    }
+}
+
+impl fmt::Display for IncidentCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

@@ -5,7 +5,7 @@ mod faults;
 mod kinds;
 mod phase;
 
-pub use faults::{Cni, CutFidelity, FaultKind, RestoreTarget, UnknownFault};
+pub use faults::{Cni, CutFidelity, FaultKind, IncidentCause, RestoreTarget, UnknownFault};
 pub(crate) use kinds::outcome_words;
 pub use kinds::{ConditionStatus, Outcome, StepOutcome};
 pub use phase::{PhaseId, UnknownPhase};

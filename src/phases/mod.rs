@@ -627,14 +627,18 @@ impl<'a> Moments<'a> {
     fn new(obs: &'a [Observation]) -> Moments<'a> {
         let scan = Scan { obs };
         let end = u64::MAX;
-        let t0 = scan
-            .first(0, |e| matches!(e, Event::FaultInjected { .. }))
-            .or_else(|| obs.first().filter(|o| matches!(o.event, Event::FaultInjected { .. })));
-        let t0_seq = t0.map_or(end, |o| o.seq);
+        let first_of = |f: fn(&Event) -> bool| scan.first(0, f).or_else(|| obs.first().filter(|o| f(&o.event)));
+        let t0 = first_of(|e| matches!(e, Event::FaultInjected { .. }));
+        // An incident whose start no object recorded has no t0: its phases are searched from when it was seen.
+        let opened = first_of(|e| matches!(e, Event::IncidentOpened { .. }));
+        let t0_seq = t0.or(opened).map_or(end, |o| o.seq);
         let ret = scan.first(t0_seq, |e| matches!(e, Event::ReturnStarted { .. }));
         let ret_seq = ret.map_or(end, |o| o.seq);
-        let loses_nodes =
-            t0.is_some_and(|o| matches!(&o.event, Event::FaultInjected { kind, .. } if kind.loses_nodes()));
+        let loses_nodes = t0.or(opened).is_some_and(|o| match &o.event {
+            Event::FaultInjected { kind, .. } => kind.loses_nodes(),
+            Event::IncidentOpened { cause, .. } => cause.fault_kind().is_some_and(|k| k.loses_nodes()),
+            _ => false,
+        });
         let restore = scan.first(t0_seq, |e| matches!(e, Event::RestoreStarted { .. })).filter(|o| o.seq < ret_seq);
         let fault_end = restore.map_or(ret_seq, |o| o.seq);
         // The fault has fully taken effect once the last workload pod left on-prem: a budget-paced drain restores
@@ -652,12 +656,15 @@ impl<'a> Moments<'a> {
         } else {
             scan.last_between(t0_seq, ret_seq, |e| matches!(e, Event::PodDeleted { role: NodeRole::OnPrem, .. }))
         };
-        let settled = evicted.or(t0);
+        let settled = evicted.or(t0).or(opened);
+        let resumed = obs.iter().any(|o| matches!(o.event, Event::IncidentResumed { .. }));
         let settled_seq = settled.map_or(end, |o| o.seq);
         let restored = scan
             .first(settled_seq, |e| matches!(e, Event::ServiceRestored { .. }))
             .filter(|o| o.seq < ret_seq)
-            .or_else(|| settled.filter(|s| scan.available_at(s.seq)));
+            // That it held throughout is known only to a timeline without a gap: never for an incident a restarted
+            // watch took up.
+            .or_else(|| settled.filter(|s| scan.available_at(s.seq) && !resumed));
         let restored_seq = restored.map_or(ret_seq, |o| o.seq);
         Moments { scan, t0, t0_seq, ret, ret_seq, fault_end, loses_nodes, evicted, restored, restored_seq, restore }
     }
@@ -1243,12 +1250,13 @@ pub fn apply_limit(usage: &mut FallbackUsage, limit: Option<i64>) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::timeline::Event as E;
     use crate::timeline::FaultKind;
 
-    fn drill() -> Drill {
+    /// A drill with objectives for RTO, provisioning and reclaim, and a price table.
+    pub(crate) fn drill() -> Drill {
         let src = r#"
 apiVersion: hybrid-drill.io/v1alpha1
 kind: Drill

@@ -30,7 +30,7 @@ pub fn render(report: &Report) -> String {
             pre { (report.drill.source.trim_end()) }
         }
     };
-    page(&format!("Drill report: {} · {}", report.drill.name, report.run_id), body)
+    page(&format!("{}: {} · {}", report.kind.heading(), report.drill.name, report.run_id), body)
 }
 
 // The only places this page reads a phase's name, so that a typed name changes them alone.
@@ -83,7 +83,7 @@ fn header(report: &Report) -> Markup {
     ];
     html! {
         header {
-            h1 { "Drill report: " (report.drill.name) }
+            h1 { (report.kind.heading()) ": " (report.drill.name) }
             @if let Some(d) = &report.drill.description { p class="muted" { (d) } }
             p { span class={ "badge verdict " (report.outcome.slug()) } id="verdict" { (report.outcome.as_str()) } }
             @if let Some(reason) = &report.abort_reason {

@@ -9,7 +9,7 @@ use crate::timeline::rfc3339;
 
 pub fn render(report: &Report) -> String {
     let mut md = String::new();
-    let _ = writeln!(md, "# Drill report: {}\n", report.drill.name);
+    let _ = writeln!(md, "# {}: {}\n", report.kind.heading(), report.drill.name);
     if let Some(d) = &report.drill.description {
         let _ = writeln!(md, "{d}\n");
     }

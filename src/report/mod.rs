@@ -114,6 +114,12 @@ pub struct OverlapWindow {
 pub struct Report {
     pub schema: String,
     pub tool_version: String,
+    /// A drill the tool ran, or a real incident `hybrid-drill watch` measured with the same phases.
+    #[serde(default)]
+    pub kind: RunKind,
+    /// What started the incident and what shows it; only for `kind: incident`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incident: Option<IncidentFacts>,
     pub run_id: String,
     pub drill: DrillIdentity,
     pub cluster: ClusterIdentity,
@@ -144,6 +150,85 @@ pub struct Report {
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub api_requests_by_verb: RequestsByVerb,
     pub warnings: Vec<String>,
+}
+
+/// Whether a report measures a drill or a real incident.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunKind {
+    #[default]
+    Drill,
+    Incident,
+}
+
+impl RunKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunKind::Drill => "drill",
+            RunKind::Incident => "incident",
+        }
+    }
+
+    /// The heading of every human format: `Drill report`, `Incident report`.
+    pub fn heading(self) -> &'static str {
+        match self {
+            RunKind::Drill => "Drill report",
+            RunKind::Incident => "Incident report",
+        }
+    }
+}
+
+/// An incident's cause as the on-prem nodes showed it, and what the watch did not see.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IncidentFacts {
+    pub cause: crate::domain::IncidentCause,
+    pub nodes: Vec<String>,
+    pub evidence: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown: Vec<String>,
+    /// Why the episode closed; `None` while it is open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed: Option<String>,
+}
+
+impl IncidentFacts {
+    /// The facts an incident's timeline holds; `None` for a drill's.
+    pub fn of(observations: &[Observation]) -> Option<IncidentFacts> {
+        let mut facts = observations.iter().find_map(|o| match &o.event {
+            Event::IncidentOpened { cause, nodes, evidence, unknown } => Some(IncidentFacts {
+                cause: *cause,
+                nodes: nodes.clone(),
+                evidence: evidence.clone(),
+                unknown: unknown.clone(),
+                closed: None,
+            }),
+            _ => None,
+        })?;
+        for o in observations {
+            match &o.event {
+                Event::IncidentResumed { last_seen } => facts.unknown.push(format!(
+                    "the watch was not running from {} to {}: what changed meanwhile was not observed",
+                    crate::timeline::rfc3339(last_seen),
+                    crate::timeline::rfc3339(&o.received)
+                )),
+                Event::IncidentClosed { reason } => facts.closed = Some(reason.clone()),
+                _ => {}
+            }
+        }
+        Some(facts)
+    }
+
+    /// The report's fidelity statement for an incident: nothing was simulated.
+    fn statement(&self) -> String {
+        format!(
+            "a real incident, not a drill: observed read-only by hybrid-drill watch, nothing injected or changed. \
+             Cause: {} ({}). Evidence: {}.{}",
+            self.cause,
+            if self.nodes.is_empty() { "no on-prem node involved".into() } else { self.nodes.join(", ") },
+            if self.evidence.is_empty() { "none".into() } else { self.evidence.join("; ") },
+            if self.unknown.is_empty() { String::new() } else { format!(" Unknown: {}.", self.unknown.join("; ")) }
+        )
+    }
 }
 
 impl Report {
@@ -185,6 +270,7 @@ fn marker(event: &Event) -> Option<Marker> {
     let drilled = |role: &NodeRole| *role != NodeRole::Other;
     Some(match event {
         Event::FaultInjected { .. }
+        | Event::IncidentOpened { .. }
         | Event::GuardTripped { .. }
         | Event::Aborted { .. }
         | Event::HookRan { .. }
@@ -211,7 +297,10 @@ fn marker(event: &Event) -> Option<Marker> {
         | Event::RestartTriggered { .. }
         | Event::UndoDone { .. }
         | Event::UndoFailed { .. } => Marker::Restore,
-        Event::WatchGap { .. } | Event::WatchResumed { .. } => Marker::Other,
+        Event::WatchGap { .. }
+        | Event::WatchResumed { .. }
+        | Event::IncidentResumed { .. }
+        | Event::IncidentClosed { .. } => Marker::Other,
         Event::StepFinished { outcome, .. } if *outcome != StepOutcome::Passed => Marker::Fault,
         _ => return None,
     })
@@ -440,7 +529,26 @@ pub fn requests_in_words(report: &Report) -> String {
 }
 
 pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Report {
-    let analysis = crate::phases::analyse(drill, observations);
+    let incident = IncidentFacts::of(observations);
+    // An incident is measured against the drill's targets and objectives; its steps never ran.
+    let stepless;
+    let drill = match incident {
+        Some(_) => {
+            let mut d = drill.clone();
+            d.spec.steps.clear();
+            stepless = d;
+            &stepless
+        }
+        None => drill,
+    };
+    let mut analysis = crate::phases::analyse(drill, observations);
+    if incident.is_some() {
+        for p in analysis.phases.iter_mut() {
+            if let Some(note) = p.note.as_mut() {
+                *note = note.replace(" not observed", " unknown: not observed by the watch");
+            }
+        }
+    }
     let (run_id, context) = observations
         .iter()
         .find_map(|o| match &o.event {
@@ -492,7 +600,9 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         outcome,
         exit_code: crate::exit::exit_code(outcome),
         abort_reason,
-        fidelity: fidelity::statement(drill, observations),
+        fidelity: incident.as_ref().map_or_else(|| fidelity::statement(drill, observations), IncidentFacts::statement),
+        kind: if incident.is_some() { RunKind::Incident } else { RunKind::Drill },
+        incident,
         steps: step_records(drill, observations),
         phases: analysis.phases,
         milestones: analysis.milestones,

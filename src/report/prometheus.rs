@@ -171,12 +171,79 @@ fn gauges(report: &Report) -> Vec<Gauge> {
 
 /// The run's metrics; an error only if the encoder refuses a value, which writing gauges to a string never does.
 pub fn render(report: &Report) -> Result<String, std::fmt::Error> {
-    let drill = (Cow::Borrowed("drill"), Cow::Owned(report.drill.name.clone()));
+    encode(&report.drill.name, gauges(report))
+}
+
+/// Gauges labelled `drill`, in the text format.
+fn encode(drill: &str, gauges: Vec<Gauge>) -> Result<String, std::fmt::Error> {
+    let drill = (Cow::Borrowed("drill"), Cow::Owned(drill.to_string()));
     let mut registry = Registry::with_prefix_and_labels(PREFIX, std::iter::once(drill));
-    registry.register_collector(Box::new(RunGauges(gauges(report))));
+    registry.register_collector(Box::new(RunGauges(gauges)));
     let mut text = String::new();
     prometheus_text::encode(&mut text, &registry)?;
     Ok(text)
+}
+
+/// What `hybrid-drill watch` knows now, for its metrics endpoint.
+#[derive(Debug, Clone, Default)]
+pub struct WatchState {
+    /// When the episode under way began (its t0, else when it was seen), if one is.
+    pub episode_since: Option<chrono::DateTime<chrono::Utc>>,
+    pub episode_open: bool,
+    pub fallback_nodes: usize,
+    pub fallback_gpus: i64,
+    pub episodes_closed: u64,
+    /// Requests the watch has sent to the API server since it started.
+    pub api_requests: u64,
+    /// The last closed episode's report.
+    pub last: Option<Box<Report>>,
+}
+
+/// The watch's live metrics: the episode in progress, the fallback now, the last episode's RTO and phases.
+pub fn render_watch(drill: &str, state: &WatchState) -> Result<String, std::fmt::Error> {
+    let mut all = vec![
+        Gauge::single(
+            "watch_episode_in_progress",
+            "1 while an incident episode is open (the on-prem side degraded, not yet back and reclaimed).",
+            bit(state.episode_open),
+        ),
+        Gauge::single("watch_fallback_nodes", "Cloud fallback nodes now.", state.fallback_nodes as f64),
+        Gauge::single("watch_fallback_gpus", "GPUs the fallback NodePool holds now.", state.fallback_gpus as f64),
+        Gauge::single(
+            "watch_episodes_closed",
+            "Incident episodes closed (reports written) since this watch started.",
+            state.episodes_closed as f64,
+        ),
+        Gauge::single(
+            "watch_api_requests",
+            "Requests this watch has sent to the API server since it started (lists, watches and their reconnects).",
+            state.api_requests as f64,
+        ),
+    ];
+    if let Some(since) = state.episode_since.filter(|_| state.episode_open) {
+        all.push(Gauge::single(
+            "watch_episode_start_timestamp_seconds",
+            "When the open episode began (its t0, else when it was seen), in Unix seconds.",
+            since.timestamp_millis() as f64 / 1000.0,
+        ));
+    }
+    if let Some(last) = &state.last {
+        all.push(by_phase(
+            "watch_last_phase_duration_seconds",
+            "Duration of each phase of the last closed incident, on the tool's clock.",
+            last,
+            |p| p.seconds,
+        ));
+        if let Some(rto) = last.phases.iter().find(|p| is_rto(p)).and_then(|p| p.seconds) {
+            all.push(Gauge::single("watch_last_rto_seconds", "The last closed incident's RTO.", rto));
+        }
+        all.push(Gauge::single(
+            "watch_last_finish_timestamp_seconds",
+            "When the last incident closed, in Unix seconds.",
+            last.finished.timestamp_millis() as f64 / 1000.0,
+        ));
+    }
+    encode(drill, all)
 }
 
 #[cfg(test)]

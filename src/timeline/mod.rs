@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cluster::karpenter::ClaimCondition;
 
-pub use crate::domain::{ConditionStatus, FaultKind, Outcome, StepOutcome, UnknownFault};
+pub use crate::domain::{ConditionStatus, FaultKind, IncidentCause, Outcome, StepOutcome, UnknownFault};
 
 /// Where a node sits in the hybrid design.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -264,6 +264,27 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         verified: Vec<String>,
     },
+    /// `hybrid-drill watch` saw the on-prem side degrade: an incident's episode opens. Its t0, when the evidence
+    /// gives one, is the `FaultInjected` placed at the evidence's server time.
+    IncidentOpened {
+        cause: IncidentCause,
+        /// The on-prem nodes involved.
+        nodes: Vec<String>,
+        /// The conditions, taints and cordons that show the cause, and what t0 rests on.
+        evidence: Vec<String>,
+        /// What the watch could not see (it was not running, or no object kept the time): reported as unknown.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        unknown: Vec<String>,
+    },
+    /// A restarted watch took up an open episode: what happened while it was down was not observed.
+    IncidentResumed {
+        /// When the previous watch last recorded something.
+        last_seen: DateTime<Utc>,
+    },
+    /// The episode closed: the workload back on-prem and the fallback reclaimed, or the episode limit reached.
+    IncidentClosed {
+        reason: String,
+    },
     /// Requests the tool sent to the API server during the run, recorded once at its end.
     RequestsSent {
         total: u64,
@@ -300,6 +321,9 @@ pub struct Observation {
 }
 
 struct Inner {
+    /// The origin of the tool's clock: moved only by [`Timeline::rebase`].
+    start: Instant,
+    start_wall: DateTime<Utc>,
     file: Option<File>,
     observations: Vec<Observation>,
     listeners: Vec<tokio::sync::mpsc::UnboundedSender<Observation>>,
@@ -308,8 +332,6 @@ struct Inner {
 /// The append-only log of a run, shared by the watches and the steps.
 #[derive(Clone)]
 pub struct Timeline {
-    start: Instant,
-    start_wall: DateTime<Utc>,
     inner: Arc<Mutex<Inner>>,
 }
 
@@ -326,18 +348,43 @@ impl Timeline {
 
     fn with_file(file: Option<File>) -> Timeline {
         Timeline {
-            start: Instant::now(),
-            start_wall: Utc::now(),
-            inner: Arc::new(Mutex::new(Inner { file, observations: Vec::new(), listeners: Vec::new() })),
+            inner: Arc::new(Mutex::new(Inner {
+                start: Instant::now(),
+                start_wall: Utc::now(),
+                file,
+                observations: Vec::new(),
+                listeners: Vec::new(),
+            })),
         }
     }
 
+    /// Takes up a timeline a stopped process wrote at `path`: its observations, its origin, appending from here on.
+    pub fn resume(path: &Path) -> std::io::Result<Timeline> {
+        let observations = read(path)?;
+        let file = std::fs::OpenOptions::new().append(true).open(path)?;
+        let start_wall =
+            observations.first().map_or_else(Utc::now, |o| o.received - chrono::Duration::milliseconds(o.t_ms as i64));
+        Ok(Timeline {
+            inner: Arc::new(Mutex::new(Inner {
+                start: instant_at(start_wall),
+                start_wall,
+                file: Some(file),
+                observations,
+                listeners: Vec::new(),
+            })),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     pub fn started_at(&self) -> DateTime<Utc> {
-        self.start_wall
+        self.lock().start_wall
     }
 
     pub fn elapsed(&self) -> std::time::Duration {
-        self.start.elapsed()
+        self.lock().start.elapsed()
     }
 
     pub fn record(&self, event: Event) -> Observation {
@@ -345,9 +392,9 @@ impl Timeline {
     }
 
     pub fn record_at(&self, event: Event, server_time: Option<DateTime<Utc>>) -> Observation {
-        let elapsed = self.start.elapsed();
-        let received = self.start_wall + chrono::Duration::from_std(elapsed).unwrap_or_default();
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut inner = self.lock();
+        let elapsed = inner.start.elapsed();
+        let received = inner.start_wall + chrono::Duration::from_std(elapsed).unwrap_or_default();
         let obs = Observation {
             seq: inner.observations.len() as u64,
             t_ms: elapsed.as_millis() as u64,
@@ -366,16 +413,77 @@ impl Timeline {
         obs
     }
 
+    /// Moves the origin of an in-memory timeline to `origin` (an incident's t0, or when it was first seen), so the
+    /// episode's clock starts there, however long the watch ran before. Observations before it are dropped but for
+    /// the state they leave (the run's start, the baseline, the tolerations, the service's availability), stamped at
+    /// the origin; `first` is recorded at the origin before everything kept after it, with its server time. Later
+    /// observations keep their wall clock; their tool clock counts from the origin.
+    pub fn rebase(&self, origin: DateTime<Utc>, first: Option<(Event, Option<DateTime<Utc>>)>) {
+        let mut inner = self.lock();
+        let kept_state = |e: &Event| {
+            matches!(e, Event::DrillStarted { .. } | Event::Baseline { .. } | Event::TolerationsRead { .. })
+        };
+        let availability = |e: &Event| matches!(e, Event::ServiceLost { .. } | Event::ServiceRestored { .. });
+        let (before, after): (Vec<Observation>, Vec<Observation>) =
+            std::mem::take(&mut inner.observations).into_iter().partition(|o| o.received < origin);
+        let last_availability = before.iter().rev().find(|o| availability(&o.event)).cloned();
+        let stamped = |mut o: Observation| {
+            o.received = origin;
+            o
+        };
+        let mut kept: Vec<Observation> = before.into_iter().filter(|o| kept_state(&o.event)).map(stamped).collect();
+        kept.extend(last_availability.map(stamped));
+        if let Some((event, server_time)) = first {
+            kept.push(Observation { seq: 0, t_ms: 0, received: origin, server_time, event });
+        }
+        kept.extend(after);
+        for (i, o) in kept.iter_mut().enumerate() {
+            o.seq = i as u64;
+            o.t_ms = (o.received - origin).num_milliseconds().max(0) as u64;
+        }
+        inner.observations = kept;
+        inner.start_wall = origin;
+        inner.start = instant_at(origin);
+    }
+
+    /// Writes every observation so far to `path` and appends each later one there: an in-memory timeline becomes a
+    /// run's.
+    pub fn persist(&self, path: &Path) -> std::io::Result<()> {
+        let mut inner = self.lock();
+        let mut file = File::create(path)?;
+        for o in &inner.observations {
+            writeln!(file, "{}", serde_json::to_string(o).map_err(std::io::Error::other)?)?;
+        }
+        inner.file = Some(file);
+        Ok(())
+    }
+
+    /// How many observations the timeline holds.
+    pub fn len(&self) -> usize {
+        self.lock().observations.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     pub fn observations(&self) -> Vec<Observation> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).observations.clone()
+        self.lock().observations.clone()
     }
 
     /// Every observation recorded from now on.
     pub fn subscribe(&self) -> tokio::sync::mpsc::UnboundedReceiver<Observation> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).listeners.push(tx);
+        self.lock().listeners.push(tx);
         rx
     }
+}
+
+/// The monotonic instant that corresponds to a wall-clock time, so a moved origin keeps counting on the monotonic
+/// clock; now, if the process's clock cannot reach that far back.
+fn instant_at(wall: DateTime<Utc>) -> Instant {
+    let ago = (Utc::now() - wall).to_std().unwrap_or_default();
+    Instant::now().checked_sub(ago).unwrap_or_else(Instant::now)
 }
 
 /// Reads a timeline written by [`Timeline::create`]; a torn last line (a crash mid-write) is skipped.
@@ -508,6 +616,13 @@ impl Event {
                 format!("rollback finished: {} undone, {} failed", undone.len(), failed.len())
             }
             Event::RequestsSent { total, .. } => format!("{total} API requests sent"),
+            Event::IncidentOpened { cause, nodes, .. } => {
+                format!("incident opened ({cause}) on {}", if nodes.is_empty() { "-".into() } else { nodes.join(", ") })
+            }
+            Event::IncidentResumed { last_seen } => {
+                format!("watch restarted; nothing observed since {}", rfc3339(last_seen))
+            }
+            Event::IncidentClosed { reason } => format!("incident closed: {reason}"),
         }
     }
 }

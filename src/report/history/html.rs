@@ -81,7 +81,7 @@ fn run_row(r: &RunRow) -> Markup {
     html! {
         tr class="run" {
             td { (date(&r.started)) br; code class="muted" { (r.run_id) } }
-            td { span class={ "badge " (class) } { (r.outcome.short()) } }
+            td { span class={ "badge " (class) } { (super::verdict_text(r)) } }
             @for c in &r.phases { (cell(c)) }
         }
     }

@@ -11,7 +11,7 @@ use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell as TableCell, Color, ContentArrangement, Table};
 use serde::Serialize;
 
-use super::{Outcome, Report, human_seconds, load};
+use super::{Outcome, Report, RunKind, human_seconds, load};
 use crate::phases::{PhaseId, Verdict};
 
 pub const HISTORY_SCHEMA: &str = "hybrid-drill.io/history/v1";
@@ -49,6 +49,8 @@ pub struct PhaseColumn {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RunRow {
+    /// A drill, or an incident `hybrid-drill watch` measured against the same drill's targets.
+    pub kind: RunKind,
     pub run_id: String,
     pub dir: String,
     pub started: DateTime<Utc>,
@@ -173,14 +175,17 @@ fn drill_history(drill: String, runs: &[(PathBuf, Report)]) -> DrillHistory {
         let mut regressions = Vec::new();
         for (column, c) in phases.iter().enumerate() {
             let phase = report.phases.iter().find(|p| p.name == c.name);
-            let previous = rows.iter().rev().find_map(|r: &RunRow| r.phases[column].seconds);
-            let cell = change(phase, previous);
+            // A drill against the drills before it; an incident against the latest drill: does it still predict?
+            let previous =
+                rows.iter().rev().filter(|r| r.kind == RunKind::Drill).find_map(|r: &RunRow| r.phases[column].seconds);
+            let cell = change(phase, previous, report.kind);
             if let Some(why) = &cell.regression {
                 regressions.push(format!("{}: {why}", c.name.title()));
             }
             cells.push(cell);
         }
         rows.push(RunRow {
+            kind: report.kind,
             run_id: report.run_id.clone(),
             dir: dir.display().to_string(),
             started: report.started,
@@ -193,7 +198,7 @@ fn drill_history(drill: String, runs: &[(PathBuf, Report)]) -> DrillHistory {
     DrillHistory { drill, phases, runs: rows }
 }
 
-fn change(phase: Option<&crate::phases::Phase>, previous: Option<f64>) -> Change {
+fn change(phase: Option<&crate::phases::Phase>, previous: Option<f64>, kind: RunKind) -> Change {
     let Some(p) = phase else {
         return Change { previous_seconds: previous, ..Change::default() };
     };
@@ -227,17 +232,33 @@ fn change(phase: Option<&crate::phases::Phase>, previous: Option<f64>) -> Change
         && ratio > REGRESSION_RATIO
         && now - before >= REGRESSION_MIN_SECONDS
     {
-        reasons.push(format!(
-            "{:.0}% slower than the previous run ({} → {})",
-            ratio * 100.0,
-            human_seconds(before),
-            human_seconds(now)
-        ));
+        reasons.push(match kind {
+            RunKind::Drill => format!(
+                "{:.0}% slower than the previous run ({} → {})",
+                ratio * 100.0,
+                human_seconds(before),
+                human_seconds(now)
+            ),
+            RunKind::Incident => format!(
+                "the drill no longer predicts reality: the incident took {:.0}% longer than the latest drill ({} → {})",
+                ratio * 100.0,
+                human_seconds(before),
+                human_seconds(now)
+            ),
+        });
     }
     if !reasons.is_empty() {
         c.regression = Some(reasons.join("; "));
     }
     c
+}
+
+/// A drill's verdict, or `incident: <verdict>`: incidents sit among the drills of the same targets.
+pub fn verdict_text(r: &RunRow) -> String {
+    match r.kind {
+        RunKind::Drill => r.outcome.short().to_string(),
+        RunKind::Incident => format!("incident: {}", r.outcome.short()),
+    }
 }
 
 pub fn date(t: &DateTime<Utc>) -> String {
@@ -317,7 +338,7 @@ pub fn render_text(h: &History) -> String {
         for r in &d.runs {
             let mut row = vec![
                 TableCell::new(date(&r.started)),
-                TableCell::new(r.outcome.short()).fg(if r.outcome == Outcome::Passed {
+                TableCell::new(verdict_text(r)).fg(if r.outcome == Outcome::Passed {
                     Color::Green
                 } else {
                     Color::Red
@@ -332,7 +353,7 @@ pub fn render_text(h: &History) -> String {
         let _ = writeln!(out, "{table}");
         let _ = writeln!(
             out,
-            "regressions (>{:.0}% slower than the previous run, or over objective):",
+            "regressions (>{:.0}% slower than the previous drill, or over objective; an incident against the latest drill):",
             REGRESSION_RATIO * 100.0
         );
         regressions_list(&mut out, d, "  ");
@@ -357,7 +378,7 @@ pub fn render_markdown(h: &History) -> String {
         let _ = writeln!(out, "| {} |", head.iter().map(|h| md_cell(h)).collect::<Vec<_>>().join(" | "));
         let _ = writeln!(out, "|{}", "---|".repeat(head.len()));
         for r in &d.runs {
-            let mut cells = vec![format!("{}<br>`{}`", date(&r.started), r.run_id), r.outcome.short().to_string()];
+            let mut cells = vec![format!("{}<br>`{}`", date(&r.started), r.run_id), verdict_text(r)];
             cells.extend(r.phases.iter().map(|c| md_cell(&cell_lines(c).join("<br>"))));
             let _ = writeln!(out, "| {} |", cells.join(" | "));
         }
@@ -424,6 +445,35 @@ pub(crate) mod tests {
         assert_eq!(change_text(&d.runs[0].phases[0]), "");
         assert_eq!(change_text(&d.runs[1].phases[1]), "±0");
         assert_eq!(change_text(&d.runs[2].phases[0]), "+1m 03.0s (+525%)");
+    }
+
+    #[test]
+    fn an_incident_slower_than_the_latest_drill_says_the_drill_no_longer_predicts_reality() {
+        let mut runs = three_runs();
+        let mut incident = sample::report();
+        incident.kind = RunKind::Incident;
+        incident.run_id = "incident".into();
+        incident.started += chrono::Duration::days(200);
+        for p in &mut incident.phases {
+            if p.name == PhaseId::Provisioning {
+                p.seconds = Some(12.0);
+            }
+        }
+        runs.push((PathBuf::from("reports/onprem-gpu-drain/incident"), incident));
+        let mut later_drill = sample::report();
+        later_drill.started += chrono::Duration::days(300);
+        later_drill.run_id = "run-3".into();
+        runs.push((PathBuf::from("reports/onprem-gpu-drain/3"), later_drill));
+        let h = build(runs);
+        let d = &h.drills[0];
+        let col = d.phases.iter().position(|c| c.name == PhaseId::Provisioning).unwrap();
+        let row = d.runs.iter().find(|r| r.run_id == "incident").unwrap();
+        let why = row.phases[col].regression.as_deref().unwrap();
+        assert!(why.contains("the drill no longer predicts reality") && why.contains("9.5s → 12.0s"), "{why}");
+        assert_eq!(verdict_text(row), format!("incident: {}", row.outcome.short()));
+        // the next drill compares with the drill before it, not with the incident
+        let next = d.runs.iter().find(|r| r.run_id == "run-3").unwrap();
+        assert_eq!(next.phases[col].previous_seconds, Some(9.5));
     }
 
     #[test]

@@ -1,0 +1,490 @@
+//! `hybrid-drill watch`: real fallbacks measured with the drills' ruler. Read-only, long-running: the drill's watches
+//! feed a timeline; when the on-prem side degrades an episode opens, and when the workload is back on-prem and the
+//! fallback reclaimed (or the episode limit passes) it closes into a run directory like a drill's, `kind: incident`,
+//! cut into the same phases and judged against the same objectives.
+
+pub mod marker;
+pub mod serve;
+pub mod signs;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use tokio::task::JoinHandle;
+
+use crate::cluster::{self, Cluster, ClusterError, Target};
+use crate::drill::LoadedDrill;
+use crate::monitor::Monitor;
+use crate::report::{Outcome, Report};
+use crate::run::SetupError;
+use crate::timeline::view::SharedView;
+use crate::timeline::watch::Watches;
+use crate::timeline::{Event, Timeline};
+use marker::OpenEpisode;
+use signs::{Degraded, NodeEvidence};
+
+/// The default episode limit: past it, an episode closes with what it saw (a fallback left running for days is a
+/// state, not an incident).
+pub const DEFAULT_EPISODE_LIMIT: Duration = Duration::from_secs(6 * 3600);
+
+/// How long the watch lets an opening settle before it reads the cause: nodes lost over a link go NotReady within a
+/// few node-monitor periods of each other.
+const SETTLE: Duration = Duration::from_secs(5);
+
+/// How often an idle watch refreshes its metrics' request tally.
+const METRICS_REFRESH: Duration = Duration::from_secs(15);
+
+/// An idle watch starts its timeline afresh past this many observations, so its memory stays flat.
+const IDLE_OBSERVATIONS: usize = 20_000;
+
+/// Every (API group, resource, verb) the watch uses, cluster-wide; deploy/watch/rbac.yaml's ClusterRole grants exactly
+/// these. Only reads: the watch never changes the cluster.
+pub const PERMISSIONS: &[(&str, &str, &[&str])] = &[
+    ("", "nodes", &["get", "list", "watch"]),
+    ("", "pods", &["list", "watch"]),
+    ("", "events", &["list", "watch"]),
+    ("", "namespaces[kube-system]", &["get"]),
+    ("karpenter.sh", "nodepools", &["list", "watch"]),
+    ("karpenter.sh", "nodeclaims", &["list", "watch"]),
+];
+
+/// The same in `kube-node-lease`: a lost node's heartbeat.
+pub const LEASE_PERMISSIONS: &[(&str, &str, &[&str])] = &[("coordination.k8s.io", "leases", &["get"])];
+
+#[derive(Debug, Clone)]
+pub struct WatchOptions {
+    pub target: Target,
+    pub reports_dir: PathBuf,
+    pub episode_limit: Duration,
+    pub metrics_addr: Option<SocketAddr>,
+    /// Stop after this many episodes closed (tests); `None`: run until a signal.
+    pub episodes: Option<u64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+    #[error("cannot serve metrics on {addr}: {source}")]
+    Metrics { addr: SocketAddr, source: std::io::Error },
+    #[error("cannot write the episode to {path}: {source}")]
+    Write { path: String, source: std::io::Error },
+}
+
+/// How a watch cycle ended.
+enum CycleEnd {
+    Signal,
+    Closed,
+    /// Idle too long on one timeline: start afresh.
+    Refresh,
+}
+
+/// Watches until a signal (or `opts.episodes` closed), writing one incident report per episode.
+pub async fn watch(loaded: &LoadedDrill, opts: &WatchOptions) -> Result<(), WatchError> {
+    let drill = &loaded.drill;
+    let (cluster, version) = cluster::connect(&opts.target, &drill.spec.cluster).await?;
+    let state = serve::Shared::default();
+    if let Some(addr) = opts.metrics_addr {
+        let bound = serve::start(addr, drill.metadata.name.clone(), state.clone())
+            .await
+            .map_err(|source| WatchError::Metrics { addr, source })?;
+        eprintln!("hybrid-drill watch: metrics on http://{bound}/metrics");
+    }
+    eprintln!(
+        "hybrid-drill watch: watching {} for {} on {} (read-only; episodes under {})",
+        drill.spec.targets.on_prem.nodes,
+        drill.metadata.name,
+        cluster.context,
+        opts.reports_dir.join(&drill.metadata.name).display()
+    );
+    let mut signals = tokio::spawn(crate::run::interrupted());
+    let watcher = Watcher { loaded, cluster, version, opts, state };
+    let mut closed = 0;
+    loop {
+        match watcher.cycle(&mut signals).await? {
+            CycleEnd::Signal => return Ok(()),
+            CycleEnd::Closed => {
+                closed += 1;
+                if opts.episodes.is_some_and(|n| closed >= n) {
+                    return Ok(());
+                }
+            }
+            CycleEnd::Refresh => {}
+        }
+    }
+}
+
+struct Watcher<'a> {
+    loaded: &'a LoadedDrill,
+    cluster: Cluster,
+    version: String,
+    opts: &'a WatchOptions,
+    state: serve::Shared,
+}
+
+/// An episode under way: where it writes, since when.
+struct Episode {
+    marker: OpenEpisode,
+    /// Whether the on-prem side was whole at the last look; `None` until seen (a resumed watch does not know).
+    whole: Option<bool>,
+}
+
+impl Watcher<'_> {
+    fn marker_path(&self) -> PathBuf {
+        marker::path(&self.opts.reports_dir, &self.loaded.drill.metadata.name)
+    }
+
+    /// One timeline: from the watches' start to an episode's close (or a refresh, or a signal).
+    async fn cycle(&self, signals: &mut JoinHandle<&'static str>) -> Result<CycleEnd, WatchError> {
+        let drill = &self.loaded.drill;
+        let resumed = marker::read(&self.marker_path());
+        let timeline = match &resumed {
+            Some(open) => {
+                let path = open.run_dir.join("timeline.jsonl");
+                let timeline = Timeline::resume(&path).map_err(|source| self.write_error(&path, source))?;
+                let last_seen = timeline.observations().last().map_or(open.opened, |o| o.received);
+                timeline.record(Event::IncidentResumed { last_seen });
+                eprintln!("hybrid-drill watch: took up the open episode {}", open.run_dir.display());
+                timeline
+            }
+            None => Timeline::in_memory(),
+        };
+        let view = SharedView::default();
+        let mut watches = Watches::start(&self.cluster, drill, &view, &timeline);
+        watches.synced(Duration::from_secs(60)).await.map_err(SetupError::Watches)?;
+        if resumed.is_none() {
+            timeline.record(view.read(|v| crate::run::baseline(v, v.pool_limit_gpus)));
+        }
+        let monitor = Monitor::start(drill, &view, &timeline);
+        let mut episode = resumed.map(|marker| Episode { marker, whole: None });
+        if let Some(e) = &episode {
+            self.publish(&view, Some(e.marker.opened));
+        }
+        let mut changes = view.changes();
+        let mut derived = monitor.derived.clone();
+        loop {
+            match &mut episode {
+                None => {
+                    if let Some(first) = view.read(Degraded::of) {
+                        let seen = Utc::now();
+                        tokio::time::sleep(SETTLE).await;
+                        if let Some(degraded) = view.read(Degraded::of) {
+                            let degraded = degraded.merge(first);
+                            episode = Some(self.open(&timeline, &view, degraded, seen).await?);
+                            continue;
+                        }
+                    }
+                    if timeline.len() > IDLE_OBSERVATIONS {
+                        return Ok(CycleEnd::Refresh);
+                    }
+                }
+                Some(e) => {
+                    let whole = view.read(signs::on_prem_whole);
+                    if whole && e.whole == Some(false) {
+                        timeline.record(Event::ReturnStarted { step: "incident".into() });
+                    }
+                    if e.whole.is_some() || !whole {
+                        e.whole = Some(whole);
+                    }
+                    let d = derived.borrow().clone();
+                    let limit = chrono::Duration::from_std(self.opts.episode_limit).unwrap_or(chrono::Duration::MAX);
+                    let reason = if whole && d.back_on_prem && d.fallback_empty {
+                        Some("the workload is back on-prem and the fallback reclaimed".to_string())
+                    } else if Utc::now() - e.marker.opened >= limit {
+                        Some(format!(
+                            "the episode limit ({}) passed before the workload was back on-prem with the fallback \
+                             reclaimed",
+                            humantime::format_duration(self.opts.episode_limit)
+                        ))
+                    } else {
+                        None
+                    };
+                    if let Some(reason) = reason {
+                        drop(monitor);
+                        drop(watches);
+                        self.close(&timeline, &e.marker, reason)?;
+                        return Ok(CycleEnd::Closed);
+                    }
+                }
+            }
+            self.publish(&view, episode.as_ref().map(|e| e.marker.opened));
+            let limit_left = episode.as_ref().map(|e| {
+                let end = e.marker.opened + chrono::Duration::from_std(self.opts.episode_limit).unwrap_or_default();
+                (end - Utc::now()).to_std().unwrap_or_default()
+            });
+            tokio::select! {
+                r = changes.changed() => if r.is_err() { return Ok(CycleEnd::Signal) },
+                r = derived.changed() => if r.is_err() { return Ok(CycleEnd::Signal) },
+                _ = sleep_for(limit_left) => {}
+                // Keeps the request tally on the metrics endpoint current; asks the cluster nothing.
+                _ = tokio::time::sleep(METRICS_REFRESH) => {}
+                signal = &mut *signals => {
+                    let what = signal.unwrap_or("a signal");
+                    match &episode {
+                        // The marker stays: the next watch takes the episode up, its gap marked unknown.
+                        Some(e) => eprintln!(
+                            "hybrid-drill watch: stopped by {what}; the open episode {} is taken up by the next watch",
+                            e.marker.run_dir.display()
+                        ),
+                        None => eprintln!("hybrid-drill watch: stopped by {what}"),
+                    }
+                    return Ok(CycleEnd::Signal);
+                }
+            }
+        }
+    }
+
+    /// Opens an episode: reads the lost or cordoned nodes' own records, moves the timeline's origin to t0 (or to when
+    /// it was seen), and gives it a run directory and the marker.
+    async fn open(
+        &self,
+        timeline: &Timeline,
+        view: &SharedView,
+        degraded: Degraded,
+        seen: DateTime<Utc>,
+    ) -> Result<Episode, WatchError> {
+        let drill = &self.loaded.drill;
+        let evidence = self.evidence(&degraded.nodes()).await;
+        let cause = signs::cause(&evidence, &degraded);
+        let observed = observed_start(timeline, cause, &degraded);
+        let from_objects = signs::t0_evidence(cause, &evidence);
+        // A cordon seen as it happened is stamped on the tool's clock, as a drill's drain is; otherwise t0 is what
+        // the objects kept, on the server's clock; failing both it is unknown.
+        let (t0, basis, server_time) = match (cause, observed, &from_objects) {
+            (crate::domain::IncidentCause::Drain, Some(at), _) => {
+                (Some(at), "t0 is the cordon as the watch saw it".to_string(), from_objects.as_ref().map(|o| o.0))
+            }
+            (_, _, Some((at, basis))) => (Some(*at), basis.clone(), Some(*at)),
+            _ => (None, String::new(), None),
+        };
+        let origin = t0.unwrap_or(seen).min(seen);
+        let first = match (t0, cause.fault_kind()) {
+            (Some(_), Some(kind)) => Some((Event::FaultInjected { step: "incident".into(), kind }, server_time)),
+            _ => None,
+        };
+        timeline.rebase(origin, first);
+        let (dir, run_id) = crate::run::run_dir(&self.opts.reports_dir, &drill.metadata.name)?;
+        std::fs::write(dir.join("drill.yaml"), &self.loaded.source).map_err(|e| self.write_error(&dir, e))?;
+        let path = dir.join("timeline.jsonl");
+        timeline.persist(&path).map_err(|e| self.write_error(&path, e))?;
+        let mut lines: Vec<String> = evidence.iter().map(NodeEvidence::describe).collect();
+        if degraded.on_fallback > 0 {
+            lines.push(format!("{} workload pods on fallback nodes", degraded.on_fallback));
+        }
+        let mut unknown = Vec::new();
+        match t0 {
+            Some(_) => lines.push(basis),
+            None => unknown.push(
+                "t0: no object kept when the fault began (no Lease heartbeat of a lost node, no cordon's time); \
+                 detection, eviction and RTO are not measured"
+                    .to_string(),
+            ),
+        }
+        timeline.record(Event::DrillStarted {
+            drill: drill.metadata.name.clone(),
+            run_id: run_id.clone(),
+            context: self.cluster.context.clone(),
+        });
+        timeline.record(Event::IncidentOpened { cause, nodes: degraded.nodes(), evidence: lines, unknown });
+        let open = OpenEpisode { run_dir: dir.clone(), run_id, opened: seen };
+        let marker_path = self.marker_path();
+        marker::write(&marker_path, &open).map_err(|e| self.write_error(&marker_path, e))?;
+        eprintln!("hybrid-drill watch: incident opened ({cause}) · run directory {}", dir.display());
+        self.publish(view, Some(origin));
+        // Nodes seen lost or cordoned left the on-prem side broken, though one may be back by now (a short drain
+        // uncordoned while the episode opened): the next look then records the return instead of missing it.
+        let whole = degraded.nodes().is_empty() && view.read(signs::on_prem_whole);
+        Ok(Episode { marker: open, whole: Some(whole) })
+    }
+
+    /// Each lost or cordoned node and its Lease, read once (get only).
+    async fn evidence(&self, nodes: &[String]) -> Vec<NodeEvidence> {
+        let node_api: Api<Node> = Api::all(self.cluster.client.clone());
+        let lease_api: Api<Lease> = Api::namespaced(self.cluster.client.clone(), "kube-node-lease");
+        let mut out = Vec::new();
+        for name in nodes {
+            let Ok(node) = node_api.get(name).await else { continue };
+            let lease = lease_api.get_opt(name).await.ok().flatten();
+            out.push(NodeEvidence::read(&node, lease.as_ref()));
+        }
+        out
+    }
+
+    /// Ends the episode: its report in every format, the marker gone, the metrics told.
+    fn close(&self, timeline: &Timeline, open: &OpenEpisode, reason: String) -> Result<(), WatchError> {
+        timeline.record(Event::IncidentClosed { reason });
+        let meta = crate::run::run_meta(self.loaded, &self.cluster, &self.version);
+        let analysis = crate::report::build(&self.loaded.drill, &timeline.observations(), &meta);
+        let outcome = if analysis.objectives_missed.is_empty() { Outcome::Passed } else { Outcome::ObjectiveMissed };
+        let report = crate::run::seal(timeline, &self.cluster, self.loaded, &self.version, outcome);
+        crate::run::write_reports(&open.run_dir, &report).map_err(|e| self.write_error(&open.run_dir, e))?;
+        marker::remove(&self.marker_path()).map_err(|e| self.write_error(&self.marker_path(), e))?;
+        eprintln!("hybrid-drill watch: incident closed · report {}", open.run_dir.join("report.md").display());
+        println!("{}", open.run_dir.display());
+        self.publish_closed(report);
+        Ok(())
+    }
+
+    fn publish(&self, view: &SharedView, episode_since: Option<DateTime<Utc>>) {
+        let (nodes, gpus) = view.read(|v| (v.fallback_nodes().count(), v.fallback_gpus()));
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.episode_open = episode_since.is_some();
+        s.episode_since = episode_since;
+        s.fallback_nodes = nodes;
+        s.fallback_gpus = gpus;
+        s.api_requests = self.cluster.requests_sent();
+    }
+
+    fn publish_closed(&self, report: Report) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.episode_open = false;
+        s.episode_since = None;
+        s.episodes_closed += 1;
+        s.last = Some(Box::new(report));
+    }
+
+    fn write_error(&self, path: &std::path::Path, source: std::io::Error) -> WatchError {
+        WatchError::Write { path: path.display().to_string(), source }
+    }
+}
+
+/// When the watch itself saw a drain begin: the first cordon of an on-prem node on this timeline.
+fn observed_start(timeline: &Timeline, cause: crate::domain::IncidentCause, d: &Degraded) -> Option<DateTime<Utc>> {
+    if cause != crate::domain::IncidentCause::Drain {
+        return None;
+    }
+    timeline.observations().into_iter().find_map(|o| match &o.event {
+        Event::NodeSchedulable { node, schedulable: false, .. } if d.drained.contains(node) => Some(o.received),
+        _ => None,
+    })
+}
+
+async fn sleep_for(d: Option<Duration>) {
+    match d {
+        Some(d) => tokio::time::sleep(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{ConditionStatus, IncidentCause, PhaseId};
+    use crate::phases::Verdict;
+    use crate::report::RunKind;
+    use crate::timeline::{FaultKind, NodeRole};
+
+    #[test]
+    fn the_watch_role_reads_only_and_grants_exactly_what_the_watch_uses() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/watch/rbac.yaml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let docs: Vec<serde_json::Value> =
+            text.split("\n---\n").map(|d| crate::drill::parse::parse_document(d).unwrap().value).collect();
+        let roles: Vec<&serde_json::Value> =
+            docs.iter().filter(|d| d["kind"] == "ClusterRole" || d["kind"] == "Role").collect();
+        assert_eq!(roles.len(), 2);
+        for role in &roles {
+            for (group, resource, verb) in crate::cluster::granted_by(role) {
+                assert!(["get", "list", "watch"].contains(&verb.as_str()), "{group}/{resource}: {verb} is a write");
+            }
+        }
+        assert_eq!(crate::cluster::granted_by(roles[0]), crate::cluster::used_by(PERMISSIONS));
+        assert_eq!(roles[1]["metadata"]["namespace"], "kube-node-lease");
+        assert_eq!(crate::cluster::granted_by(roles[1]), crate::cluster::used_by(LEASE_PERMISSIONS));
+    }
+
+    fn drill() -> crate::drill::Drill {
+        crate::phases::tests::drill()
+    }
+
+    fn meta() -> crate::report::RunMeta {
+        crate::report::RunMeta {
+            tool_version: "0".into(),
+            drill_file: "t.yaml".into(),
+            drill_source: String::new(),
+            cluster_server: "s".into(),
+            cluster_version: "v".into(),
+        }
+    }
+
+    fn ready(status: ConditionStatus) -> Event {
+        Event::NodeReady { node: "n1".into(), role: NodeRole::OnPrem, status, gpus: 8 }
+    }
+
+    /// A node failure the watch saw from before it began: t0 at the Lease's last renewal, everything before it gone
+    /// but the state it left, the report an incident cut into the drills' phases.
+    #[test]
+    fn an_episode_starts_at_its_evidence_and_is_cut_like_a_drill() {
+        let timeline = Timeline::in_memory();
+        timeline.record(Event::TolerationsRead { tolerations: vec![] });
+        timeline.record(Event::KubeEvent { object: "Pod/x".into(), reason: "Old".into(), message: "m".into() });
+        std::thread::sleep(Duration::from_millis(30));
+        let t0 = Utc::now();
+        std::thread::sleep(Duration::from_millis(30));
+        timeline.record(ready(ConditionStatus::Unknown));
+        timeline.record(Event::ServiceLost { ready_pods: 0 });
+        timeline.record(Event::PodTerminating { pod: "w-1".into(), node: "n1".into(), role: NodeRole::OnPrem });
+        timeline.rebase(
+            t0,
+            Some((Event::FaultInjected { step: "incident".into(), kind: FaultKind::NodeFailure }, Some(t0))),
+        );
+        timeline.record(Event::IncidentOpened {
+            cause: IncidentCause::NodeFailure,
+            nodes: vec!["n1".into()],
+            evidence: vec!["n1: Ready=Unknown".into()],
+            unknown: vec![],
+        });
+        let obs = timeline.observations();
+        assert!(matches!(obs[0].event, Event::TolerationsRead { .. }), "the state before t0 is kept");
+        assert!(matches!(obs[1].event, Event::FaultInjected { .. }));
+        assert_eq!(obs[1].t_ms, 0);
+        assert!(!obs.iter().any(|o| matches!(o.event, Event::KubeEvent { .. })), "the rest before t0 is dropped");
+        assert!(obs.windows(2).all(|w| w[0].seq + 1 == w[1].seq && w[0].t_ms <= w[1].t_ms));
+        timeline.record(Event::ReturnStarted { step: "incident".into() });
+        timeline.record(Event::IncidentClosed { reason: "back".into() });
+        let report = crate::report::build(&drill(), &timeline.observations(), &meta());
+        assert_eq!(report.kind, RunKind::Incident);
+        assert!(report.steps.is_empty(), "an incident ran no step");
+        assert!(report.fidelity.starts_with("a real incident, not a drill"), "{}", report.fidelity);
+        let detection = report.phase(PhaseId::Detection).unwrap();
+        assert!(detection.seconds.unwrap() >= 0.03, "{detection:?}");
+        let rto = report.phase(PhaseId::Rto).unwrap();
+        assert_eq!(rto.verdict, Verdict::Incomplete);
+        assert!(rto.note.as_deref().unwrap().contains("unknown: not observed by the watch"), "{rto:?}");
+        for format in crate::report::Format::ALL {
+            let text = format.render(&report).unwrap();
+            assert!(!text.is_empty());
+            if format == crate::report::Format::Md {
+                assert!(text.starts_with("# Incident report: t"), "{text}");
+                assert!(text.contains("Cause: node-failure (n1)"), "{text}");
+            }
+        }
+        assert_eq!(report.incident.unwrap().closed.as_deref(), Some("back"));
+    }
+
+    /// Without evidence of when it began, the episode has no t0: phases from t0 are unknown, the rest still cut.
+    #[test]
+    fn without_evidence_t0_is_unknown_and_later_phases_still_measured() {
+        let timeline = Timeline::in_memory();
+        timeline.rebase(Utc::now(), None);
+        timeline.record(Event::IncidentOpened {
+            cause: IncidentCause::Unknown,
+            nodes: vec![],
+            evidence: vec![],
+            unknown: vec!["t0".into()],
+        });
+        timeline.record(Event::PodCreated { pod: "w-2".into() });
+        timeline.record(Event::NodeClaimCreated { nodeclaim: "c1".into() });
+        let report = crate::report::build(&drill(), &timeline.observations(), &meta());
+        assert_eq!(report.phase(PhaseId::Rto).unwrap().verdict, Verdict::Incomplete);
+        assert!(report.phase(PhaseId::Pending).unwrap().seconds.is_some(), "{:?}", report.phases);
+        assert!(report.fidelity.contains("Unknown: t0"), "{}", report.fidelity);
+    }
+}

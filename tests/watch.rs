@@ -1,0 +1,282 @@
+//! End-to-end: `hybrid-drill watch` against the lab. A node failure (lab/node-fail, lab/node-recover) is one incident
+//! whose phases agree with the node-failure drill's, its episode seen on the metrics endpoint while it lasted; a plain
+//! `kubectl drain` is one incident caused by a drain; a watch killed mid-episode and restarted writes one report with
+//! what it missed marked unknown. The first hybrid node (`hybrid-gpu-1`) is the one failed or drained; the others
+//! come from the drill's selector.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::lab::{Repair, eventually, kubeconfig, kubectl, kubectl_quiet, lock_lab, reset_lab};
+use common::repo;
+use serde_json::Value;
+
+const NODE: &str = "hybrid-gpu-1";
+const DRILL: &str = "drills/node-failure.yaml";
+
+/// The lab's noise between a drill and an incident of the same fault, per phase: the node lifecycle controller
+/// looks every 5 s (node-monitor-period), Karpenter batches pending pods for up to 10 s, kwok's stages tick every
+/// second. A phase of the incident must be within this of the drill's.
+const NOISE_SECONDS: f64 = 10.0;
+/// Detection differs by definition besides: the drill's t0 is its hook's start, the incident's the node's last Lease
+/// renewal before it, up to one renew interval earlier (kwok renews every 10 s).
+const DETECTION_NOISE_SECONDS: f64 = NOISE_SECONDS + 10.0;
+
+fn hook(name: &str, node: &str) {
+    let out =
+        Command::new(repo().join(format!("lab/{name}"))).arg(node).env("KUBECONFIG", kubeconfig()).output().unwrap();
+    assert!(out.status.success(), "lab/{name} {node}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Puts the lab back whatever a test left: the node heartbeating, uncordoned, the workload on-prem.
+fn repair_quietly() {
+    let _ = Command::new(repo().join("lab/node-recover")).arg(NODE).env("KUBECONFIG", kubeconfig()).output();
+    kubectl_quiet(&["uncordon", NODE]);
+}
+
+fn steady() {
+    repair_quietly();
+    reset_lab();
+}
+
+struct Watch {
+    child: Child,
+    port: u16,
+}
+
+impl Watch {
+    fn start(reports: &Path) -> Watch {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
+            .arg("watch")
+            .arg(DRILL)
+            .arg("--reports-dir")
+            .arg(reports)
+            .args(["--episodes", "1", "--metrics-addr", &format!("127.0.0.1:{port}")])
+            .arg("--kubeconfig")
+            .arg(kubeconfig())
+            .current_dir(repo())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let watch = Watch { child, port };
+        eventually("the watch's metrics endpoint answering", Duration::from_secs(60), || watch.metrics().is_some());
+        watch
+    }
+
+    /// The endpoint's text, if it answers.
+    fn metrics(&self) -> Option<String> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok()?;
+        let mut text = String::new();
+        stream.read_to_string(&mut text).ok()?;
+        text.starts_with("HTTP/1.1 200").then_some(text)
+    }
+
+    fn episode_in_progress(&self) -> bool {
+        self.metrics().is_some_and(|m| {
+            m.lines().any(|l| l.starts_with("hybrid_drill_watch_episode_in_progress{") && l.ends_with(" 1"))
+        })
+    }
+
+    /// Waits for the watch to close its one episode and exit; its stdout is the run directory.
+    fn finish(mut self, within: Duration) -> PathBuf {
+        let deadline = Instant::now() + within;
+        while self.child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let out = self.child.wait_with_output().unwrap();
+                panic!(
+                    "the watch did not close its episode within {within:?}:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        let out = self.child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        println!("watch:\n{stderr}");
+        assert!(out.status.success(), "watch failed:\n{stderr}");
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    }
+
+    fn kill(mut self) {
+        self.child.kill().unwrap();
+        let _ = self.child.wait();
+    }
+}
+
+/// Every run directory under the reports directory.
+fn run_dirs(reports: &Path) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    for drill in std::fs::read_dir(reports).unwrap().flatten().filter(|e| e.path().is_dir()) {
+        dirs.extend(std::fs::read_dir(drill.path()).unwrap().flatten().map(|e| e.path()).filter(|p| p.is_dir()));
+    }
+    dirs
+}
+
+fn report(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap()
+}
+
+fn phase<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["phases"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap_or(&Value::Null)
+}
+
+/// The workload serving again wherever it is, then its restart so it goes back on-prem: the operators' return.
+fn bring_the_workload_home() {
+    kubectl(&["rollout", "restart", "deployment/llm-inference", "-n", "inference"]);
+}
+
+fn fallback_serving() -> bool {
+    let claims = kubectl(&["get", "nodeclaims", "-o", "name"]);
+    let ready = kubectl(&[
+        "get",
+        "pods",
+        "-n",
+        "inference",
+        "-l",
+        "app=llm-inference",
+        "-o",
+        r#"jsonpath={range .items[*]}{.metadata.deletionTimestamp}{":"}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}"#,
+    ]);
+    !claims.trim().is_empty() && ready.lines().filter(|l| *l == ":True").count() >= 4
+}
+
+fn print_phases(what: &str, report: &Value) {
+    println!("{what}:");
+    for p in report["phases"].as_array().unwrap() {
+        println!(
+            "  {:<14} {:>8} {}",
+            p["name"].as_str().unwrap(),
+            p["seconds"].as_f64().map_or("-".into(), |s| format!("{s:.1}")),
+            p["note"].as_str().unwrap_or("")
+        );
+    }
+}
+
+#[test]
+fn a_node_failure_is_one_incident_whose_phases_agree_with_the_drill_and_the_metrics_showed_it() {
+    let _lab = lock_lab();
+    steady();
+    let _repair = Repair(repair_quietly);
+    // The node-failure drill in the same lab, just before: each on-prem node's path (detection, taint, toleration)
+    // is the same whichever nodes fail, and the fallback's phases are within the noise for one node's pods or two.
+    let drills = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
+        .arg("run")
+        .arg(DRILL)
+        .args(["--yes", "--output", "json", "--reports-dir"])
+        .arg(drills.path())
+        .arg("--kubeconfig")
+        .arg(kubeconfig())
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    let drill: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the drill failed: {} {}\n{}",
+        drill["abort_reason"],
+        drill["steps"],
+        String::from_utf8_lossy(&out.stderr)
+    );
+    steady();
+
+    let reports = tempfile::tempdir().unwrap();
+    let watch = Watch::start(reports.path());
+    assert!(!watch.episode_in_progress());
+    hook("node-fail", NODE);
+    eventually("the episode open on the metrics endpoint", Duration::from_secs(120), || watch.episode_in_progress());
+    eventually("the workload serving from the fallback", Duration::from_secs(300), fallback_serving);
+    assert!(watch.episode_in_progress(), "the episode is open as long as the workload is on the fallback");
+    hook("node-recover", NODE);
+    eventually("the node Ready again", Duration::from_secs(60), || {
+        kubectl(&["get", "node", NODE, "-o", r#"jsonpath={.status.conditions[?(@.type=="Ready")].status}"#]) == "True"
+    });
+    bring_the_workload_home();
+    let run = watch.finish(Duration::from_secs(300));
+
+    assert_eq!(run_dirs(reports.path()), vec![run.clone()], "exactly one incident");
+    let incident = report(&run);
+    assert_eq!(incident["kind"], "incident");
+    assert_eq!(incident["incident"]["cause"], "node-failure");
+    assert_eq!(incident["incident"]["nodes"], serde_json::json!([NODE]));
+    for f in ["report.md", "report.html", "junit.xml", "metrics.prom", "timeline.jsonl", "drill.yaml"] {
+        assert!(run.join(f).is_file(), "{f} missing");
+    }
+    print_phases("drill", &drill);
+    print_phases("incident", &incident);
+    for name in ["detection", "taint", "toleration", "pending", "provisioning", "scheduling", "startup", "rto"] {
+        let (d, i) = (phase(&drill, name)["seconds"].as_f64(), phase(&incident, name)["seconds"].as_f64());
+        let (Some(d), Some(i)) = (d, i) else { panic!("{name}: drill {d:?}, incident {i:?}: both must be measured") };
+        let noise = if name == "detection" || name == "rto" { DETECTION_NOISE_SECONDS } else { NOISE_SECONDS };
+        assert!((d - i).abs() <= noise, "{name}: drill {d:.1}s, incident {i:.1}s: more than {noise}s apart");
+    }
+    steady();
+}
+
+#[test]
+fn a_plain_kubectl_drain_is_one_incident_caused_by_a_drain() {
+    let _lab = lock_lab();
+    steady();
+    let _repair = Repair(repair_quietly);
+    let reports = tempfile::tempdir().unwrap();
+    let watch = Watch::start(reports.path());
+    kubectl(&["drain", NODE, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=120s"]);
+    eventually("the workload serving from the fallback", Duration::from_secs(300), fallback_serving);
+    kubectl(&["uncordon", NODE]);
+    bring_the_workload_home();
+    let run = watch.finish(Duration::from_secs(300));
+    assert_eq!(run_dirs(reports.path()), vec![run.clone()], "exactly one incident");
+    let incident = report(&run);
+    print_phases("incident", &incident);
+    assert_eq!(incident["incident"]["cause"], "drain", "{:#}", incident["incident"]);
+    let evidence = incident["incident"]["evidence"].to_string();
+    assert!(evidence.contains("cordon"), "{evidence}");
+    assert!(phase(&incident, "eviction")["seconds"].as_f64().is_some(), "{incident:#}");
+    for seen in ["return", "reclaim"] {
+        assert!(phase(&incident, seen)["seconds"].as_f64().is_some(), "the uncordon was seen: {incident:#}");
+    }
+    steady();
+}
+
+#[test]
+fn a_watch_killed_mid_episode_and_restarted_writes_one_report_with_what_it_missed_unknown() {
+    let _lab = lock_lab();
+    steady();
+    let _repair = Repair(repair_quietly);
+    let reports = tempfile::tempdir().unwrap();
+    let first = Watch::start(reports.path());
+    hook("node-fail", NODE);
+    eventually("the episode open", Duration::from_secs(120), || first.episode_in_progress());
+    first.kill();
+    // What happens while no watch runs is not observed.
+    eventually("the workload serving from the fallback", Duration::from_secs(300), fallback_serving);
+    let second = Watch::start(reports.path());
+    eventually("the restarted watch taking the open episode up", Duration::from_secs(60), || {
+        second.episode_in_progress()
+    });
+    hook("node-recover", NODE);
+    bring_the_workload_home();
+    let run = second.finish(Duration::from_secs(300));
+    assert_eq!(run_dirs(reports.path()), vec![run.clone()], "one episode, one report");
+    let incident = report(&run);
+    print_phases("incident", &incident);
+    let unknown = incident["incident"]["unknown"].to_string();
+    assert!(unknown.contains("the watch was not running"), "{unknown}");
+    let rto = phase(&incident, "rto");
+    assert!(rto["seconds"].is_null(), "the service's return fell in the gap: {rto}");
+    let scheduling = phase(&incident, "scheduling");
+    assert!(scheduling["seconds"].is_null(), "seen by no watch, never invented: {scheduling}");
+    assert!(scheduling["note"].as_str().unwrap().contains("unknown"), "{scheduling}");
+    steady();
+}
