@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
+use crate::cluster::drain_selection::DrainFlags;
 use crate::cluster::marks::RunId;
 use crate::cluster::{self, Cluster, Target};
 use crate::drill::{self, NotifyFormat, Webhook};
@@ -182,6 +183,14 @@ cluster. Touches nothing.")]
         /// The fallback Karpenter NodePool.
         #[arg(long, value_name = "NAME")]
         node_pool: Option<String>,
+        /// Judge the drain as `kubectl drain --force` would run: pods no controller re-creates may be deleted (a
+        /// drill file's `force: true` on its drain step says the same).
+        #[arg(long)]
+        force: bool,
+        /// Judge the drain as `kubectl drain --delete-emptydir-data` would run: pods with emptyDir data may be
+        /// evicted, the data lost (a drill file's `deleteEmptyDirData: true`).
+        #[arg(long)]
+        delete_emptydir_data: bool,
         /// `text` prints a table; `json` the findings for scripts.
         #[arg(long, short = 'o', value_enum, default_value = "text")]
         output: OutputFormat,
@@ -241,9 +250,20 @@ pub fn main() -> ExitCode {
         Command::Report { run_dir, format, pushgateway } => report_command(&run_dir, format, pushgateway.as_deref()),
         Command::History { reports_dir, format } => history_command(&reports_dir, format),
         Command::Plan { file } => block_on(plan_command(&file, &target)),
-        Command::Preflight { file, nodes, namespace, selector, node_pool, output, strict } => {
+        Command::Preflight {
+            file,
+            nodes,
+            namespace,
+            selector,
+            node_pool,
+            force,
+            delete_emptydir_data,
+            output,
+            strict,
+        } => {
             let flags = preflight::TargetFlags { nodes, namespace, selector, node_pool };
-            block_on(preflight_command(file.as_deref(), flags, &target, output, strict))
+            let drain = DrainFlags { force, delete_empty_dir_data: delete_emptydir_data };
+            block_on(preflight_command(file.as_deref(), flags, drain, &target, output, strict))
         }
         Command::Recover { run_dir, reports_dir } => block_on(recover_command(run_dir, &reports_dir, &target)),
         Command::Identify => block_on(identify_command(&target)),
@@ -367,6 +387,7 @@ async fn plan_command(file: &Path, target: &Target) -> u8 {
 async fn preflight_command(
     file: Option<&Path>,
     flags: preflight::TargetFlags,
+    drain: DrainFlags,
     target: &Target,
     output: OutputFormat,
     strict: bool,
@@ -398,7 +419,9 @@ async fn preflight_command(
             return EXIT_INVALID;
         }
     };
-    let expect = drill.map(preflight::Expectations::of).unwrap_or_default();
+    let mut expect = drill.map(preflight::Expectations::of).unwrap_or_default();
+    expect.drain_flags.force |= drain.force;
+    expect.drain_flags.delete_empty_dir_data |= drain.delete_empty_dir_data;
     let report = match preflight::run(&cluster.reader(), &targets, &expect).await {
         Ok(r) => r,
         Err(e) => {

@@ -1298,7 +1298,10 @@ fn pods_landing_on_the_spot_pool_count_as_fallback_and_are_attributed_to_their_n
         dir.path(),
         &[
             ("nodePool: gpu-fallback", "nodePools: [gpu-fallback, gpu-spot]"),
+            // The batch pods stay on the Spot pool after the return (only the inference service is restarted), so
+            // this fallback never empties: no reclaim to wait for or to judge.
             ("    - id: reclaim\n      waitFor: fallback-empty\n      timeout: 30m\n", ""),
+            ("      reclaim: 20m\n", ""),
         ],
     );
     let drill = Drill::new();

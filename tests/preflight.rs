@@ -120,6 +120,9 @@ fn preflight_passes_on_the_lab_and_each_breakage_fails_exactly_its_check() {
         "app=llm-inference",
         "--node-pool",
         "gpu-fallback",
+        // The drain step's flags in drills/drain.yaml: the lab's bare pod and emptyDir pod would refuse it otherwise.
+        "--force",
+        "--delete-emptydir-data",
     ];
     let (code, by_flags) = preflight(&flags, &kubeconfig());
     passes(code, &by_flags);

@@ -1,8 +1,8 @@
 //! End-to-end: `hybrid-drill watch` against the lab. A node failure (lab/node-fail, lab/node-recover) is one incident
 //! whose phases agree with the node-failure drill's, its episode seen on the metrics endpoint while it lasted; a plain
 //! `kubectl drain` is one incident caused by a drain; a watch killed mid-episode and restarted writes one report with
-//! what it missed marked unknown. The first hybrid node (`hybrid-gpu-1`) is the one failed or drained; the others
-//! come from the drill's selector.
+//! what it missed marked unknown. Every on-prem node is failed or drained, as the node-failure drill does: with one of
+//! the four gone its pods would find room on the other three and nothing would fall back.
 
 mod common;
 
@@ -12,11 +12,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::lab::{Repair, eventually, kubeconfig, kubectl, kubectl_quiet, lock_lab, reset_lab};
+use common::lab::{Repair, eventually, hybrid_nodes, kubeconfig, kubectl, kubectl_quiet, lock_lab, reset_lab};
 use common::repo;
 use serde_json::Value;
 
-const NODE: &str = "hybrid-gpu-1";
 const DRILL: &str = "drills/node-failure.yaml";
 
 /// The lab's noise between a drill and an incident of the same fault, per phase: the node lifecycle controller
@@ -27,16 +26,24 @@ const NOISE_SECONDS: f64 = 10.0;
 /// renewal before it, up to one renew interval earlier (kwok renews every 10 s).
 const DETECTION_NOISE_SECONDS: f64 = NOISE_SECONDS + 10.0;
 
-fn hook(name: &str, node: &str) {
-    let out =
-        Command::new(repo().join(format!("lab/{name}"))).arg(node).env("KUBECONFIG", kubeconfig()).output().unwrap();
-    assert!(out.status.success(), "lab/{name} {node}: {}", String::from_utf8_lossy(&out.stderr));
+/// Runs a lab hook on every on-prem node, one after the other as the drill's `{node}` hooks do.
+fn hook(name: &str) {
+    for node in hybrid_nodes() {
+        let out = Command::new(repo().join(format!("lab/{name}")))
+            .arg(&node)
+            .env("KUBECONFIG", kubeconfig())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "lab/{name} {node}: {}", String::from_utf8_lossy(&out.stderr));
+    }
 }
 
-/// Puts the lab back whatever a test left: the node heartbeating, uncordoned, the workload on-prem.
+/// Puts the lab back whatever a test left: the nodes heartbeating, uncordoned, the workload on-prem.
 fn repair_quietly() {
-    let _ = Command::new(repo().join("lab/node-recover")).arg(NODE).env("KUBECONFIG", kubeconfig()).output();
-    kubectl_quiet(&["uncordon", NODE]);
+    for node in hybrid_nodes() {
+        let _ = Command::new(repo().join("lab/node-recover")).arg(&node).env("KUBECONFIG", kubeconfig()).output();
+        kubectl_quiet(&["uncordon", &node]);
+    }
 }
 
 fn steady() {
@@ -167,8 +174,7 @@ fn a_node_failure_is_one_incident_whose_phases_agree_with_the_drill_and_the_metr
     let _lab = lock_lab();
     steady();
     let _repair = Repair(repair_quietly);
-    // The node-failure drill in the same lab, just before: each on-prem node's path (detection, taint, toleration)
-    // is the same whichever nodes fail, and the fallback's phases are within the noise for one node's pods or two.
+    // The node-failure drill in the same lab, just before, failing the same nodes in the same order.
     let drills = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
         .arg("run")
@@ -194,13 +200,16 @@ fn a_node_failure_is_one_incident_whose_phases_agree_with_the_drill_and_the_metr
     let reports = tempfile::tempdir().unwrap();
     let watch = Watch::start(reports.path());
     assert!(!watch.episode_in_progress());
-    hook("node-fail", NODE);
+    hook("node-fail");
     eventually("the episode open on the metrics endpoint", Duration::from_secs(120), || watch.episode_in_progress());
     eventually("the workload serving from the fallback", Duration::from_secs(300), fallback_serving);
     assert!(watch.episode_in_progress(), "the episode is open as long as the workload is on the fallback");
-    hook("node-recover", NODE);
-    eventually("the node Ready again", Duration::from_secs(60), || {
-        kubectl(&["get", "node", NODE, "-o", r#"jsonpath={.status.conditions[?(@.type=="Ready")].status}"#]) == "True"
+    hook("node-recover");
+    eventually("the nodes Ready again", Duration::from_secs(60), || {
+        hybrid_nodes().iter().all(|node| {
+            kubectl(&["get", "node", node, "-o", r#"jsonpath={.status.conditions[?(@.type=="Ready")].status}"#])
+                == "True"
+        })
     });
     bring_the_workload_home();
     let run = watch.finish(Duration::from_secs(300));
@@ -209,7 +218,7 @@ fn a_node_failure_is_one_incident_whose_phases_agree_with_the_drill_and_the_metr
     let incident = report(&run);
     assert_eq!(incident["kind"], "incident");
     assert_eq!(incident["incident"]["cause"], "node-failure");
-    assert_eq!(incident["incident"]["nodes"], serde_json::json!([NODE]));
+    assert_eq!(incident["incident"]["nodes"], serde_json::json!(hybrid_nodes()));
     for f in ["report.md", "report.html", "junit.xml", "metrics.prom", "timeline.jsonl", "drill.yaml"] {
         assert!(run.join(f).is_file(), "{f} missing");
     }
@@ -231,9 +240,11 @@ fn a_plain_kubectl_drain_is_one_incident_caused_by_a_drain() {
     let _repair = Repair(repair_quietly);
     let reports = tempfile::tempdir().unwrap();
     let watch = Watch::start(reports.path());
-    kubectl(&["drain", NODE, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=120s"]);
+    // As an operator drains the rack: every on-prem node, the bare pod deleted for good (reset_lab re-creates it).
+    let on_prem = "--selector=eks.amazonaws.com/compute-type=hybrid";
+    kubectl(&["drain", on_prem, "--ignore-daemonsets", "--delete-emptydir-data", "--force", "--timeout=120s"]);
     eventually("the workload serving from the fallback", Duration::from_secs(300), fallback_serving);
-    kubectl(&["uncordon", NODE]);
+    kubectl(&["uncordon", on_prem]);
     bring_the_workload_home();
     let run = watch.finish(Duration::from_secs(300));
     assert_eq!(run_dirs(reports.path()), vec![run.clone()], "exactly one incident");
@@ -256,7 +267,7 @@ fn a_watch_killed_mid_episode_and_restarted_writes_one_report_with_what_it_misse
     let _repair = Repair(repair_quietly);
     let reports = tempfile::tempdir().unwrap();
     let first = Watch::start(reports.path());
-    hook("node-fail", NODE);
+    hook("node-fail");
     eventually("the episode open", Duration::from_secs(120), || first.episode_in_progress());
     first.kill();
     // What happens while no watch runs is not observed.
@@ -265,7 +276,7 @@ fn a_watch_killed_mid_episode_and_restarted_writes_one_report_with_what_it_misse
     eventually("the restarted watch taking the open episode up", Duration::from_secs(60), || {
         second.episode_in_progress()
     });
-    hook("node-recover", NODE);
+    hook("node-recover");
     bring_the_workload_home();
     let run = second.finish(Duration::from_secs(300));
     assert_eq!(run_dirs(reports.path()), vec![run.clone()], "one episode, one report");

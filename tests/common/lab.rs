@@ -120,7 +120,8 @@ fn ready_on(pod: &Value, nodes: &[String]) -> bool {
             .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
 }
 
-fn hybrid_nodes() -> Vec<String> {
+/// The lab's on-prem nodes, by name.
+pub fn hybrid_nodes() -> Vec<String> {
     kubectl_json(&["get", "nodes", "-l", "eks.amazonaws.com/compute-type=hybrid"])["items"]
         .as_array()
         .unwrap()

@@ -56,13 +56,23 @@ pub(super) fn drain_pods(s: &Snapshot, expect: &Expectations, out: &mut Findings
             format!("Pod {} on {}", p.name(), p.node),
             format!("kubectl drain refuses it without `{}`: {}", flags.join("` and `"), p.loss),
             format!(
-                "move it off the on-prem nodes before the drill, or set `{}` on the drain step",
-                flags.iter().map(|f| format!("{f}: true")).collect::<Vec<_>>().join(", ")
+                "move it off the on-prem nodes before the drill, or set `{}` on the drain step (`{}` to preflight \
+                 without a drill file)",
+                flags.iter().map(|f| format!("{f}: true")).collect::<Vec<_>>().join(", "),
+                flags.iter().map(|f| cli_flag(f)).collect::<Vec<_>>().join(" ")
             ),
         );
     }
     if selection.refused.is_empty() {
         out.add(id, Status::Pass, object, format!("{} pods to evict{left}", selection.evict.len()));
+    }
+}
+
+/// The `preflight` flag that says what a drain step's field does.
+fn cli_flag(field: &str) -> &'static str {
+    match field {
+        "force" => "--force",
+        _ => "--delete-emptydir-data",
     }
 }
 
