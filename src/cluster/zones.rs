@@ -43,6 +43,29 @@ pub fn zone_state(down: usize, size: usize) -> ZoneState {
     }
 }
 
+/// NotReady: a Ready condition other than True (a node without one is not counted down).
+pub fn is_not_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status != "True")
+}
+
+/// A zone's nodes as the controller counts them: how many, and how many are NotReady.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ZoneTally {
+    pub size: usize,
+    pub not_ready: usize,
+}
+
+impl ZoneTally {
+    pub fn count(&mut self, not_ready: bool) {
+        self.size += 1;
+        self.not_ready += usize::from(not_ready);
+    }
+}
+
 /// The zone a node counts in, as the controller names it for people: `region/zone`, `zone`, or none.
 pub fn zone_of(node: &Node) -> String {
     let labels = node.labels();

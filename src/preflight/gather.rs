@@ -12,6 +12,7 @@ use super::snapshot::{NodeClassLookup, PoolLookup, Snapshot, Workload};
 use super::targets::PreflightTargets;
 use crate::cluster::karpenter::{NODEPOOL_LABEL, NodeClaim, NodeClassReference, NodePool};
 use crate::cluster::paged::list_paged;
+use crate::cluster::zones::{is_not_ready, zone_of};
 use crate::cluster::{first_line, is_not_found};
 
 pub const KARPENTER_GROUP: &str = "karpenter.sh";
@@ -63,8 +64,14 @@ pub async fn gather(client: &Client, targets: &PreflightTargets) -> Result<Snaps
         let nodes = nodes.clone();
         async move { nodes.list(&params).await }
     };
-    let keep = |n: Node| reads_node(&n, &s.on_prem, &targets.node_pool).then_some(n);
-    s.nodes = list_paged(&ListParams::default(), fetch, keep).await.map_err(|e| api_error("nodes", &e))?;
+    // Each node read leaves its zone and readiness; only the nodes a check reads are kept whole.
+    let read =
+        |n: Node| Some((zone_of(&n), is_not_ready(&n), reads_node(&n, &s.on_prem, &targets.node_pool).then_some(n)));
+    let read = list_paged(&ListParams::default(), fetch, read).await.map_err(|e| api_error("nodes", &e))?;
+    for (zone, not_ready, node) in read {
+        s.zones.entry(zone).or_default().count(not_ready);
+        s.nodes.extend(node);
+    }
     for node in &s.on_prem {
         s.pods_on_prem.extend(pods_on(client, node).await?);
     }
@@ -375,6 +382,9 @@ mod tests {
         let s = gather(&client, &targets()).await.unwrap();
         let nodes: Vec<String> = s.nodes.iter().map(|n| n.name_any()).collect();
         assert_eq!(nodes, ["hybrid-1", "cloud-gpu-1"], "the node without GPUs is dropped");
+        // ... but still counted in its zone: the node lifecycle controller judges a zone by every node in it.
+        let all = crate::cluster::zones::ZoneTally { size: 3, not_ready: 0 };
+        assert_eq!(s.zones.into_iter().collect::<Vec<_>>(), [("(no zone label)".to_string(), all)]);
         let daemonsets: Vec<String> = s.daemonsets.iter().map(|d| d.name_any()).collect();
         assert_eq!(daemonsets, ["nvidia-device-plugin"]);
         let requests = seen.lock().unwrap().clone();

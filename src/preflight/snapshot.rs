@@ -1,12 +1,13 @@
 //! What preflight reads of the cluster, taken once by `gather` and judged by the checks without a cluster.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod, PodTemplateSpec};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use crate::cluster::karpenter::{NodeClaim, NodePool};
+use crate::cluster::zones::ZoneTally;
 
 /// The fallback NodePool as found.
 #[derive(Debug, Clone, Default)]
@@ -64,6 +65,9 @@ pub struct Snapshot {
     pub karpenter_v1_resources: Vec<String>,
     /// The nodes a check reads (`checks::reads_node`): on-prem, with GPUs, or the fallback NodePool's.
     pub nodes: Vec<Node>,
+    /// Every node of the cluster counted in its zone (`cluster::zones::zone_of`), kept or not: the node lifecycle
+    /// controller judges a zone by all its nodes, the cloud ones without GPUs included.
+    pub zones: BTreeMap<String, ZoneTally>,
     /// Names of the nodes the on-prem selector matches.
     pub on_prem: BTreeSet<String>,
     /// Pods bound to the on-prem nodes.

@@ -116,6 +116,8 @@ spec:
             hybrid_node("hybrid-gpu-2"),
             obj("metadata: {name: cloud-system-1, labels: {node-type: system}}"),
         ],
+        // The three nodes above, no zone label, none NotReady.
+        zones: [("(no zone label)".to_string(), crate::cluster::zones::ZoneTally { size: 3, not_ready: 0 })].into(),
         on_prem: ["hybrid-gpu-1".to_string(), "hybrid-gpu-2".to_string()].into(),
         pods_on_prem: vec![workload_pod("llm-1", "hybrid-gpu-1"), workload_pod("llm-2", "hybrid-gpu-2"), ds_pod],
         daemonsets: vec![device_plugin],

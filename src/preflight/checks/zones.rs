@@ -3,24 +3,14 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 
-use crate::cluster::zones::{LARGE_CLUSTER_SIZE_THRESHOLD, ZoneState, zone_of, zone_state};
+use crate::cluster::zones::{LARGE_CLUSTER_SIZE_THRESHOLD, ZoneState, is_not_ready, zone_of, zone_state};
 
 use super::support::{Findings, names};
 use crate::preflight::finding::{CheckId, Status};
 use crate::preflight::snapshot::Snapshot;
 use crate::preflight::targets::Expectations;
-
-/// NotReady already, before the fault: a Ready condition other than True.
-fn not_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-        .is_some_and(|c| c.status != "True")
-}
 
 /// zone-disruption: for a drill that loses nodes (a node failure, a host-level cut), each zone the lost on-prem nodes
 /// are in, as the controller will judge it once they are NotReady.
@@ -30,18 +20,16 @@ pub(super) fn zone_disruption(s: &Snapshot, expect: &Expectations, out: &mut Fin
     if !expect.loses_nodes {
         return out.add(id, Status::Skip, object, "not checked: the drill loses no node (a drain keeps them Ready)");
     }
-    // zone -> (nodes, NotReady once the fault lands, of them the drill's)
-    let mut zones: BTreeMap<String, (usize, usize, Vec<String>)> = BTreeMap::new();
-    for node in &s.nodes {
+    // zone -> (nodes, NotReady once the fault lands, of them the drill's): every node of the zone counts, and the
+    // on-prem nodes still Ready now go NotReady with the fault.
+    let mut zones: BTreeMap<String, (usize, usize, Vec<String>)> =
+        s.zones.iter().map(|(zone, t)| (zone.clone(), (t.size, t.not_ready, Vec::new()))).collect();
+    for node in s.nodes.iter().filter(|n| s.on_prem.contains(&n.name_any())) {
         let entry = zones.entry(zone_of(node)).or_default();
-        entry.0 += 1;
-        let lost = s.on_prem.contains(&node.name_any());
-        if lost || not_ready(node) {
+        if !is_not_ready(node) {
             entry.1 += 1;
         }
-        if lost {
-            entry.2.push(node.name_any());
-        }
+        entry.2.push(node.name_any());
     }
     let every_zone_full = zones.values().all(|(size, down, _)| zone_state(*down, *size) == ZoneState::Full);
     for (zone, (size, down, lost)) in zones.iter().filter(|(_, z)| !z.2.is_empty()) {
@@ -99,6 +87,8 @@ pub(super) fn zone_disruption(s: &Snapshot, expect: &Expectations, out: &mut Fin
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::api::core::v1::Node;
+
     use super::*;
     use crate::cluster::zones::ZONE_LABEL;
 
@@ -114,9 +104,14 @@ mod tests {
     /// Four hybrid nodes in one on-prem zone and a cloud node elsewhere, the first `lost` of them failed.
     fn lab(lost: usize) -> Snapshot {
         let hybrid = ["hybrid-gpu-1", "hybrid-gpu-2", "hybrid-gpu-3", "mi-0a1b2c3d4e5f67890"];
-        let mut nodes: Vec<Node> = hybrid.iter().map(|n| node(n, Some("onprem-dc1"))).collect();
-        nodes.push(node("cloud-system-1", None));
-        Snapshot { nodes, on_prem: hybrid[..lost].iter().map(|n| n.to_string()).collect(), ..Default::default() }
+        let nodes: Vec<Node> = hybrid.iter().map(|n| node(n, Some("onprem-dc1"))).collect();
+        let mut s = Snapshot { on_prem: hybrid[..lost].iter().map(|n| n.to_string()).collect(), ..Default::default() };
+        // Every node counts in its zone; the cloud node, without GPUs, is not kept whole.
+        for n in nodes.iter().chain([&node("cloud-system-1", None)]) {
+            s.zones.entry(zone_of(n)).or_default().count(is_not_ready(n));
+        }
+        s.nodes = nodes;
+        s
     }
 
     fn judge(s: &Snapshot, expect: &Expectations) -> Vec<(Status, String)> {
@@ -152,7 +147,7 @@ mod tests {
     #[test]
     fn every_zone_fully_disrupted_stops_all_evictions() {
         let mut s = lab(4);
-        s.nodes.pop();
+        s.zones.remove("(no zone label)");
         let found = judge(&s, &Expectations::default());
         assert_eq!(found[0].0, Status::Warn);
         assert!(found[0].1.contains("stops all evictions"), "{}", found[0].1);
