@@ -206,6 +206,11 @@ enum Bound {
     ImagePulled,
     ServiceRestored,
     ReturnStarted,
+    /// The return started or, if the workload was back on-prem before it, that moment: once a restore brings the
+    /// on-prem nodes back, Karpenter's consolidation may move the workload onto them on its own.
+    ReturnStartedOrBack,
+    /// The same for the fallback reclaimed to 0 before the return.
+    ReturnStartedOrReclaimed,
     BackOnPrem,
     FallbackReclaimed,
     /// A `restore` step began ending the fault.
@@ -405,6 +410,20 @@ impl Bound {
                 None,
             ),
             Bound::ReturnStarted => ("return started".into(), Act, None),
+            Bound::ReturnStartedOrBack => (
+                "return started, or the workload back on-prem before it (after a restore, consolidation may move it \
+                 onto the on-prem nodes on its own)"
+                    .into(),
+                Act,
+                None,
+            ),
+            Bound::ReturnStartedOrReclaimed => (
+                "return started, or the fallback reclaimed to 0 before it (after a restore, consolidation may empty \
+                 it on its own)"
+                    .into(),
+                Act,
+                None,
+            ),
             Bound::BackOnPrem => ("workload back on-prem and Ready".into(), View, None),
             Bound::FallbackReclaimed => ("fallback reclaimed to 0 NodeClaims and nodes".into(), View, None),
             Bound::RestoreStarted => ("restore started".into(), Act, None),
@@ -484,8 +503,8 @@ const PHASES: &[PhaseDef] = {
         def(PhaseId::Restore, RestoreStarted, OnPremNodesReady, Shown::Restore),
         def(PhaseId::Revert, RestoreStarted, RevertEnded, Shown::Restore),
         def(PhaseId::Rejoin, RevertEnded, OnPremNodesReady, Shown::Restore),
-        def(PhaseId::Return, ReturnStarted, BackOnPrem, Shown::Always),
-        def(PhaseId::Reclaim, ReturnStarted, FallbackReclaimed, Shown::Always),
+        def(PhaseId::Return, ReturnStartedOrBack, BackOnPrem, Shown::Always),
+        def(PhaseId::Reclaim, ReturnStartedOrReclaimed, FallbackReclaimed, Shown::Always),
     ]
 };
 
@@ -778,16 +797,42 @@ impl<'a> Moments<'a> {
             }
             Bound::OnPremNodesReady => ("on-prem nodes Ready", self.on_prem_ready()),
             Bound::ReturnStarted => ("return started", self.ret),
+            Bound::ReturnStartedOrBack => match self.back_before_return() {
+                Some(o) => ("workload back on-prem before the return", Some(o)),
+                None => ("return started", self.ret),
+            },
+            Bound::ReturnStartedOrReclaimed => match self.reclaimed_before_return() {
+                Some(o) => ("fallback reclaimed to 0 before the return", Some(o)),
+                None => ("return started", self.ret),
+            },
             Bound::BackOnPrem => (
                 "workload back on-prem",
-                self.ret.and_then(|_| scan.first(ret, |e| matches!(e, Event::BackOnPrem { .. }))),
+                self.back_before_return()
+                    .or_else(|| self.ret.and_then(|_| scan.first(ret, |e| matches!(e, Event::BackOnPrem { .. })))),
             ),
             Bound::FallbackReclaimed => (
                 "fallback reclaimed to 0",
-                self.ret.and_then(|_| scan.first(ret, |e| matches!(e, Event::FallbackEmpty))),
+                self.reclaimed_before_return()
+                    .or_else(|| self.ret.and_then(|_| scan.first(ret, |e| matches!(e, Event::FallbackEmpty)))),
             ),
         };
         o.map(|o| Boundary::of(label, o))
+    }
+
+    /// The workload seen back on-prem after a restore began and before the return started (a drain has no restore:
+    /// never): its phase then ends where it starts.
+    fn back_before_return(&self) -> Option<&'a Observation> {
+        self.ret?;
+        self.scan.last_between(self.restore?.seq, self.ret_seq, |e| matches!(e, Event::BackOnPrem { .. }))
+    }
+
+    /// The fallback seen reclaimed to 0 after a restore began and before the return started, with no NodeClaim
+    /// created between then and the return.
+    fn reclaimed_before_return(&self) -> Option<&'a Observation> {
+        self.ret?;
+        let empty = self.scan.last_between(self.restore?.seq, self.ret_seq, |e| matches!(e, Event::FallbackEmpty))?;
+        let refilled = self.scan.last_between(empty.seq, self.ret_seq, |e| matches!(e, Event::NodeClaimCreated { .. }));
+        refilled.is_none().then_some(empty)
     }
 
     /// When the last on-prem node was seen Ready again after the restore started. The step confirms it only once its
@@ -1534,6 +1579,46 @@ spec:
         assert_eq!(rejoin.seconds, Some(0.0));
         assert_ne!(rejoin.verdict, Verdict::Inconsistent);
         assert_eq!(rejoin.from.unwrap().label, "on-prem nodes Ready (before the revert returned)");
+    }
+
+    /// A cut whose last resort reboots the nodes one by one: Karpenter's consolidation moves the workload onto the
+    /// nodes back first and empties the fallback before the drill's return step starts. Return and reclaim end where
+    /// they start, met, never "end not observed".
+    #[test]
+    fn a_fallback_consolidated_home_before_the_return_ends_return_and_reclaim_at_once() {
+        let mut d = drill();
+        d.spec.steps.push(crate::drill::Step {
+            id: "r".into(),
+            timeout: crate::drill::DEFAULT_STEP_TIMEOUT,
+            action: crate::drill::Action::Restore(RestoreTarget::Cut),
+        });
+        let on = NodeRole::OnPrem;
+        let cut = E::FaultInjected { step: "cut".into(), kind: FaultKind::Cut(crate::drill::CutFidelity::Host) };
+        let early = vec![
+            (1.0, None, cut),
+            (53.0, Some(53), E::NodeClaimCreated { nodeclaim: "c1".into() }),
+            (80.0, None, E::RestoreStarted { step: "r".into(), what: RestoreTarget::Cut }),
+            (120.0, Some(120), E::NodeReady { node: "h1".into(), role: on, status: ConditionStatus::True, gpus: 8 }),
+            (185.1, None, E::FallbackEmpty),
+            (185.3, None, E::BackOnPrem { ready_pods: 2 }),
+            (241.7, None, E::FaultRemoved { step: "r".into(), what: "link restored".into() }),
+            (241.8, None, E::ReturnStarted { step: "return".into() }),
+        ];
+        let a = analyse(&d, &timeline(early.clone()));
+        for id in [PhaseId::Return, PhaseId::Reclaim] {
+            let p = a.phase(id).unwrap();
+            assert_eq!(p.seconds, Some(0.0), "{p:?}");
+            assert!(p.from.as_ref().unwrap().label.ends_with("before the return"), "{p:?}");
+        }
+        assert_eq!(a.phase(PhaseId::Reclaim).unwrap().verdict, Verdict::Met);
+        // A drain has no restore: the return's phases start with the return, whatever came before.
+        let mut late = early;
+        late.retain(|(_, _, e)| !matches!(e, E::RestoreStarted { .. } | E::FaultRemoved { .. }));
+        late.push((250.0, None, E::BackOnPrem { ready_pods: 2 }));
+        late.push((260.0, None, E::FallbackEmpty));
+        let a = analyse(&drill(), &timeline(late));
+        let secs = |id: PhaseId| a.phase(id).unwrap().seconds;
+        assert_eq!((secs(PhaseId::Return), secs(PhaseId::Reclaim)), (Some(8.2), Some(18.2)));
     }
 
     #[test]
