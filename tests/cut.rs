@@ -214,10 +214,17 @@ fn assert_lost_node_path(report: &Value, restored_label: &str) {
             "service restored",
             "on-prem nodes Ready",
             "return started",
-            "workload back on-prem",
-            "fallback reclaimed to 0",
         ],
     );
+    // Home and reclaimed after the service was restored: after the return, or before it when the restore brought
+    // nodes back one by one (a last resort's reboots) and Karpenter's consolidation moved the workload onto them on
+    // its own; then return and reclaim end where they start.
+    for end in ["workload back on-prem", "fallback reclaimed to 0"] {
+        assert_chain(report, &["service restored", end]);
+        let name = if end == "workload back on-prem" { "return" } else { "reclaim" };
+        let p = phase(report, name);
+        assert!(p["seconds"].as_f64().is_some() && p["verdict"] != "inconsistent", "{p:#}");
+    }
     // A revert that waits for its node (a recovery hook with --wait, a last resort that reboots it) returns after the
     // node is Ready: the two are in either order, both after the service was restored and before the return.
     assert_chain(report, &["service restored", restored_label, "return started"]);
