@@ -7,6 +7,7 @@ pub mod marker;
 pub mod serve;
 pub mod signs;
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -134,6 +135,8 @@ struct Episode {
     marker: OpenEpisode,
     /// Whether the on-prem side was whole at the last look; `None` until seen (a resumed watch does not know).
     whole: Option<bool>,
+    /// The on-prem nodes the episode involves so far; more join as they are lost or cordoned.
+    nodes: BTreeSet<String>,
 }
 
 impl Watcher<'_> {
@@ -163,7 +166,10 @@ impl Watcher<'_> {
             timeline.record(view.read(|v| crate::run::baseline(v, v.pool_limit_gpus)));
         }
         let monitor = Monitor::start(drill, &view, &timeline);
-        let mut episode = resumed.map(|marker| Episode { marker, whole: None });
+        let mut episode = resumed.map(|marker| {
+            let nodes = crate::report::IncidentFacts::of(&timeline.observations()).map(|f| f.nodes).unwrap_or_default();
+            Episode { marker, whole: None, nodes: nodes.into_iter().collect() }
+        });
         if let Some(e) = &episode {
             self.publish(&view, Some(e.marker.opened));
         }
@@ -186,6 +192,16 @@ impl Watcher<'_> {
                     }
                 }
                 Some(e) => {
+                    let joined: Vec<String> = view
+                        .read(Degraded::of)
+                        .map(|d| d.nodes().into_iter().filter(|n| !e.nodes.contains(n)).collect())
+                        .unwrap_or_default();
+                    if !joined.is_empty() {
+                        let evidence = self.evidence(&joined).await.iter().map(NodeEvidence::describe).collect();
+                        eprintln!("hybrid-drill watch: the incident spread to {}", joined.join(", "));
+                        e.nodes.extend(joined.iter().cloned());
+                        timeline.record(Event::IncidentSpread { nodes: joined, evidence });
+                    }
                     let whole = view.read(signs::on_prem_whole);
                     if whole && e.whole == Some(false) {
                         timeline.record(Event::ReturnStarted { step: "incident".into() });
@@ -301,7 +317,7 @@ impl Watcher<'_> {
         // Nodes seen lost or cordoned left the on-prem side broken, though one may be back by now (a short drain
         // uncordoned while the episode opened): the next look then records the return instead of missing it.
         let whole = degraded.nodes().is_empty() && view.read(signs::on_prem_whole);
-        Ok(Episode { marker: open, whole: Some(whole) })
+        Ok(Episode { marker: open, whole: Some(whole), nodes: degraded.nodes().into_iter().collect() })
     }
 
     /// Each lost or cordoned node and its Lease, read once (get only).
@@ -447,9 +463,14 @@ mod tests {
         assert_eq!(obs[1].t_ms, 0);
         assert!(!obs.iter().any(|o| matches!(o.event, Event::KubeEvent { .. })), "the rest before t0 is dropped");
         assert!(obs.windows(2).all(|w| w[0].seq + 1 == w[1].seq && w[0].t_ms <= w[1].t_ms));
+        // A second node lost after the opening joins the incident, with its evidence.
+        timeline.record(Event::IncidentSpread { nodes: vec!["n0".into()], evidence: vec!["n0: Ready=Unknown".into()] });
         timeline.record(Event::ReturnStarted { step: "incident".into() });
         timeline.record(Event::IncidentClosed { reason: "back".into() });
         let report = crate::report::build(&drill(), &timeline.observations(), &meta());
+        let facts = report.incident.as_ref().unwrap();
+        assert_eq!(facts.nodes, ["n0", "n1"]);
+        assert!(facts.evidence.iter().any(|e| e == "n0: Ready=Unknown"), "{facts:?}");
         assert_eq!(report.kind, RunKind::Incident);
         assert!(report.steps.is_empty(), "an incident ran no step");
         assert!(report.fidelity.starts_with("a real incident, not a drill"), "{}", report.fidelity);
@@ -463,7 +484,7 @@ mod tests {
             assert!(!text.is_empty());
             if format == crate::report::Format::Md {
                 assert!(text.starts_with("# Incident report: t"), "{text}");
-                assert!(text.contains("Cause: node-failure (n1)"), "{text}");
+                assert!(text.contains("Cause: node-failure (n0, n1)"), "{text}");
             }
         }
         assert_eq!(report.incident.unwrap().closed.as_deref(), Some("back"));

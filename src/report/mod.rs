@@ -212,6 +212,12 @@ impl IncidentFacts {
                     crate::timeline::rfc3339(&o.received)
                 )),
                 Event::IncidentClosed { reason } => facts.closed = Some(reason.clone()),
+                Event::IncidentSpread { nodes, evidence } => {
+                    facts.nodes.extend(nodes.iter().cloned());
+                    facts.nodes.sort();
+                    facts.nodes.dedup();
+                    facts.evidence.extend(evidence.iter().cloned());
+                }
                 _ => {}
             }
         }
@@ -271,6 +277,7 @@ fn marker(event: &Event) -> Option<Marker> {
     Some(match event {
         Event::FaultInjected { .. }
         | Event::IncidentOpened { .. }
+        | Event::IncidentSpread { .. }
         | Event::GuardTripped { .. }
         | Event::Aborted { .. }
         | Event::HookRan { .. }

@@ -276,6 +276,12 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         unknown: Vec<String>,
     },
+    /// More on-prem nodes were lost or cordoned after the episode opened: a failure spreading node by node, or a
+    /// drain moving on. They join the incident with their own evidence.
+    IncidentSpread {
+        nodes: Vec<String>,
+        evidence: Vec<String>,
+    },
     /// A restarted watch took up an open episode: what happened while it was down was not observed.
     IncidentResumed {
         /// When the previous watch last recorded something.
@@ -619,6 +625,7 @@ impl Event {
             Event::IncidentOpened { cause, nodes, .. } => {
                 format!("incident opened ({cause}) on {}", if nodes.is_empty() { "-".into() } else { nodes.join(", ") })
             }
+            Event::IncidentSpread { nodes, .. } => format!("incident spread to {}", nodes.join(", ")),
             Event::IncidentResumed { last_seen } => {
                 format!("watch restarted; nothing observed since {}", rfc3339(last_seen))
             }
