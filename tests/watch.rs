@@ -27,13 +27,25 @@ const NOISE_SECONDS: f64 = 10.0;
 const DETECTION_NOISE_SECONDS: f64 = NOISE_SECONDS + 10.0;
 
 /// Runs a lab hook on every on-prem node, one after the other as the drill's `{node}` hooks do.
+/// Runs `lab/NAME` on every hybrid node at once, as one outage takes them: one after another they would be lost
+/// seconds apart (each hook waits out a lease renewal), and the incident's t0, the first node's, would run ahead of
+/// the drill's.
 fn hook(name: &str) {
-    for node in hybrid_nodes() {
-        let out = Command::new(repo().join(format!("lab/{name}")))
-            .arg(&node)
-            .env("KUBECONFIG", kubeconfig())
-            .output()
-            .unwrap();
+    let children: Vec<_> = hybrid_nodes()
+        .into_iter()
+        .map(|node| {
+            let child = Command::new(repo().join(format!("lab/{name}")))
+                .arg(&node)
+                .env("KUBECONFIG", kubeconfig())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            (node, child)
+        })
+        .collect();
+    for (node, child) in children {
+        let out = child.wait_with_output().unwrap();
         assert!(out.status.success(), "lab/{name} {node}: {}", String::from_utf8_lossy(&out.stderr));
     }
 }
