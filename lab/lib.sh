@@ -84,10 +84,21 @@ kc() { kubectl --kubeconfig "$KUBECONFIG" --context "$LAB_CONTEXT" "$@"; }
 pid_of() { cat "$PID_DIR/$1.pid" 2>/dev/null || true; }
 
 # alive COMPONENT: its recorded pid runs and is still our binary or stand-in script (guards against pid reuse).
+# A process in the middle of an exec (a stand-in script goes through env and its shebang to python3) shows an empty
+# command line for an instant, as a zombie does for good: an empty one is read again before it counts as dead.
 alive() {
-  local pid; pid=$(pid_of "$1")
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null &&
-    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -e "$CACHE_ROOT/" -e "$STAND_IN_HOST_FIREWALL" -e "$STAND_IN_TOKEN_WEBHOOK"
+  local pid cmdline i; pid=$(pid_of "$1")
+  [ -n "$pid" ] || return 1
+  for i in 1 2 3 4 5; do
+    kill -0 "$pid" 2>/dev/null || return 1
+    cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+    if [ -n "$cmdline" ]; then
+      grep -qF -e "$CACHE_ROOT/" -e "$STAND_IN_HOST_FIREWALL" -e "$STAND_IN_TOKEN_WEBHOOK" <<<"$cmdline"
+      return
+    fi
+    sleep 0.1
+  done
+  return 1
 }
 
 # started COMPONENT PID: keeps the pid of a component just put in the background and waits (up to 5 s) until that
