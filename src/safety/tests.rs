@@ -306,28 +306,7 @@ async fn a_node_not_back_after_its_cut_is_lifted_gets_its_last_resort_hook_in_th
     };
     journal_of(&path, &[labelled("back", "false"), labelled("locked-out", "true")]);
     let (cluster, handle) = Cluster::mock();
-    // The undo patches each node by name, then watches it (a list by name, then a watch, which breaks here).
-    let server = serve(handle, |request| {
-        let name = match request.uri.split_once("metadata.name%3D") {
-            Some((_, rest)) => rest.split('&').next(),
-            None => request.uri.split('/').nth(4).and_then(|n| n.split('?').next()),
-        };
-        let name = name.unwrap_or_default().to_string();
-        let ready = if name == "back" { "True" } else { "Unknown" };
-        let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
-                          "status": {"conditions": [{"type": "Ready", "status": ready}]}});
-        if request.uri.contains("watch=true") {
-            Answer::Unreachable
-        } else if request.uri.contains("fieldSelector") {
-            Answer::Json(
-                200,
-                json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {"resourceVersion": "1"},
-                                     "items": [node]}),
-            )
-        } else {
-            Answer::Json(200, node)
-        }
-    });
+    let server = serve(handle, nodes_ready_only("back"));
     let timeline = Timeline::in_memory();
     let mutator = Mutator::new(cluster, Journal::create(&path).unwrap(), timeline.clone(), RUN.into());
     let outcome = mutator.rollback().await;
@@ -346,6 +325,62 @@ async fn a_node_not_back_after_its_cut_is_lifted_gets_its_last_resort_hook_in_th
         })
         .collect();
     assert_eq!(hooks, [("cut".to_string(), "true locked-out".to_string(), Some(0))]);
+}
+
+/// An API server on which only the node `back` is Ready. The undo of a host cut patches each node by name, then
+/// watches it (a list by name, then a watch, which breaks here).
+fn nodes_ready_only(back: &'static str) -> impl FnMut(&Seen) -> Answer + Send + 'static {
+    move |request| {
+        let name = match request.uri.split_once("metadata.name%3D") {
+            Some((_, rest)) => rest.split('&').next(),
+            None => request.uri.split('/').nth(4).and_then(|n| n.split('?').next()),
+        };
+        let name = name.unwrap_or_default().to_string();
+        let ready = if name == back { "True" } else { "Unknown" };
+        let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+                          "status": {"conditions": [{"type": "Ready", "status": ready}]}});
+        if request.uri.contains("watch=true") {
+            Answer::Unreachable
+        } else if request.uri.contains("fieldSelector") {
+            Answer::Json(
+                200,
+                json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {"resourceVersion": "1"},
+                                     "items": [node]}),
+            )
+        } else {
+            Answer::Json(200, node)
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_last_resorts_of_one_host_cut_run_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.jsonl");
+    let marks = dir.path().to_str().unwrap().to_string();
+    // Each hook marks its node powered on, then succeeds only once the other's hook has started too: run one after
+    // the other, the first would give up and fail the undo.
+    let script =
+        r#"touch "$0/$1"; i=0; while [ ! -e "$0/$2" ]; do i=$((i+1)); [ $i -lt 100 ] || exit 1; sleep 0.1; done"#;
+    let labelled = |node: &str, other: &str| Mutation::LabelNode {
+        step: "cut".into(),
+        node: node.into(),
+        label: CUT_LABEL.into(),
+        last_resort: Some(journal::LastResort {
+            command: ["sh", "-c", script, &marks, node, other].map(String::from).to_vec(),
+            after_seconds: 1,
+            timeout_seconds: 30,
+        }),
+    };
+    journal_of(&path, &[labelled("rack-a", "rack-b"), labelled("rack-b", "rack-a")]);
+    let (cluster, handle) = Cluster::mock();
+    let server = serve(handle, nodes_ready_only("none"));
+    let mutator = Mutator::new(cluster, Journal::create(&path).unwrap(), Timeline::in_memory(), RUN.into());
+    let outcome = mutator.rollback().await;
+    drop(mutator);
+    server.await.unwrap();
+    assert!(outcome.restored(), "{:?}", outcome.failed);
+    assert_eq!(outcome.undone, ["label node/rack-b", "label node/rack-a"]);
 }
 
 /// A node as the restored-state check reads it: Ready or not, schedulable or not, unmarked.

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use futures::future::join_all;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, Patch};
@@ -10,7 +11,7 @@ use serde_json::json;
 
 use super::MutationError;
 use super::journal::{self, EntryState, LastResort, Mutation};
-use super::ledger::{Ledger, Settled, Stage, Transient};
+use super::ledger::{Ledger, Performed, Settled, Stage, Transient};
 use super::process::run_command;
 use super::requests::{patch_params, uncordon_node};
 use super::verify::{self, RestoreScope};
@@ -279,29 +280,56 @@ pub(super) async fn undo_journalled(
 }
 
 /// Undoes each in turn, each through the ledger: `undoing` journalled before it runs, its end after. A journal that
-/// cannot be written is reported as a failure (the journal's path and the cause), never dropped.
+/// cannot be written is reported as a failure (the journal's path and the cause), never dropped. Consecutive host-cut
+/// labels are lifted together: each may wait for its node and power-cycle it, and a site's servers boot side by side,
+/// so lifting them one by one would add every node's wait and boot to the restore.
 pub(super) async fn undo_all(ledger: &Ledger, cluster: &Cluster, items: Vec<ToUndo>, by: UndoBy) -> RollbackOutcome {
     let mut outcome = RollbackOutcome::default();
-    for item in items {
-        let undo = item.mutation.undo();
-        let settle = |result: &Result<Option<String>, UndoError>| settled(&item.mutation, by, result);
-        let performed =
-            ledger.perform(Stage::Undo(item.seq), &item.mutation, None, || undo.perform(cluster), settle).await;
-        match performed.result {
-            Some(Ok(_)) => outcome.undone.push(item.shown.clone()),
-            Some(Err(e)) => outcome.failed.push((item.shown.clone(), e.to_string())),
-            None => outcome.failed.push((item.shown.clone(), "not undone: its undo could not be journalled".into())),
-        }
-        for failure in performed.journal_failures {
-            outcome.failed.push(match failure {
-                MutationError::Journal { path, cause } => {
-                    (path, format!("cannot journal the undo of {}: {cause}", item.shown))
+    for batch in side_by_side(items) {
+        let performed = join_all(batch.iter().map(|item| undo_one(ledger, cluster, item, by))).await;
+        for (item, performed) in batch.iter().zip(performed) {
+            match performed.result {
+                Some(Ok(_)) => outcome.undone.push(item.shown.clone()),
+                Some(Err(e)) => outcome.failed.push((item.shown.clone(), e.to_string())),
+                None => {
+                    outcome.failed.push((item.shown.clone(), "not undone: its undo could not be journalled".into()))
                 }
-                other => (item.shown.clone(), other.to_string()),
-            });
+            }
+            for failure in performed.journal_failures {
+                outcome.failed.push(match failure {
+                    MutationError::Journal { path, cause } => {
+                        (path, format!("cannot journal the undo of {}: {cause}", item.shown))
+                    }
+                    other => (item.shown.clone(), other.to_string()),
+                });
+            }
         }
     }
     outcome
+}
+
+async fn undo_one(
+    ledger: &Ledger,
+    cluster: &Cluster,
+    item: &ToUndo,
+    by: UndoBy,
+) -> Performed<Option<String>, UndoError> {
+    let undo = item.mutation.undo();
+    let settle = |result: &Result<Option<String>, UndoError>| settled(&item.mutation, by, result);
+    ledger.perform(Stage::Undo(item.seq), &item.mutation, None, || undo.perform(cluster), settle).await
+}
+
+/// The undos in their order, in batches: a run of host-cut labels is one batch, anything else a batch of its own.
+fn side_by_side(items: Vec<ToUndo>) -> Vec<Vec<ToUndo>> {
+    let mut batches: Vec<Vec<ToUndo>> = Vec::new();
+    for item in items {
+        let is_label = matches!(item.mutation, Mutation::LabelNode { .. });
+        match batches.last_mut() {
+            Some(last) if is_label && matches!(last[0].mutation, Mutation::LabelNode { .. }) => last.push(item),
+            _ => batches.push(vec![item]),
+        }
+    }
+    batches
 }
 
 /// How the journal and the timeline record the end of one undo.

@@ -9,16 +9,29 @@ use serde_json::Value;
 
 use super::repo;
 
-/// Holds the lab for one test: tests, in this process or another, take it in turn.
+/// Holds the lab for one test: tests, in this process or another, take it in turn. How long each held it is
+/// appended to lab/.run/e2e-times.tsv (seconds, test), which ./test prints at its end: where the suite's time goes.
 pub struct LabLock {
     _held: std::fs::File,
+    since: Instant,
 }
 
 pub fn lock_lab() -> LabLock {
     let path = kubeconfig().with_file_name("e2e.lock");
     let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).unwrap();
     file.lock().unwrap();
-    LabLock { _held: file }
+    LabLock { _held: file, since: Instant::now() }
+}
+
+impl Drop for LabLock {
+    fn drop(&mut self) {
+        let test = std::thread::current().name().unwrap_or("unnamed").to_string();
+        let line = format!("{:.0}\t{test}\n", self.since.elapsed().as_secs_f64());
+        let times = kubeconfig().with_file_name("e2e-times.tsv");
+        if let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(times) {
+            let _ = file.write_all(line.as_bytes());
+        }
+    }
 }
 
 pub fn kubeconfig() -> PathBuf {
