@@ -56,7 +56,7 @@ fn chromium(profile: &Path, args: &[&str], page: &Path) -> (String, String) {
 }
 
 /// Opens `page` in headless Chromium: its DOM as the browser built it, and a screenshot kept for a person to look
-/// at in target/tmp/screenshots/NAME.png.
+/// at in tmp/screenshots/NAME.png under cargo's target directory.
 pub fn open_in_chromium(page: &Path, name: &str, height: u32) -> Rendered {
     require("chromium");
     let profile = tempfile::tempdir().unwrap();
