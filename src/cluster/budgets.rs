@@ -5,16 +5,21 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use futures::StreamExt;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-/// One budget as its latest status says: how many disruptions it allows, at which version of the object.
+use super::scheduling::selector_matches;
+
+/// One budget as its latest status says: how many disruptions it allows, at which version of the object, and the
+/// pods it covers.
 #[derive(Debug, Clone, PartialEq)]
 struct Budget {
     allowed: i32,
     version: String,
+    selector: Option<LabelSelector>,
 }
 
 /// The watched budgets by (namespace, name); a namespace is listed once its watch has listed it.
@@ -55,9 +60,19 @@ impl Budgets {
         })
     }
 
+    /// The budgets of `namespace` whose selector matches a pod's `labels`, by name.
+    pub fn covering(&self, namespace: &str, labels: &BTreeMap<String, String>) -> Vec<String> {
+        self.budgets
+            .iter()
+            .filter(|((ns, _), b)| ns == namespace && b.selector.as_ref().is_some_and(|s| selector_matches(s, labels)))
+            .map(|((_, name), _)| name.clone())
+            .collect()
+    }
+
     fn apply(&mut self, namespace: &str, pdb: &PodDisruptionBudget) {
         let allowed = pdb.status.as_ref().map_or(0, |s| s.disruptions_allowed);
-        let budget = Budget { allowed, version: pdb.resource_version().unwrap_or_default() };
+        let selector = pdb.spec.as_ref().and_then(|s| s.selector.clone());
+        let budget = Budget { allowed, version: pdb.resource_version().unwrap_or_default(), selector };
         self.budgets.insert((namespace.to_string(), pdb.name_any()), budget);
     }
 }
@@ -83,6 +98,14 @@ impl BudgetWatch {
             })
             .collect();
         BudgetWatch { state, handles }
+    }
+
+    /// Resolves once every one of `namespaces` is listed; never if the watches stop (callers bound it).
+    pub async fn listed(&self, namespaces: &BTreeSet<String>) {
+        let mut state = self.state.clone();
+        if state.wait_for(|b| namespaces.is_subset(&b.listed)).await.is_err() {
+            std::future::pending::<()>().await;
+        }
     }
 
     /// The budgets as last seen.
@@ -142,6 +165,7 @@ mod tests {
     fn pdb(name: &str, version: &str, allowed: i32) -> PodDisruptionBudget {
         serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": "inference", "resourceVersion": version},
+            "spec": {"selector": {"matchLabels": {"app": name}}},
             "status": {"disruptionsAllowed": allowed, "currentHealthy": 2, "desiredHealthy": 2, "expectedPods": 4},
         }))
         .unwrap()
@@ -166,5 +190,17 @@ mod tests {
         budgets.apply("inference", &pdb("llm-inference", "12", 1));
         assert!(budgets.allows_since("inference", &names, &before));
         assert!(!budgets.allows_since("other-ns", &names, &before));
+    }
+
+    #[test]
+    fn a_pod_is_covered_by_the_budgets_whose_selector_matches_it_in_its_namespace() {
+        let mut budgets = Budgets::default();
+        budgets.apply("inference", &pdb("llm-inference", "10", 1));
+        budgets.apply("inference", &pdb("embeddings", "11", 1));
+        budgets.apply("batch", &pdb("llm-inference", "12", 1));
+        let labels = BTreeMap::from([("app".to_string(), "llm-inference".to_string())]);
+        assert_eq!(budgets.covering("inference", &labels), ["llm-inference"]);
+        assert!(budgets.covering("inference", &BTreeMap::new()).is_empty());
+        assert!(budgets.covering("other", &labels).is_empty());
     }
 }

@@ -1,10 +1,11 @@
 //! The native drain, kubectl drain's semantics: cordon, then evict through the Eviction API exactly the pods the
 //! plan listed (the shared selection: no DaemonSet, mirror, finished or protected-namespace pod; bare and emptyDir
-//! pods only with their flag), all nodes at once. A budget's block is retried the moment the budget's status allows a
-//! disruption (watched), with a timer as the safety net, until the step's deadline; throttling after its Retry-After;
-//! any other refusal fails the step at once.
+//! pods only with their flag), all nodes at once, pods under one budget one after another. A budget's block is retried
+//! the moment the budget's status allows a disruption (watched), with a timer as the safety net, until the step's
+//! deadline; throttling after its Retry-After; any other refusal fails the step at once.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
@@ -57,13 +58,17 @@ pub async fn drain(
     }
     let targets = &selection.evict;
     ctx.progress.waiting(&format!("evicting {} pods from {} nodes", targets.len(), ctx.on_prem_nodes.len()));
-    // Started before the first eviction so that its listing is in by the time a budget first says no.
-    let budgets = ctx.reader.watch_budgets(targets.iter().map(|t| t.pod.namespace().unwrap_or_default()));
+    let namespaces: BTreeSet<String> = targets.iter().map(|t| t.pod.namespace().unwrap_or_default()).collect();
+    let budgets = ctx.reader.watch_budgets(namespaces.iter().cloned());
+    // The budgets' first listing, bounded: it tells which pods share a budget, so that their first evictions take
+    // turns; a listing later than that only costs the first evictions their turns.
+    let _ = tokio::time::timeout(LISTING_WAIT, budgets.listed(&namespaces)).await;
+    let turns = BudgetTurns::default();
     let (stop, stopped) = watch::channel(false);
     let results = join_all(targets.iter().map(|target| {
-        let (stop, mut stopped, budgets) = (&stop, stopped.clone(), &budgets);
+        let (stop, mut stopped, budgets, turns) = (&stop, stopped.clone(), &budgets, &turns);
         async move {
-            let outcome = evict_until_done(ctx.mutator, budgets, target, deadline, &mut stopped).await;
+            let outcome = evict_until_done(ctx.mutator, budgets, turns, target, deadline, &mut stopped).await;
             if matches!(outcome, Outcome::Fatal(_)) {
                 let _ = stop.send(true);
             }
@@ -135,11 +140,33 @@ fn summary(nodes: &[String], selection: &DrainSelection) -> String {
 /// missed the change (a gap it has not yet relisted through).
 const SAFETY_NET: Duration = Duration::from_secs(10);
 
+/// How long the drain waits for the budgets' first listing before its first evictions.
+const LISTING_WAIT: Duration = Duration::from_secs(2);
+
+/// One eviction at a time under each budget. The API server takes an eviction's disruption off its budget by
+/// writing the budget's status; of two evictions racing under one budget, the loser's write conflicts and the server
+/// tries it again half a second later (the Eviction API's fixed retry), so sent one after the other, each answered
+/// in milliseconds, both are done sooner. Pods under no budget, or under several (refused anyway), take no turn.
+#[derive(Default)]
+struct BudgetTurns(std::sync::Mutex<BTreeMap<(String, String), Turn>>);
+
+/// Held while an eviction under one budget is on its way.
+type Turn = Arc<tokio::sync::Mutex<()>>;
+
+impl BudgetTurns {
+    fn of(&self, namespace: &str, covering: &[String]) -> Option<Turn> {
+        let [budget] = covering else { return None };
+        let mut turns = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        Some(turns.entry((namespace.to_string(), budget.clone())).or_default().clone())
+    }
+}
+
 /// Evicts one pod: asks again when a budget that said no allows a disruption (or, unwatched, with backoff), waits out
 /// throttling, stops at a final refusal.
 async fn evict_until_done(
     mutator: &Mutator,
     budgets: &BudgetWatch,
+    turns: &BudgetTurns,
     target: &DrainPod,
     deadline: Instant,
     stopped: &mut watch::Receiver<bool>,
@@ -147,12 +174,18 @@ async fn evict_until_done(
     let (namespace, name) = (target.pod.namespace().unwrap_or_default(), target.pod.name_any());
     let mut backoff = Duration::from_secs(1);
     loop {
+        let turn = turns.of(&namespace, &budgets.current().covering(&namespace, target.pod.labels()));
+        let my_turn = match &turn {
+            Some(turn) => Some(turn.lock().await),
+            None => None,
+        };
         // The budgets' versions as the request leaves: the refusal was made under a status at least this new.
         let before = budgets.current().versions(&namespace);
         let eviction = match mutator.evict(&namespace, &name, &target.node).await {
             Ok(eviction) => eviction,
             Err(e) => return Outcome::Fatal(e.to_string()),
         };
+        drop(my_turn);
         let (wait, watched, last) = match &eviction {
             Eviction::Evicted | Eviction::AlreadyGone => return Outcome::Evicted,
             Eviction::Blocked { pdb, .. } => {
@@ -284,7 +317,8 @@ mod tests {
         let target = DrainPod { pod, node: "hybrid-0".into(), loss: Loss::default() };
         let (_stop, mut stopped) = watch::channel(false);
         let deadline = Instant::now() + Duration::from_secs(600);
-        let outcome = evict_until_done(&mutator, &budgets, &target, deadline, &mut stopped).await;
+        let outcome =
+            evict_until_done(&mutator, &budgets, &BudgetTurns::default(), &target, deadline, &mut stopped).await;
         assert!(matches!(outcome, Outcome::Evicted));
         drop((budgets, mutator, cluster));
         server.await.unwrap()
@@ -301,5 +335,73 @@ mod tests {
     async fn without_a_status_change_the_timer_is_the_safety_net() {
         let asked = drain_one(false).await;
         assert_eq!(asked, [Duration::ZERO, SAFETY_NET]);
+    }
+
+    /// Plays the API server for pods under one budget that allows every eviction: each eviction is answered only once
+    /// the client has sent, for a second of paused time, nothing else. Returns what it saw, in order.
+    async fn play_unanswered_until_quiet(
+        mut handle: Handle<Request<Body>, Response<Body>>,
+        pods: usize,
+    ) -> Vec<String> {
+        let (mut seen, mut held_watches, mut unanswered) = (Vec::new(), Vec::new(), Vec::new());
+        let mut evicted = 0;
+        loop {
+            let Ok(next) = tokio::time::timeout(Duration::from_secs(1), handle.next_request()).await else {
+                for (pod, send) in unanswered.drain(..) {
+                    seen.push(format!("answered {pod}"));
+                    answer(send, 201, &json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}));
+                    evicted += 1;
+                }
+                if evicted == pods {
+                    return seen;
+                }
+                continue;
+            };
+            let (request, send) = next.expect("the client stays until every pod is evicted");
+            let uri = request.uri().to_string();
+            if uri.starts_with(BUDGETS) && uri.contains("watch=true") {
+                held_watches.push(send);
+            } else if uri.starts_with(BUDGETS) {
+                let list = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudgetList",
+                                  "metadata": {"resourceVersion": "10"}, "items": [budget("10", 2)]});
+                answer(send, 200, &list);
+            } else if let Some(rest) = uri.strip_prefix("/api/v1/namespaces/inference/pods/") {
+                let pod = rest.split('/').next().unwrap_or_default().to_string();
+                seen.push(format!("asked {pod}"));
+                unanswered.push((pod, send));
+            } else {
+                answer(send, 404, &json!({"kind": "Status", "code": 404, "reason": "NotFound"}));
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pods_under_one_budget_are_evicted_one_after_the_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cluster, handle) = Cluster::mock();
+        let journal = Journal::create(&dir.path().join("journal.jsonl")).unwrap();
+        let mutator = Mutator::new(cluster.clone(), journal, Timeline::in_memory(), "drain-1".into());
+        let server = tokio::spawn(play_unanswered_until_quiet(handle, 2));
+        let budgets = cluster.reader().watch_budgets(["inference".to_string()]);
+        budgets.listed(&BTreeSet::from(["inference".to_string()])).await;
+        let targets: Vec<DrainPod> = ["gpu-0", "gpu-1"]
+            .map(|name| DrainPod {
+                pod: serde_json::from_value(json!({"metadata": {"name": name, "namespace": "inference",
+                                                                "labels": {"app": "llm-inference"}}}))
+                .unwrap(),
+                node: "hybrid-0".into(),
+                loss: Loss::default(),
+            })
+            .into();
+        let (turns, deadline) = (BudgetTurns::default(), Instant::now() + Duration::from_secs(600));
+        let outcomes = join_all(targets.iter().map(|target| {
+            let (mut stopped, budgets, turns, mutator) = (watch::channel(false).1, &budgets, &turns, &mutator);
+            async move { evict_until_done(mutator, budgets, turns, target, deadline, &mut stopped).await }
+        }))
+        .await;
+        assert!(outcomes.iter().all(|o| matches!(o, Outcome::Evicted)));
+        drop((budgets, mutator, cluster));
+        let seen = server.await.unwrap();
+        assert_eq!(seen, ["asked gpu-0", "answered gpu-0", "asked gpu-1", "answered gpu-1"], "sent side by side");
     }
 }
