@@ -1195,8 +1195,9 @@ fn a_drill_tells_its_webhooks_holds_its_silence_and_its_metrics_reach_the_real_p
     reset_lab();
     let dir = tempfile::tempdir().unwrap();
     let comment = format!("e2e-notify-{}", std::process::id());
-    // An objective no fallback meets, so the run also tells of a missed objective.
-    let file = silenced_drill(dir.path(), &comment, &[("provisioning: 8m", "provisioning: 1ms")]);
+    // An objective no drain meets, so the run also tells of a missed objective: the RTO (a provisioning objective
+    // is met at 0 s when the last wave's pods land on a fallback node the first wave brought).
+    let file = silenced_drill(dir.path(), &comment, &[("rto: 15m", "rto: 1ms")]);
     let (json, slack) = (Webhook::serve(), Webhook::serve());
     let drill = Drill::new();
     let child = drill
@@ -1229,7 +1230,7 @@ fn a_drill_tells_its_webhooks_holds_its_silence_and_its_metrics_reach_the_real_p
     assert_eq!(kinds, ["started", "objective-missed", "finished"], "{events:#?}");
     assert!(events.iter().all(|e| e["schema"] == "hybrid-drill.io/event/v1" && e["run_id"] == report["run_id"]));
     assert_eq!(events[0]["run_dir"], run_dir.display().to_string());
-    assert_eq!(events[1]["phase"], "provisioning");
+    assert_eq!(events[1]["phase"], "rto");
     assert_eq!(events[1]["verdict"], "missed");
     assert_eq!(events[2]["outcome"], "objective-missed");
     let rto = report["phases"].as_array().unwrap().iter().find(|p| p["name"] == "rto").unwrap()["seconds"].clone();
@@ -1238,7 +1239,7 @@ fn a_drill_tells_its_webhooks_holds_its_silence_and_its_metrics_reach_the_real_p
     let texts: Vec<String> = slack.received().iter().map(|m| m["text"].as_str().unwrap().to_string()).collect();
     assert_eq!(texts.len(), 3, "{texts:?}");
     assert!(texts[0].contains("*onprem-gpu-drain* started against `hybrid-lab`"), "{}", texts[0]);
-    assert!(texts[1].contains("missed its provisioning objective"), "{}", texts[1]);
+    assert!(texts[1].contains("missed its rto objective"), "{}", texts[1]);
     assert!(texts[2].contains("finished: objective missed (exit 1); RTO "), "{}", texts[2]);
 
     // The run's metrics, read back from the real Pushgateway's API.
