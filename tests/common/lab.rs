@@ -14,21 +14,22 @@ use super::repo;
 pub struct LabLock {
     _held: std::fs::File,
     since: Instant,
+    times: PathBuf,
 }
 
 pub fn lock_lab() -> LabLock {
     let path = kubeconfig().with_file_name("e2e.lock");
     let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).unwrap();
     file.lock().unwrap();
-    LabLock { _held: file, since: Instant::now() }
+    LabLock { _held: file, since: Instant::now(), times: path.with_file_name("e2e-times.tsv") }
 }
 
+// Runs while a failed test unwinds too: nothing in it may panic.
 impl Drop for LabLock {
     fn drop(&mut self) {
         let test = std::thread::current().name().unwrap_or("unnamed").to_string();
         let line = format!("{:.0}\t{test}\n", self.since.elapsed().as_secs_f64());
-        let times = kubeconfig().with_file_name("e2e-times.tsv");
-        if let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(times) {
+        if let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(&self.times) {
             let _ = file.write_all(line.as_bytes());
         }
     }
