@@ -2,7 +2,28 @@
 LAB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=versions.env
 . "$LAB_DIR/versions.env"
-RUN_DIR=${HYBRID_LAB_RUN_DIR:-$LAB_DIR/.run}
+# --- The lab instance: several labs run side by side, each with its own run directory and port range. ------------
+# Chosen by `--instance N` as a command's first argument, else LAB_INSTANCE, else 0. Instance 0 is lab/.run with the
+# ports below; instance N (1..29) is lab/.run-N with every port + 100*N. Nothing else is shared between instances but
+# the build cache, which is only read once built (lab/build takes a lock while it writes).
+if [ "${1:-}" = --instance ] || [ "${1:-}" = -i ]; then
+  LAB_INSTANCE=${2:-}
+  shift 2 || shift $#
+fi
+LAB_INSTANCE=${LAB_INSTANCE:-0}
+case $LAB_INSTANCE in
+  [0-9]|[12][0-9]) ;;
+  *) echo "[lab] error: lab instance '$LAB_INSTANCE': use a number from 0 to 29 (--instance N or LAB_INSTANCE=N)" >&2; exit 2 ;;
+esac
+LAB_INSTANCE=$((10#$LAB_INSTANCE))
+# Exported: whatever a lab command starts (components, hooks, lab/ tools it calls) acts on the same instance.
+export LAB_INSTANCE
+if [ "$LAB_INSTANCE" = 0 ]; then
+  RUN_DIR=${HYBRID_LAB_RUN_DIR:-$LAB_DIR/.run}
+else
+  RUN_DIR=${HYBRID_LAB_RUN_DIR:-$LAB_DIR/.run-$LAB_INSTANCE}
+fi
+PORT_OFFSET=$(( 100 * LAB_INSTANCE ))
 CACHE_ROOT=${HYBRID_LAB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hybrid-drill-lab}
 CACHE_KEY=$(sha256sum "$LAB_DIR/versions.env" | cut -c1-16)
 BIN_DIR=$CACHE_ROOT/$CACHE_KEY/bin
@@ -35,18 +56,20 @@ CRD_DIR=$CACHE_ROOT/$CACHE_KEY/crds
 KWOK_STAGES_DIR=$CACHE_ROOT/$CACHE_KEY/kwok-stages
 LAB_CONTEXT=hybrid-lab
 # Non-default ports, all on 127.0.0.1, so the lab never collides with a real cluster or another local tool.
-ETCD_PORT=23790
-ETCD_PEER_PORT=23800
-APISERVER_PORT=26443
-KCM_PORT=20257
-SCHEDULER_PORT=20259
-KWOK_PORT=20247
-KARPENTER_METRICS_PORT=20080
-KARPENTER_HEALTH_PORT=20081
-TOKEN_WEBHOOK_PORT=20443
+# Instance N adds 100*N to each: no two bases differ by a multiple of 100 up to 2,900, so instances 0 to 29 never share
+# a port.
+ETCD_PORT=$(( 23790 + PORT_OFFSET ))
+ETCD_PEER_PORT=$(( 23800 + PORT_OFFSET ))
+APISERVER_PORT=$(( 26443 + PORT_OFFSET ))
+KCM_PORT=$(( 20257 + PORT_OFFSET ))
+SCHEDULER_PORT=$(( 20259 + PORT_OFFSET ))
+KWOK_PORT=$(( 20247 + PORT_OFFSET ))
+KARPENTER_METRICS_PORT=$(( 20080 + PORT_OFFSET ))
+KARPENTER_HEALTH_PORT=$(( 20081 + PORT_OFFSET ))
+TOKEN_WEBHOOK_PORT=$(( 20443 + PORT_OFFSET ))
 # The Prometheus parts drills talk to: Alertmanager (silences) and the Pushgateway (metrics), at their usual ports + 20000.
-ALERTMANAGER_PORT=29093
-PUSHGATEWAY_PORT=29091
+ALERTMANAGER_PORT=$(( 29093 + PORT_OFFSET ))
+PUSHGATEWAY_PORT=$(( 29091 + PORT_OFFSET ))
 # Start order; down stops them in reverse. host-firewall (lab/host-firewall-stand-in) and token-webhook
 # (lab/token-webhook) are lab stand-ins, scripts in lab/, not binaries.
 COMPONENTS="etcd token-webhook kube-apiserver kube-controller-manager kube-scheduler kwok karpenter host-firewall alertmanager pushgateway"

@@ -1,5 +1,8 @@
-//! The lab as the end-to-end tests share it: its lock, kubectl against it, and the reset to its steady state.
+//! The labs as the end-to-end tests share them: a pool of lab instances, each held by one test at a time, kubectl
+//! and the lab's tools against the held one, and the reset to its steady state.
 
+use std::cell::Cell;
+use std::fs::TryLockError;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -9,24 +12,105 @@ use serde_json::Value;
 
 use super::repo;
 
-/// Holds the lab for one test: tests, in this process or another, take it in turn. How long each held it is
-/// appended to lab/.run/e2e-times.tsv (seconds, test), which ./test prints at its end: where the suite's time goes.
-pub struct LabLock {
-    _held: std::fs::File,
-    since: Instant,
-    times: PathBuf,
+thread_local! {
+    /// The lab instance the running test holds: every helper here acts on it, and the commands they start are
+    /// pointed at it (KUBECONFIG, LAB_INSTANCE for the lab's own tools and the drills' hooks).
+    static HELD: Cell<Option<u32>> = const { Cell::new(None) };
 }
 
+/// The lab instances the tests may use: LAB_INSTANCES ("0,1,2" or "0 1 2"; ./test sets it to the pool it started),
+/// else instance 0 alone, the lab `lab/up` starts by default.
+pub fn instances() -> Vec<u32> {
+    let listed = std::env::var("LAB_INSTANCES").unwrap_or_default();
+    let parsed: Vec<u32> = listed
+        .split([',', ' '])
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().unwrap_or_else(|_| panic!("LAB_INSTANCES={listed}: expected instance numbers")))
+        .collect();
+    if parsed.is_empty() { vec![0] } else { parsed }
+}
+
+/// An instance's run directory, as lab/lib.sh names it: lab/.run for 0, lab/.run-N for N.
+pub fn run_dir_of(instance: u32) -> PathBuf {
+    match instance {
+        0 => repo().join("lab/.run"),
+        n => repo().join(format!("lab/.run-{n}")),
+    }
+}
+
+/// The instance this test holds (instance 0 before it takes one: only tests without a lab call helpers then).
+pub fn instance() -> u32 {
+    HELD.with(Cell::get).unwrap_or(0)
+}
+
+/// Holds one lab instance for one test: tests, in this process or another, take the pool's instances in turn. How
+/// long each held it is appended to the instance's e2e-times.tsv (seconds, test), which ./test prints at its end:
+/// where the suite's time goes.
+pub struct LabLock {
+    _held: std::fs::File,
+    instance: u32,
+    since: Instant,
+    times: PathBuf,
+    current: bool,
+}
+
+impl LabLock {
+    pub fn instance(&self) -> u32 {
+        self.instance
+    }
+}
+
+/// Takes the first free instance of the pool, waiting for one if all are held; the helpers of this module then act
+/// on it for the rest of the test.
 pub fn lock_lab() -> LabLock {
-    let path = kubeconfig().with_file_name("e2e.lock");
-    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).unwrap();
-    file.lock().unwrap();
-    LabLock { _held: file, since: Instant::now(), times: path.with_file_name("e2e-times.tsv") }
+    let mut lock = take_instance(&[]);
+    HELD.with(|held| held.set(Some(lock.instance)));
+    lock.current = true;
+    lock
+}
+
+/// A second instance beside the one `held`, for a test about two labs; the helpers keep acting on the first, and
+/// [`on_instance`] reaches this one.
+pub fn lock_another_lab(held: &LabLock) -> LabLock {
+    let pool = instances();
+    assert!(
+        pool.iter().any(|i| *i != held.instance && run_dir_of(*i).join("kubeconfig").exists()),
+        "this test needs two lab instances up: ./test starts a pool (or LAB_INSTANCES=0,1 after lab/up and lab/up --instance 1)"
+    );
+    take_instance(&[held.instance])
+}
+
+fn take_instance(except: &[u32]) -> LabLock {
+    let pool: Vec<u32> = instances().into_iter().filter(|i| !except.contains(i)).collect();
+    let up: Vec<u32> = pool.iter().copied().filter(|i| run_dir_of(*i).join("kubeconfig").exists()).collect();
+    assert!(
+        !up.is_empty(),
+        "no lab instance is up (looked for {}): run lab/up first, or ./test which starts a pool of them",
+        pool.iter().map(|i| run_dir_of(*i).join("kubeconfig").display().to_string()).collect::<Vec<_>>().join(", ")
+    );
+    loop {
+        for &instance in &up {
+            let path = run_dir_of(instance).join("e2e.lock");
+            let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).unwrap();
+            match file.try_lock() {
+                Ok(()) => {
+                    let times = path.with_file_name("e2e-times.tsv");
+                    return LabLock { _held: file, instance, since: Instant::now(), times, current: false };
+                }
+                Err(TryLockError::WouldBlock) => continue,
+                Err(TryLockError::Error(e)) => panic!("{}: {e}", path.display()),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
 }
 
 // Runs while a failed test unwinds too: nothing in it may panic.
 impl Drop for LabLock {
     fn drop(&mut self) {
+        if self.current {
+            HELD.with(|held| held.set(None));
+        }
         let test = std::thread::current().name().unwrap_or("unnamed").to_string();
         let line = format!("{:.0}\t{test}\n", self.since.elapsed().as_secs_f64());
         if let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(&self.times) {
@@ -35,16 +119,54 @@ impl Drop for LabLock {
     }
 }
 
+/// The held instance's admin kubeconfig.
 pub fn kubeconfig() -> PathBuf {
-    let path = std::env::var_os("HYBRID_LAB_KUBECONFIG")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("lab/.run/kubeconfig"));
+    let path = run_dir_of(instance()).join("kubeconfig");
     assert!(
         path.exists(),
-        "the lab is not up ({} missing): run lab/up first, or ./test which starts it",
+        "lab instance {} is not up ({} missing): run lab/up first, or ./test which starts it",
+        instance(),
         path.display()
     );
     path
+}
+
+/// A port of the held instance's: lab/lib.sh's base port plus 100 per instance.
+pub fn lab_port(base: u16) -> u16 {
+    base + 100 * u16::try_from(instance()).unwrap()
+}
+
+/// The held instance's Alertmanager and Pushgateway.
+pub fn alertmanager_url() -> String {
+    format!("http://127.0.0.1:{}", lab_port(29093))
+}
+
+pub fn pushgateway_url() -> String {
+    format!("http://127.0.0.1:{}", lab_port(29091))
+}
+
+/// Points a command at the held instance: kubectl through KUBECONFIG, the lab's tools and the drills' hooks (which
+/// source lab/lib.sh) through LAB_INSTANCE.
+pub fn on_held_lab(command: &mut Command) -> &mut Command {
+    on_instance(command, instance())
+}
+
+pub fn on_instance(command: &mut Command, instance: u32) -> &mut Command {
+    command.env("LAB_INSTANCE", instance.to_string()).env("KUBECONFIG", run_dir_of(instance).join("kubeconfig"))
+}
+
+/// The tool under test, run from the repository root (where the lab drills' hooks are), against the held instance.
+pub fn hybrid_drill() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"));
+    on_held_lab(&mut command).current_dir(repo());
+    command
+}
+
+/// One of the lab's tools (lab/NAME) for the held instance.
+pub fn lab_tool(name: &str) -> Command {
+    let mut command = Command::new(repo().join("lab").join(name));
+    on_held_lab(&mut command);
+    command
 }
 
 pub fn kubectl(args: &[&str]) -> String {
@@ -198,7 +320,7 @@ impl<F: FnMut()> Drop for Repair<F> {
 /// Freezes the lab's Karpenter (SIGSTOP) so a drill waits for the fallback for as long as a test needs, however fast
 /// the machine; it resumes when the returned guard is dropped, a failing test included.
 pub fn freeze_karpenter() -> Repair<impl FnMut()> {
-    let pid_file = kubeconfig().with_file_name("pids").join("karpenter.pid");
+    let pid_file = run_dir_of(instance()).join("pids").join("karpenter.pid");
     let pid = std::fs::read_to_string(&pid_file).unwrap_or_else(|e| panic!("{}: {e}", pid_file.display()));
     let pid = pid.trim().to_string();
     assert!(Command::new("kill").args(["-STOP", &pid]).status().unwrap().success(), "cannot freeze Karpenter");
@@ -211,7 +333,7 @@ pub fn freeze_karpenter() -> Repair<impl FnMut()> {
 /// returned guard is dropped, a failing test included.
 pub fn out_of_capacity(instance_type: &str) -> Repair<impl FnMut()> {
     let capacity = |state: &str, instance_type: &str| {
-        let out = Command::new(repo().join("lab/capacity")).args([state, instance_type]).output().unwrap();
+        let out = lab_tool("capacity").args([state, instance_type]).output().unwrap();
         assert!(out.status.success(), "lab/capacity {state} {instance_type}: {}", String::from_utf8_lossy(&out.stderr));
     };
     capacity("none", instance_type);
@@ -222,14 +344,7 @@ pub fn out_of_capacity(instance_type: &str) -> Repair<impl FnMut()> {
 /// Runs `hybrid-drill recover RUN_DIR` from the repository root (where the lab drills' hooks are): its exit code and
 /// everything it printed.
 pub fn recover(run_dir: &Path) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
-        .arg("recover")
-        .arg(run_dir)
-        .arg("--kubeconfig")
-        .arg(kubeconfig())
-        .current_dir(repo())
-        .output()
-        .unwrap();
+    let out = hybrid_drill().arg("recover").arg(run_dir).arg("--kubeconfig").arg(kubeconfig()).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (out.status.code().unwrap_or(-1), text)
 }
@@ -238,7 +353,7 @@ pub fn recover(run_dir: &Path) -> (i32, String) {
 /// each must map to the audit event that made it true, within the bounds the script states. No exception: a
 /// milestone unmapped or out of bounds fails the test.
 pub fn assert_fidelity(run_dir: &std::path::Path) {
-    let audit = kubeconfig().with_file_name("logs").join("audit.log");
+    let audit = run_dir_of(instance()).join("logs").join("audit.log");
     let out = Command::new(repo().join("scripts/fidelity")).arg(run_dir).arg(&audit).output().expect("python3 runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     println!("scripts/fidelity {}:\n{stdout}", run_dir.display());

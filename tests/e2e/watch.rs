@@ -4,16 +4,16 @@
 //! what it missed marked unknown. Every on-prem node is failed or drained, as the node-failure drill does: with one of
 //! the four gone its pods would find room on the other three and nothing would fall back.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::lab::{Repair, eventually, hybrid_nodes, kubeconfig, kubectl, kubectl_quiet, lock_lab, reset_lab};
-use common::repo;
+use crate::common::lab::{
+    Repair, eventually, hybrid_drill, hybrid_nodes, kubeconfig, kubectl, kubectl_quiet, lab_tool, lock_lab, reset_lab,
+};
+use crate::common::repo;
 use serde_json::Value;
 
 const DRILL: &str = "drills/node-failure.yaml";
@@ -34,7 +34,7 @@ fn hook(name: &str) {
     let children: Vec<_> = hybrid_nodes()
         .into_iter()
         .map(|node| {
-            let child = Command::new(repo().join(format!("lab/{name}")))
+            let child = lab_tool(name)
                 .arg(&node)
                 .env("KUBECONFIG", kubeconfig())
                 .stdout(std::process::Stdio::piped())
@@ -53,7 +53,7 @@ fn hook(name: &str) {
 /// Puts the lab back whatever a test left: the nodes heartbeating, uncordoned, the workload on-prem.
 fn repair_quietly() {
     for node in hybrid_nodes() {
-        let _ = Command::new(repo().join("lab/node-recover")).arg(&node).env("KUBECONFIG", kubeconfig()).output();
+        let _ = lab_tool("node-recover").arg(&node).env("KUBECONFIG", kubeconfig()).output();
         kubectl_quiet(&["uncordon", &node]);
     }
 }
@@ -71,7 +71,7 @@ struct Watch {
 impl Watch {
     fn start(reports: &Path) -> Watch {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
+        let child = hybrid_drill()
             .arg("watch")
             .arg(DRILL)
             .arg("--reports-dir")
@@ -188,7 +188,7 @@ fn a_node_failure_is_one_incident_whose_phases_agree_with_the_drill_and_the_metr
     let _repair = Repair(repair_quietly);
     // The node-failure drill in the same lab, just before, failing the same nodes in the same order.
     let drills = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
+    let out = hybrid_drill()
         .arg("run")
         .arg(DRILL)
         .args(["--yes", "--output", "json", "--reports-dir"])

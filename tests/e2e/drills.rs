@@ -1,20 +1,18 @@
 //! End-to-end: the real binary against the project's lab (lab/up). The tests share the lab, so they run one at a
 //! time, each starting from the lab's steady state and leaving it there.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use common::lab::{
-    assert_fidelity, cordoned_or_marked, eventually, freeze_karpenter, kubeconfig, kubectl, kubectl_apply,
-    kubectl_json, lock_lab, out_of_capacity, recover, reset_lab, set_max_unavailable,
-    workload_on_prem_and_fallback_empty,
+use crate::common::lab::{
+    alertmanager_url, assert_fidelity, cordoned_or_marked, eventually, freeze_karpenter, hybrid_drill, kubeconfig,
+    kubectl, kubectl_apply, kubectl_json, lab_tool, lock_lab, out_of_capacity, pushgateway_url, recover, reset_lab,
+    set_max_unavailable, workload_on_prem_and_fallback_empty,
 };
-use common::repo;
+use crate::common::repo;
 use serde_json::Value;
 
 struct Drill {
@@ -27,7 +25,7 @@ impl Drill {
     }
 
     fn command(&self, file: &Path) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"));
+        let mut cmd = hybrid_drill();
         cmd.arg("run")
             .arg(file)
             .args(["--yes", "--output", "json", "--reports-dir"])
@@ -258,7 +256,7 @@ fn three_drills_leave_reports_a_browser_ci_and_prometheus_read_and_a_history() {
     let dir = &runs[0];
     let report: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
     let phases: Vec<&str> = report["phases"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
-    let page = common::open_in_chromium(&dir.join("report.html"), "lab-report", 2600);
+    let page = crate::common::open_in_chromium(&dir.join("report.html"), "lab-report", 2600);
     assert!(page.console.is_empty(), "console output: {:?}", page.console);
     for phase in &phases {
         assert!(page.dom.contains(&format!(r#"data-phase="{phase}""#)), "no lane for {phase}");
@@ -267,26 +265,24 @@ fn three_drills_leave_reports_a_browser_ci_and_prometheus_read_and_a_history() {
         assert!(page.dom.contains(&format!(r#"data-kind="{kind}""#)), "no {kind} markers");
     }
     println!("screenshot of a lab run's report: {}", page.screenshot.display());
-    common::validate_junit(&dir.join("junit.xml")).unwrap_or_else(|e| panic!("junit.xml: {e}"));
+    crate::common::validate_junit(&dir.join("junit.xml")).unwrap_or_else(|e| panic!("junit.xml: {e}"));
     let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
     assert!(junit.contains(r#"<testcase name="RTO within 15m 00.0s""#), "{junit}");
-    let metrics = common::parse_prometheus(&std::fs::read_to_string(dir.join("metrics.prom")).unwrap());
+    let metrics = crate::common::parse_prometheus(&std::fs::read_to_string(dir.join("metrics.prom")).unwrap());
     let drill_label = ("drill", "onprem-gpu-drain");
-    let rto = common::sample(&metrics, "hybrid_drill_rto_seconds", &[drill_label]).unwrap();
+    let rto = crate::common::sample(&metrics, "hybrid_drill_rto_seconds", &[drill_label]).unwrap();
     assert_eq!(
         Some(rto),
         report["phases"].as_array().unwrap().iter().find(|p| p["name"] == "rto").unwrap()["seconds"].as_f64()
     );
-    assert_eq!(common::sample(&metrics, "hybrid_drill_outcome", &[drill_label, ("outcome", "passed")]), Some(1.0));
-    assert!(common::sample(&metrics, "hybrid_drill_fallback_gpu_hours", &[drill_label]).unwrap() > 0.0);
+    assert_eq!(
+        crate::common::sample(&metrics, "hybrid_drill_outcome", &[drill_label, ("outcome", "passed")]),
+        Some(1.0)
+    );
+    assert!(crate::common::sample(&metrics, "hybrid_drill_fallback_gpu_hours", &[drill_label]).unwrap() > 0.0);
 
     let history = |format: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
-            .arg("history")
-            .arg(drill.reports.path())
-            .args(["--format", format])
-            .output()
-            .unwrap();
+        let out = hybrid_drill().arg("history").arg(drill.reports.path()).args(["--format", format]).output().unwrap();
         assert!(out.status.success(), "history --format {format}: {}", String::from_utf8_lossy(&out.stderr));
         out.stdout
     };
@@ -302,7 +298,7 @@ fn three_drills_leave_reports_a_browser_ci_and_prometheus_read_and_a_history() {
     assert!(text.contains("onprem-gpu-drain: 3 runs"), "{text}");
     let page_path = drill.reports.path().join("history.html");
     std::fs::write(&page_path, history("html")).unwrap();
-    let page = common::open_in_chromium(&page_path, "lab-history", 1800);
+    let page = crate::common::open_in_chromium(&page_path, "lab-history", 1800);
     assert!(page.console.is_empty(), "console output: {:?}", page.console);
     assert_eq!(page.dom.matches(r#"<tr class="run">"#).count(), 3);
     for phase in &phases {
@@ -514,7 +510,7 @@ fn drain_drill_as(kubeconfig: &Path, drill: &Drill) -> Command {
 }
 
 fn drill_as(file: &Path, kubeconfig: &Path, drill: &Drill) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"));
+    let mut command = hybrid_drill();
     command
         .arg("run")
         .arg(file)
@@ -533,12 +529,7 @@ fn the_drain_drill_passes_with_only_the_committed_role_and_leaks_no_secret() {
     let (config, token) = least_privilege_kubeconfig(dir.path());
     // As the scheduled drill in a pod would: its cluster named by its kube-system UID alone, which `identify` prints.
     let uid = kube_system_uid();
-    let identify = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
-        .arg("identify")
-        .arg("--kubeconfig")
-        .arg(&config)
-        .output()
-        .unwrap();
+    let identify = hybrid_drill().arg("identify").arg("--kubeconfig").arg(&config).output().unwrap();
     let printed = String::from_utf8_lossy(&identify.stdout);
     assert!(identify.status.success() && printed.contains(&format!("kube-system UID: {uid}")), "{printed}");
 
@@ -790,15 +781,9 @@ fn an_abort_while_the_workload_runs_on_the_fallback_brings_it_home_and_the_fallb
 
 /// Runs `hybrid-drill validate` and `plan` on a drill file: what each printed.
 fn validate_and_plan(file: &Path) -> (String, String) {
-    let validate = Command::new(env!("CARGO_BIN_EXE_hybrid-drill")).arg("validate").arg(file).output().unwrap();
+    let validate = hybrid_drill().arg("validate").arg(file).output().unwrap();
     assert!(validate.status.success(), "{}", String::from_utf8_lossy(&validate.stderr));
-    let plan = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
-        .arg("plan")
-        .arg(file)
-        .arg("--kubeconfig")
-        .arg(kubeconfig())
-        .output()
-        .unwrap();
+    let plan = hybrid_drill().arg("plan").arg(file).arg("--kubeconfig").arg(kubeconfig()).output().unwrap();
     assert!(plan.status.success(), "{}", String::from_utf8_lossy(&plan.stderr));
     (String::from_utf8_lossy(&validate.stdout).into_owned(), String::from_utf8_lossy(&plan.stdout).into_owned())
 }
@@ -874,7 +859,7 @@ fn the_drain_drill_survives_an_api_server_restart_with_its_phases_intact() {
     eventually("the drill waiting for the fallback", Duration::from_secs(120), || {
         drill.timeline_contains(r#""step":"fallback","action""#)
     });
-    let restart = Command::new(repo().join("lab/restart")).args(["kube-apiserver", "5"]).output().unwrap();
+    let restart = lab_tool("restart").args(["kube-apiserver", "5"]).output().unwrap();
     assert!(restart.status.success(), "lab/restart: {}", String::from_utf8_lossy(&restart.stderr));
     let (out, report) = finish(child);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
@@ -926,13 +911,7 @@ fn kubectl_drain_refuses_bare_and_empty_dir_pods_until_flagged_and_never_evicts_
     let cache_clause = format!(
         "batch/{cache} on mi-0a1b2c3d4e5f67890 (its emptyDir data (scratch) will be deleted; allow with `deleteEmptyDirData: true`)"
     );
-    let plan = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
-        .arg("plan")
-        .arg(&unflagged)
-        .arg("--kubeconfig")
-        .arg(kubeconfig())
-        .output()
-        .unwrap();
+    let plan = hybrid_drill().arg("plan").arg(&unflagged).arg("--kubeconfig").arg(kubeconfig()).output().unwrap();
     let run = drill.command(&unflagged).output().unwrap();
     for (what, out) in [("plan", &plan), ("run", &run)] {
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -941,7 +920,7 @@ fn kubectl_drain_refuses_bare_and_empty_dir_pods_until_flagged_and_never_evicts_
     }
     assert!(drill.run_dir().is_none(), "a refused run left a run directory");
     assert!(cordoned_or_marked().is_empty(), "a refused run touched nodes: {:?}", cordoned_or_marked());
-    let preflight = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
+    let preflight = hybrid_drill()
         .arg("preflight")
         .arg(&unflagged)
         .args(["--output", "json", "--kubeconfig"])
@@ -984,7 +963,7 @@ fn kubectl_drain_refuses_bare_and_empty_dir_pods_until_flagged_and_never_evicts_
     let now = protected();
     assert_eq!(now.len(), 1);
     assert_eq!(now[0]["metadata"]["uid"], coredns_uid, "the protected pod was replaced");
-    assert!(!common::lab::kubectl_quiet(&["-n", "batch", "get", "pod", "gpu-burn-in"]), "the bare pod survived");
+    assert!(!crate::common::lab::kubectl_quiet(&["-n", "batch", "get", "pod", "gpu-burn-in"]), "the bare pod survived");
     // Not necessarily all four on gpu-fallback: Karpenter counts every node of a pool against its limit, those it
     // is still deleting included, and launches what the limit leaves on the Spot pool, as a real cluster does.
     let pools = &report["fallback"]["by_node_pool"];
@@ -1053,14 +1032,21 @@ fn eviction_denied() -> bool {
 fn kubectl_drain_fails_at_once_when_admission_denies_an_eviction_or_two_budgets_cover_a_pod() {
     let _lab = lock_lab();
     reset_lab();
-    let _repair = common::lab::Repair(|| {
+    let _repair = crate::common::lab::Repair(|| {
         for (kind, name) in [
             ("validatingadmissionpolicybinding", "hybrid-drill-test-eviction-freeze"),
             ("validatingadmissionpolicy", "hybrid-drill-test-eviction-freeze"),
         ] {
-            common::lab::kubectl_quiet(&["delete", kind, name, "--ignore-not-found"]);
+            crate::common::lab::kubectl_quiet(&["delete", kind, name, "--ignore-not-found"]);
         }
-        common::lab::kubectl_quiet(&["delete", "pdb", "-n", "inference", "llm-inference-extra", "--ignore-not-found"]);
+        crate::common::lab::kubectl_quiet(&[
+            "delete",
+            "pdb",
+            "-n",
+            "inference",
+            "llm-inference-extra",
+            "--ignore-not-found",
+        ]);
     });
     let dir = tempfile::tempdir().unwrap();
     // Preflight would refuse the second run (two budgets); the drain itself is under test.
@@ -1164,12 +1150,9 @@ fn lab_api(url: &str) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-const ALERTMANAGER: &str = "http://127.0.0.1:29093";
-const PUSHGATEWAY: &str = "http://127.0.0.1:29091";
-
 /// The lab's Alertmanager's silences whose comment starts with `comment`, as (id, state).
 fn silences(comment: &str) -> Vec<(String, String)> {
-    let all = lab_api(&format!("{ALERTMANAGER}/api/v2/silences"));
+    let all = lab_api(&format!("{}/api/v2/silences", alertmanager_url()));
     all.as_array()
         .unwrap()
         .iter()
@@ -1180,8 +1163,9 @@ fn silences(comment: &str) -> Vec<(String, String)> {
 
 /// The drain drill with a silence of the nodes' NotReady alerts in the lab's Alertmanager, commented `comment`.
 fn silenced_drill(dir: &Path, comment: &str, edits: &[(&str, &str)]) -> PathBuf {
+    let alertmanager = alertmanager_url();
     let silence = format!(
-        "  silences:\n    - alertmanager: {ALERTMANAGER}\n      matchers: ['alertname=\"KubeNodeNotReady\"', \
+        "  silences:\n    - alertmanager: {alertmanager}\n      matchers: ['alertname=\"KubeNodeNotReady\"', \
          'node=~\"hybrid-gpu-.*\"']\n      comment: {comment}\n  steps:\n"
     );
     let mut all = vec![("  steps:\n", silence.as_str())];
@@ -1202,7 +1186,7 @@ fn a_drill_tells_its_webhooks_holds_its_silence_and_its_metrics_reach_the_real_p
     let drill = Drill::new();
     let child = drill
         .command(&file)
-        .args(["--notify", &json.url, "--notify", &format!("slack={}", slack.url), "--pushgateway", PUSHGATEWAY])
+        .args(["--notify", &json.url, "--notify", &format!("slack={}", slack.url), "--pushgateway", &pushgateway_url()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -1243,7 +1227,7 @@ fn a_drill_tells_its_webhooks_holds_its_silence_and_its_metrics_reach_the_real_p
     assert!(texts[2].contains("finished: objective missed (exit 1); RTO "), "{}", texts[2]);
 
     // The run's metrics, read back from the real Pushgateway's API.
-    let groups = lab_api(&format!("{PUSHGATEWAY}/api/v1/metrics"));
+    let groups = lab_api(&format!("{}/api/v1/metrics", pushgateway_url()));
     let group = groups["data"]
         .as_array()
         .unwrap()
@@ -1290,10 +1274,10 @@ fn pods_landing_on_the_spot_pool_count_as_fallback_and_are_attributed_to_their_n
     reset_lab();
     let limit = |gpus: u32| {
         let patch = format!(r#"{{"spec":{{"limits":{{"nvidia.com/gpu":{gpus}}}}}}}"#);
-        common::lab::kubectl_quiet(&["patch", "nodepool", "gpu-fallback", "--type", "merge", "-p", &patch])
+        crate::common::lab::kubectl_quiet(&["patch", "nodepool", "gpu-fallback", "--type", "merge", "-p", &patch])
     };
     assert!(limit(8), "cannot lower gpu-fallback's GPU limit");
-    let _repair = common::lab::Repair(move || {
+    let _repair = crate::common::lab::Repair(move || {
         limit(16);
     });
     let dir = tempfile::tempdir().unwrap();

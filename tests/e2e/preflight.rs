@@ -2,25 +2,23 @@
 //! each recommendation broken in exactly one way fails exactly its check, naming the object; a drill that starts
 //! with preflight refuses to touch anything. Every breakage is repaired by a guard, even when an assertion fails.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::lab::{
-    Repair, cordoned_or_marked, eventually, kubeconfig, kubectl, kubectl_apply, kubectl_json, kubectl_quiet, lock_lab,
-    reset_lab, set_max_unavailable,
+use crate::common::lab::{
+    Repair, cordoned_or_marked, eventually, hybrid_drill, kubeconfig, kubectl, kubectl_apply, kubectl_json,
+    kubectl_quiet, lock_lab, reset_lab, set_max_unavailable,
 };
-use common::repo;
+use crate::common::repo;
 use serde_json::Value;
 
 const NAMESPACE: &str = "preflight-e2e";
 
 fn preflight(args: &[&str], config: &Path) -> (i32, Value) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
+    let out = hybrid_drill()
         .arg("preflight")
         .args(args)
         .args(["--output", "json", "--kubeconfig"])
@@ -231,7 +229,7 @@ fn a_drill_that_starts_with_preflight_refuses_to_touch_anything() {
     let _namespace = test_namespace();
     intruder_pod("hybrid-gpu-2");
 
-    let plan = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
+    let plan = hybrid_drill()
         .arg("plan")
         .arg(repo().join("drills/drain.yaml"))
         .arg("--kubeconfig")
@@ -244,7 +242,7 @@ fn a_drill_that_starts_with_preflight_refuses_to_touch_anything() {
     assert!(text.contains("a run would be refused at step `preflight` (exit 2)"), "{text}");
 
     let reports = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
+    let out = hybrid_drill()
         .arg("run")
         .arg(repo().join("drills/drain.yaml"))
         .args(["--yes", "--output", "json", "--reports-dir"])

@@ -1,17 +1,15 @@
 //! End-to-end: the link-cut and node-failure drills against the lab (with its host firewall stand-in), their
 //! phases, the overlap window, the cost guard, and that nothing of a run is left in the cluster afterwards.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use common::lab::{
-    Repair, assert_fidelity, cordoned_or_marked, eventually, kubeconfig, kubectl, kubectl_json, kubectl_quiet,
-    lock_lab, recover, reset_lab, workload_on_prem_and_fallback_empty,
+use crate::common::lab::{
+    Repair, assert_fidelity, cordoned_or_marked, eventually, hybrid_drill, kubeconfig, kubectl, kubectl_json,
+    kubectl_quiet, lab_tool, lock_lab, recover, reset_lab, workload_on_prem_and_fallback_empty,
 };
-use common::repo;
+use crate::common::repo;
 use serde_json::Value;
 
 const RUN_LABEL: &str = "hybrid-drill.io/run-id";
@@ -95,7 +93,7 @@ fn repair_quietly() {
     let reboots: Vec<_> = down
         .iter()
         .filter_map(|node| {
-            Command::new(repo().join("lab/node-reboot"))
+            lab_tool("node-reboot")
                 .arg(node)
                 .env("KUBECONFIG", kubeconfig())
                 .env("LAB_REBOOT_SECONDS", "0")
@@ -122,7 +120,7 @@ fn guard() -> Repair<impl FnMut()> {
 }
 
 fn run(file: &Path, reports: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"));
+    let mut cmd = hybrid_drill();
     cmd.arg("run")
         .arg(file)
         .args(["--yes", "--output", "json", "--reports-dir"])
@@ -335,14 +333,7 @@ fn the_host_cut_drill_pins_its_run_label_brings_its_locked_out_nodes_back_with_i
 fn the_plan_shows_the_expected_eviction_delay_and_refuses_a_missing_cni_before_touching_anything() {
     let _lab = lock_lab();
     let plan = |file: &Path| {
-        Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
-            .arg("plan")
-            .arg(file)
-            .arg("--kubeconfig")
-            .arg(kubeconfig())
-            .current_dir(repo())
-            .output()
-            .unwrap()
+        hybrid_drill().arg("plan").arg(file).arg("--kubeconfig").arg(kubeconfig()).current_dir(repo()).output().unwrap()
     };
     let out = plan(&repo().join("drills/dx-cut.yaml"));
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -482,13 +473,7 @@ fn a_run_killed_after_its_cut_is_lifted_by_recover_even_without_its_journal() {
     // With the journal gone, the run id label in the cluster is all that is left to go by.
     let dir = run_dir(reports.path()).unwrap();
     std::fs::remove_file(dir.join("journal.jsonl")).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
-        .arg("recover")
-        .arg(&dir)
-        .arg("--kubeconfig")
-        .arg(kubeconfig())
-        .output()
-        .unwrap();
+    let out = hybrid_drill().arg("recover").arg(&dir).arg("--kubeconfig").arg(kubeconfig()).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("restored: create CiliumClusterwideNetworkPolicy/hybrid-drill-cut-dx-cut-"), "{stdout}");
@@ -708,11 +693,7 @@ fn a_node_that_does_not_come_back_exits_4_naming_it_until_recover_verifies_it() 
 
     // The operator brings the nodes back out of band; `recover` then verifies and finishes.
     for node in HYBRID {
-        let back = Command::new(repo().join("lab/node-recover"))
-            .args([node, "--wait"])
-            .env("KUBECONFIG", kubeconfig())
-            .output()
-            .unwrap();
+        let back = lab_tool("node-recover").args([node, "--wait"]).env("KUBECONFIG", kubeconfig()).output().unwrap();
         assert!(back.status.success(), "{}", String::from_utf8_lossy(&back.stderr));
     }
     let (code, text) = recover(&run_dir);

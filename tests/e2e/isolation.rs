@@ -1,0 +1,115 @@
+//! Two lab instances side by side: a drill on one changes nothing on the other, which is what lets the end-to-end
+//! tests run on several instances at once.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::common::lab::{
+    eventually, hybrid_drill, kubeconfig, lock_another_lab, lock_lab, on_instance, reset_lab, run_dir_of,
+    workload_on_prem_and_fallback_empty,
+};
+use crate::common::repo;
+
+fn kubectl_on(instance: u32, args: &[&str]) -> Value {
+    let out = on_instance(&mut Command::new("kubectl"), instance).args(args).args(["-o", "json"]).output().unwrap();
+    assert!(out.status.success(), "kubectl {args:?} on instance {instance}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// What a drill would change on a lab, object by object: the nodes' schedulability, taints and marks, every pod of the
+/// workloads by uid and node, the NodeClaims and the host policies. Heartbeats (status, resourceVersion) are left out:
+/// kwok renews them all the time.
+fn state_of(instance: u32) -> BTreeMap<String, String> {
+    let mut state = BTreeMap::new();
+    for node in kubectl_on(instance, &["get", "nodes"])["items"].as_array().unwrap() {
+        let name = node["metadata"]["name"].as_str().unwrap();
+        let marks: BTreeMap<&String, &Value> = node["metadata"]["annotations"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| k.starts_with("hybrid-drill.io/"))
+            .collect();
+        let view = format!(
+            "unschedulable={} taints={} marks={marks:?}",
+            node["spec"]["unschedulable"], node["spec"]["taints"]
+        );
+        state.insert(format!("node/{name}"), view);
+    }
+    for pod in kubectl_on(instance, &["get", "pods", "-A"])["items"].as_array().unwrap() {
+        let meta = &pod["metadata"];
+        let key = format!("pod/{}/{}", meta["namespace"].as_str().unwrap(), meta["name"].as_str().unwrap());
+        state.insert(
+            key,
+            format!("uid={} node={} deleting={}", meta["uid"], pod["spec"]["nodeName"], meta["deletionTimestamp"]),
+        );
+    }
+    let kinds = "nodeclaims,ciliumclusterwidenetworkpolicies.cilium.io,globalnetworkpolicies.crd.projectcalico.org";
+    for object in kubectl_on(instance, &["get", kinds])["items"].as_array().unwrap() {
+        state.insert(
+            format!("{}/{}", object["kind"].as_str().unwrap(), object["metadata"]["name"].as_str().unwrap()),
+            String::new(),
+        );
+    }
+    state
+}
+
+/// Writes (not reads) the lab's admin made, from the audit log's line `from` on: the tool and the tests act as it.
+fn admin_writes(instance: u32, from: usize) -> Vec<String> {
+    let log = std::fs::read_to_string(run_dir_of(instance).join("logs/audit.log")).unwrap_or_default();
+    log.lines()
+        .skip(from)
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|e| e["stage"] == "ResponseComplete" && e["user"]["username"] == "hybrid-lab-admin")
+        .filter(|e| {
+            ["create", "update", "patch", "delete", "deletecollection"].contains(&e["verb"].as_str().unwrap_or(""))
+        })
+        .map(|e| format!("{} {}", e["verb"].as_str().unwrap(), e["requestURI"].as_str().unwrap()))
+        .collect()
+}
+
+fn audit_lines(instance: u32) -> usize {
+    std::fs::read_to_string(run_dir_of(instance).join("logs/audit.log")).map_or(0, |log| log.lines().count())
+}
+
+#[test]
+fn a_drill_on_one_lab_instance_changes_nothing_on_another() {
+    let lab = lock_lab();
+    let other = lock_another_lab(&lab);
+    reset_lab();
+    let (mine, theirs) = (lab.instance(), other.instance());
+    let (mine_from, theirs_from) = (audit_lines(mine), audit_lines(theirs));
+    let before = state_of(theirs);
+
+    let reports = tempfile::tempdir().unwrap();
+    let out = hybrid_drill()
+        .arg("run")
+        .arg(repo().join("drills/drain.yaml"))
+        .args(["--yes", "--output", "json", "--reports-dir"])
+        .arg(reports.path())
+        .arg("--kubeconfig")
+        .arg(kubeconfig())
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no report ({e}); stderr:\n{}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{}", String::from_utf8_lossy(&out.stderr));
+    let port = 26443 + 100 * mine;
+    assert_eq!(
+        report["cluster"]["server"],
+        format!("https://127.0.0.1:{port}/"),
+        "the drill ran against instance {mine}"
+    );
+
+    // The drill really acted on its own instance (the control), and not once on the other.
+    let mine_writes = admin_writes(mine, mine_from);
+    assert!(mine_writes.iter().any(|w| w.contains("/eviction")), "no eviction on instance {mine}: {mine_writes:?}");
+    assert_eq!(admin_writes(theirs, theirs_from), Vec::<String>::new(), "writes on instance {theirs}");
+    assert_eq!(state_of(theirs), before, "instance {theirs} changed during a drill on instance {mine}");
+    eventually(
+        "steady state after the drill",
+        std::time::Duration::from_secs(120),
+        workload_on_prem_and_fallback_empty,
+    );
+}

@@ -1,0 +1,12 @@
+//! End-to-end tests against the lab, in one test binary so that all of them share one pool of lab instances: each
+//! test takes a free instance for its whole run (`common::lab::lock_lab`), and as many run at once as the pool has
+//! instances (./test starts the pool and sets LAB_INSTANCES and the test threads to match).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod cut;
+mod drills;
+mod isolation;
+mod preflight;
+mod watch;
