@@ -70,14 +70,25 @@ pub fn lock_lab() -> LabLock {
 }
 
 /// A second instance beside the one `held`, for a test about two labs; the helpers keep acting on the first, and
-/// [`on_instance`] reaches this one.
-pub fn lock_another_lab(held: &LabLock) -> LabLock {
+/// [`on_instance`] and [`with_instance`] reach this one. The first's time held counts from now: waiting for a
+/// second instance is not the test's own time.
+pub fn lock_another_lab(held: &mut LabLock) -> LabLock {
     let pool = instances();
     assert!(
         pool.iter().any(|i| *i != held.instance && run_dir_of(*i).join("kubeconfig").exists()),
         "this test needs two lab instances up: ./test starts a pool (or LAB_INSTANCES=0,1 after lab/up and lab/up --instance 1)"
     );
-    take_instance(&[held.instance])
+    let second = take_instance(&[held.instance]);
+    held.since = Instant::now();
+    second
+}
+
+/// Runs `f` with the helpers of this module acting on `instance` instead of the held one.
+pub fn with_instance<T>(instance: u32, f: impl FnOnce() -> T) -> T {
+    let held = HELD.with(|h| h.replace(Some(instance)));
+    // Put back on unwind too, so a failing check still leaves the test on its own instance.
+    let _back = Repair(move || HELD.with(|h| h.set(held)));
+    f()
 }
 
 fn take_instance(except: &[u32]) -> LabLock {
@@ -305,6 +316,28 @@ pub fn reset_lab() {
             kubectl(&["apply", "-f", repo().join("lab/manifests/45-batch.yaml").to_str().unwrap()]);
         }
         eventually("the lab's steady state (workloads on-prem, no NodeClaim)", Duration::from_secs(300), lab_steady);
+    }
+}
+
+/// A child process killed (and reaped) when dropped unless taken: a test that fails first never leaves it running.
+pub struct KillOnDrop(Option<std::process::Child>);
+
+impl KillOnDrop {
+    pub fn new(child: std::process::Child) -> KillOnDrop {
+        KillOnDrop(Some(child))
+    }
+
+    pub fn take(&mut self) -> std::process::Child {
+        self.0.take().expect("the child was taken already")
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 

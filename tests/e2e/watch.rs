@@ -11,7 +11,8 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::lab::{
-    Repair, eventually, hybrid_drill, hybrid_nodes, kubeconfig, kubectl, kubectl_quiet, lab_tool, lock_lab, reset_lab,
+    KillOnDrop, Repair, eventually, hybrid_drill, hybrid_nodes, kubeconfig, kubectl, kubectl_quiet, lab_tool,
+    lock_another_lab, lock_lab, reset_lab, with_instance,
 };
 use crate::common::repo;
 use serde_json::Value;
@@ -183,31 +184,31 @@ fn print_phases(what: &str, report: &Value) {
 
 #[test]
 fn a_node_failure_is_one_incident_whose_phases_agree_with_the_drill_and_the_metrics_showed_it() {
-    let _lab = lock_lab();
+    let mut lab = lock_lab();
+    // The node-failure drill on a second lab instance, alike in every setting, at the same time as the incident on
+    // this one: the same fault, failing the same nodes, measured by the drill there and by the watch here.
+    let twin = lock_another_lab(&mut lab);
+    let twin_instance = twin.instance();
+    with_instance(twin_instance, steady);
     steady();
     let _repair = Repair(repair_quietly);
-    // The node-failure drill in the same lab, just before, failing the same nodes in the same order.
+    let _twin_repair = Repair(move || with_instance(twin_instance, repair_quietly));
     let drills = tempfile::tempdir().unwrap();
-    let out = hybrid_drill()
-        .arg("run")
-        .arg(DRILL)
-        .args(["--yes", "--output", "json", "--reports-dir"])
-        .arg(drills.path())
-        .arg("--kubeconfig")
-        .arg(kubeconfig())
-        .current_dir(repo())
-        .output()
-        .unwrap();
-    let drill: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "the drill failed: {} {}\n{}",
-        drill["abort_reason"],
-        drill["steps"],
-        String::from_utf8_lossy(&out.stderr)
-    );
-    steady();
+    let drill_run = with_instance(twin_instance, || {
+        hybrid_drill()
+            .arg("run")
+            .arg(DRILL)
+            .args(["--yes", "--output", "json", "--reports-dir"])
+            .arg(drills.path())
+            .arg("--kubeconfig")
+            .arg(kubeconfig())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    });
+    // Stopped if the test fails first, so the drill never outlives its hold on the twin.
+    let mut drill_run = KillOnDrop::new(drill_run);
 
     let reports = tempfile::tempdir().unwrap();
     let watch = Watch::start(reports.path());
@@ -225,6 +226,17 @@ fn a_node_failure_is_one_incident_whose_phases_agree_with_the_drill_and_the_metr
     });
     bring_the_workload_home();
     let run = watch.finish(Duration::from_secs(300));
+    let out = drill_run.take().wait_with_output().unwrap();
+    let drill: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the drill failed: {} {}\n{}",
+        drill["abort_reason"],
+        drill["steps"],
+        String::from_utf8_lossy(&out.stderr)
+    );
+    with_instance(twin_instance, steady);
 
     assert_eq!(run_dirs(reports.path()), vec![run.clone()], "exactly one incident");
     let incident = report(&run);

@@ -75,8 +75,8 @@ fn audit_lines(instance: u32) -> usize {
 
 #[test]
 fn a_drill_on_one_lab_instance_changes_nothing_on_another() {
-    let lab = lock_lab();
-    let other = lock_another_lab(&lab);
+    let mut lab = lock_lab();
+    let other = lock_another_lab(&mut lab);
     reset_lab();
     let (mine, theirs) = (lab.instance(), other.instance());
     let (mine_from, theirs_from) = (audit_lines(mine), audit_lines(theirs));
