@@ -275,7 +275,7 @@ mod tests {
         assert_eq!(template.spec.expire_after.as_deref(), Some("720h"));
         let disruption = pool.spec.disruption.as_ref().unwrap();
         assert_eq!(disruption.consolidation_policy.as_deref(), Some("WhenEmptyOrUnderutilized"));
-        assert_eq!(disruption.consolidate_after.as_deref(), Some("20s"));
+        assert_eq!(disruption.consolidate_after.as_deref(), Some("10s"));
         assert_eq!(disruption.budgets, [DisruptionBudget { nodes: Some("100%".into()), ..Default::default() }]);
         assert_eq!(pool.spec.limits.as_ref().unwrap()[GPU_RESOURCE].0, "16");
     }
