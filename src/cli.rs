@@ -284,7 +284,7 @@ fn notify_flag(text: &str) -> Result<Webhook, String> {
         _ => (NotifyFormat::Json, text),
     };
     let url = crate::http::service_url(url)?;
-    Ok(Webhook { url, format, timeout: crate::notify::DEFAULT_TIMEOUT })
+    Ok(Webhook { url, format, timeout: Webhook::DEFAULT_TIMEOUT })
 }
 
 /// The completion script for `shell`. clap_complete 4.6 names the bash case labels of a hyphenated binary's

@@ -2,8 +2,6 @@
 //! objective it missed or could not measure, when it aborts, and when it ends with its verdict, RTO and report. A
 //! message that does not get through is a warning, never a failed drill, and waits at most the webhook's timeout.
 
-use std::time::Duration;
-
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
@@ -15,9 +13,6 @@ use crate::report::{Outcome, Report, human_seconds};
 
 /// The `schema` of a plain JSON event.
 pub const EVENT_SCHEMA: &str = "hybrid-drill.io/event/v1";
-
-/// The default bound on one message.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One thing worth telling.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -180,6 +175,8 @@ async fn post(hook: &Webhook, body: &serde_json::Value) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn at() -> DateTime<Utc> {
@@ -303,8 +300,8 @@ mod tests {
         let (json_url, mut json_in) = webhook(vec![Some(200); 4]).await;
         let (slack_url, mut slack_in) = webhook(vec![Some(200); 4]).await;
         let hooks = vec![
-            Webhook { url: json_url, format: NotifyFormat::Json, timeout: DEFAULT_TIMEOUT },
-            Webhook { url: slack_url, format: NotifyFormat::Slack, timeout: DEFAULT_TIMEOUT },
+            Webhook { url: json_url, format: NotifyFormat::Json, timeout: Webhook::DEFAULT_TIMEOUT },
+            Webhook { url: slack_url, format: NotifyFormat::Slack, timeout: Webhook::DEFAULT_TIMEOUT },
         ];
         let notifier = Notifier::new("onprem-gpu-drain", "run-1", hooks);
         let mut notices = vec![
@@ -333,7 +330,7 @@ mod tests {
         let (failing, _requests) = webhook(vec![Some(500)]).await;
         let (hanging, _held) = webhook(vec![None]).await;
         let hooks = vec![
-            Webhook { url: failing.clone(), format: NotifyFormat::Json, timeout: DEFAULT_TIMEOUT },
+            Webhook { url: failing.clone(), format: NotifyFormat::Json, timeout: Webhook::DEFAULT_TIMEOUT },
             Webhook { url: hanging.clone(), format: NotifyFormat::Slack, timeout: Duration::from_millis(300) },
         ];
         let notifier = Notifier::new("d", "r", hooks);

@@ -68,6 +68,9 @@ pub struct Webhook {
 }
 
 impl Webhook {
+    /// The bound on one message when the drill file or `--notify` sets none.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
     /// Where it goes, without the path that is often the webhook's secret.
     pub fn shown(&self) -> String {
         crate::http::shown(&self.url)

@@ -120,7 +120,7 @@ impl Validator<'_> {
                 Ok(url) => valid.push(Webhook {
                     url,
                     format: hook.format,
-                    timeout: hook.timeout.map_or(crate::notify::DEFAULT_TIMEOUT, |t| t.0),
+                    timeout: hook.timeout.map_or(Webhook::DEFAULT_TIMEOUT, |t| t.0),
                 }),
                 Err(reason) => {
                     self.problem(&join(&path, "url"), format!("invalid webhook URL `{}`: {reason}", hook.url))
@@ -922,7 +922,7 @@ mod tests {
         assert_eq!(drill.spec.notify.len(), 2);
         assert_eq!(drill.spec.notify[0].format, crate::drill::NotifyFormat::Slack);
         assert_eq!(drill.spec.notify[1].format, crate::drill::NotifyFormat::Json);
-        assert_eq!(drill.spec.notify[1].timeout, crate::notify::DEFAULT_TIMEOUT);
+        assert_eq!(drill.spec.notify[1].timeout, Webhook::DEFAULT_TIMEOUT);
         assert_eq!(drill.spec.silences[0].matchers[0].to_string(), "alertname=\"KubeNodeNotReady\"");
         assert_eq!(drill.spec.silences[0].comment.as_deref(), Some("Q3"));
     }

@@ -12,7 +12,8 @@ use kube::api::{DynamicObject, EvictParams, ListParams, Patch, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use super::journal::{self, EntryState, Journal, LastResort, Mutation, ReadError};
+use super::error::{MutationError, api_error};
+use super::journal::{self, EntryState, Journal, LastResort, Mutation};
 use super::ledger::{Ledger, Settled, Stage, transient_retry};
 use super::lock::{self, Claim, Lock, LockError};
 use super::requests::{FIELD_MANAGER, patch_params, uncordon_node};
@@ -23,26 +24,10 @@ use crate::cluster::lease::{Claimant, LeaseRef};
 use crate::cluster::marks::{CUT_LABEL, RUN_ANNOTATION, RunId};
 use crate::cluster::policy::{PolicyKind, PolicyRef};
 use crate::cluster::scheduling::selector_matches;
-use crate::cluster::{Cluster, first_line, is_not_found};
+use crate::cluster::{Cluster, is_not_found};
 use crate::drill::SilenceSpec;
 use crate::timeline::{Event, Timeline};
 use chrono::{DateTime, Utc};
-
-#[derive(Debug, thiserror::Error)]
-pub enum MutationError {
-    #[error("cannot write the journal {path}: {cause}")]
-    Journal { path: String, cause: std::io::Error },
-    #[error(transparent)]
-    JournalRead(#[from] ReadError),
-    #[error("{action} {target} failed: {message}")]
-    Api { action: String, target: String, message: String },
-    #[error("command `{command}` could not run: {message}")]
-    Spawn { command: String, message: String },
-    #[error("command `{command}` did not finish within {seconds}s")]
-    CommandTimeout { command: String, seconds: u64 },
-    #[error("silence {target} failed: {cause}")]
-    Silence { target: String, cause: AlertmanagerError },
-}
 
 /// What an eviction request came to; only a budget's block and throttling may end differently if asked again.
 #[derive(Debug, Clone, PartialEq)]
@@ -125,14 +110,14 @@ impl Mutator {
         let result = self.ledger.perform(Stage::Forward, m, announce, call, settle).await.checked()?;
         result.map_err(|e| {
             let (action, target) = m.describe();
-            api_error(&action, &target, &e)
+            api_error(&action, &target, e)
         })
     }
 
     /// Cordons a node, unless someone already had: a node cordoned before the drill stays as it was.
     pub async fn cordon(&self, node: &str) -> Result<(), MutationError> {
         let nodes: Api<Node> = Api::all(self.cluster.client.clone());
-        let current = transient_retry(|| nodes.get(node)).await.map_err(|e| api_error("cordon", node, &e))?;
+        let current = transient_retry(|| nodes.get(node)).await.map_err(|e| api_error("cordon", node, e))?;
         let was_unschedulable = current.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
         let m = Mutation::Cordon { node: node.into(), was_unschedulable };
         if was_unschedulable {
@@ -258,16 +243,10 @@ impl Mutator {
     /// Creates one of a link cut's deny policies; its undo deletes it.
     pub async fn create_policy(&self, policy: &PolicyRef, object: serde_json::Value) -> Result<(), MutationError> {
         let target = policy.to_string();
-        let kind = PolicyKind::of(&policy.api_version, &policy.kind).ok_or_else(|| MutationError::Api {
-            action: "create".into(),
-            target: target.clone(),
-            message: "a policy kind this tool does not know".into(),
-        })?;
-        let object: DynamicObject = serde_json::from_value(object).map_err(|e| MutationError::Api {
-            action: "create".into(),
-            target: target.clone(),
-            message: e.to_string(),
-        })?;
+        let kind = PolicyKind::of(&policy.api_version, &policy.kind)
+            .ok_or_else(|| MutationError::UnknownPolicy { target: target.clone() })?;
+        let object: DynamicObject = serde_json::from_value(object)
+            .map_err(|cause| MutationError::PolicyObject { target: target.clone(), cause })?;
         let m = Mutation::CreatePolicy { policy: policy.clone() };
         let api = kind.api(&self.cluster.client, policy.namespace.as_deref());
         let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
@@ -380,7 +359,7 @@ impl Mutator {
             Err(e) => Settled::new(EntryState::UndoFailed).note(e.to_string()),
         };
         let result = self.ledger.perform(Stage::Undo(seq), &m, None, call, settle).await.checked()?;
-        result.map_err(|e| api_error("release", &m.describe().1, &e))
+        result.map_err(|e| api_error("release", &m.describe().1, e))
     }
 
     /// Creates the drill's silence in Alertmanager, marked with the run's id, ending by itself at `until` should
@@ -446,10 +425,6 @@ impl Mutator {
         undo::verify_after(&self.ledger, &self.cluster, &self.scope(), wait, &mut outcome).await;
         outcome
     }
-}
-
-pub(super) fn api_error(action: &str, target: &str, e: &kube::Error) -> MutationError {
-    MutationError::Api { action: action.into(), target: target.into(), message: first_line(&e.to_string()) }
 }
 
 /// Sorts an error answer to an eviction, before the budgets are looked up: a 429 is a budget's block when it says

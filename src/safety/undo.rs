@@ -9,7 +9,7 @@ use kube::api::{DeleteParams, Patch};
 use kube::runtime::wait::await_condition;
 use serde_json::json;
 
-use super::MutationError;
+use super::error::MutationError;
 use super::journal::{self, EntryState, LastResort, Mutation};
 use super::ledger::{Ledger, Performed, Settled, Stage, Transient};
 use super::process::run_command;
