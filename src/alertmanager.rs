@@ -129,7 +129,7 @@ pub fn run_comment(comment: Option<&str>, run_id: &str) -> String {
 #[derive(Debug, thiserror::Error)]
 pub enum AlertmanagerError {
     #[error("invalid Alertmanager URL `{url}`: {reason}")]
-    Url { url: String, reason: String },
+    Url { url: String, reason: crate::http::UrlError },
     #[error("cannot reach Alertmanager at {url}: {reason}")]
     Send { url: String, reason: String },
     #[error("Alertmanager at {url} answered {status}: {body}")]
@@ -186,11 +186,11 @@ pub struct Alertmanager {
 
 impl Alertmanager {
     pub fn new(base: &str) -> Result<Alertmanager, AlertmanagerError> {
-        let invalid = |reason: String| AlertmanagerError::Url { url: base.into(), reason };
+        let invalid = |reason| AlertmanagerError::Url { url: base.into(), reason };
         let mut url = crate::http::service_url(base).map_err(invalid)?;
-        url.path_segments_mut().map_err(|()| invalid("not a base URL".into()))?.pop_if_empty().push("");
+        url.path_segments_mut().map_err(|()| invalid(crate::http::UrlError::NotBase))?.pop_if_empty().push("");
         let client = crate::http::client(REQUEST_TIMEOUT)
-            .map_err(|reason| AlertmanagerError::Send { url: base.into(), reason })?;
+            .map_err(|e| AlertmanagerError::Send { url: base.into(), reason: error_chain(&e) })?;
         Ok(Alertmanager { base: url, client })
     }
 

@@ -277,7 +277,7 @@ pub fn main() -> ExitCode {
 }
 
 /// `--notify [slack=|json=]URL`: a webhook with the default timeout.
-fn notify_flag(text: &str) -> Result<Webhook, String> {
+fn notify_flag(text: &str) -> Result<Webhook, crate::http::UrlError> {
     let (format, url) = match text.split_once('=') {
         Some(("slack", url)) => (NotifyFormat::Slack, url),
         Some(("json", url)) => (NotifyFormat::Json, url),
@@ -499,13 +499,21 @@ fn report_command(run_dir: &Path, format: Format, pushgateway: Option<&str>) -> 
     EXIT_PASSED
 }
 
-fn block_on_result<T, E: std::fmt::Display>(f: impl std::future::Future<Output = Result<T, E>>) -> Result<T, String> {
+/// Why async work run from synchronous code failed: no runtime, or the work itself.
+#[derive(Debug, thiserror::Error)]
+enum BlockingError<E: std::error::Error + 'static> {
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error(transparent)]
+    Failed(E),
+}
+
+fn block_on_result<T, E: std::error::Error + 'static>(
+    f: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, BlockingError<E>> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    rt.block_on(f).map_err(|e| e.to_string())
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(BlockingError::Runtime)?;
+    rt.block_on(f).map_err(BlockingError::Failed)
 }
 
 async fn identify_command(target: &Target) -> u8 {

@@ -154,15 +154,28 @@ impl Notifier {
     }
 }
 
-async fn post(hook: &Webhook, body: &serde_json::Value) -> Result<(), String> {
-    let client = crate::http::client(hook.timeout)?;
+/// Why a webhook did not take a message.
+#[derive(Debug, thiserror::Error)]
+enum PostError {
+    #[error("{}", error_chain(.0))]
+    Client(reqwest::Error),
+    #[error("no answer within {}", humantime::format_duration(*.0))]
+    Timeout(std::time::Duration),
+    /// The request's causes only: reqwest's own message names the URL, which may hold the webhook's secret.
+    #[error("{0}")]
+    Send(String),
+    #[error("answered {status}: {body}")]
+    Answered { status: reqwest::StatusCode, body: String },
+}
+
+async fn post(hook: &Webhook, body: &serde_json::Value) -> Result<(), PostError> {
+    let client = crate::http::client(hook.timeout).map_err(PostError::Client)?;
     let request = client.post(hook.url.clone()).header(reqwest::header::CONTENT_TYPE, "application/json");
     let response = request.body(body.to_string()).send().await.map_err(|e| {
         if e.is_timeout() {
-            format!("no answer within {}", humantime::format_duration(hook.timeout))
+            PostError::Timeout(hook.timeout)
         } else {
-            // reqwest's message names the URL, which may hold the webhook's secret; its causes do not.
-            std::error::Error::source(&e).map(error_chain).unwrap_or_else(|| "request failed".into())
+            PostError::Send(std::error::Error::source(&e).map(error_chain).unwrap_or_else(|| "request failed".into()))
         }
     })?;
     let status = response.status();
@@ -170,7 +183,7 @@ async fn post(hook: &Webhook, body: &serde_json::Value) -> Result<(), String> {
         return Ok(());
     }
     let text = response.text().await.unwrap_or_default();
-    Err(format!("answered {status}: {}", text.trim().chars().take(200).collect::<String>()))
+    Err(PostError::Answered { status, body: text.trim().chars().take(200).collect() })
 }
 
 #[cfg(test)]

@@ -41,8 +41,10 @@ pub enum PlanError {
     NoWorkload { namespace: String, selector: String },
     #[error("{kind} `{name}` named by step `{step}` not found in namespace `{namespace}`")]
     NoRestartTarget { step: String, kind: String, name: String, namespace: String },
-    #[error("cannot read {what}: {message}")]
-    Api { what: String, message: String },
+    /// The API server's answer, or the request that got none, kept whole: a caller can tell a refusal (403, 404)
+    /// from a timeout. The message shows its first line only.
+    #[error("cannot read {what}: {}", first_line(&.error.to_string()))]
+    Api { what: String, error: kube::Error },
     #[error(transparent)]
     HostFirewall(#[from] crate::cluster::policy::PolicyError),
     /// kubectl drain would refuse: a bare pod without `force`, emptyDir data without `deleteEmptyDirData`.
@@ -107,8 +109,8 @@ pub struct Plan {
     pub split_brain: Vec<String>,
 }
 
-fn api_error(what: &str, e: &kube::Error) -> PlanError {
-    PlanError::Api { what: what.into(), message: first_line(&e.to_string()) }
+fn api_error(what: &str, e: kube::Error) -> PlanError {
+    PlanError::Api { what: what.into(), error: e }
 }
 
 /// Resolves the drill against the cluster, read-only, refusing with the fix whatever would make it fail part-way.
@@ -174,7 +176,7 @@ async fn fallback_pools(cluster: &Cluster, drill: &Drill) -> Result<(Option<i64>
         Err(e) if is_not_found(&e) => {
             return Err(PlanError::NoKarpenter { context: cluster.context.clone() });
         }
-        Err(e) => return Err(api_error("NodePools", &e)),
+        Err(e) => return Err(api_error("NodePools", e)),
     };
     let mut limit = Some(0);
     let mut shapes = Vec::new();
@@ -197,7 +199,7 @@ async fn fallback_pools(cluster: &Cluster, drill: &Drill) -> Result<(Option<i64>
 async fn on_prem_nodes(cluster: &Cluster, drill: &Drill) -> Result<(Vec<String>, Vec<String>), PlanError> {
     let nodes: Api<Node> = Api::all(cluster.client.clone());
     let selector = drill.spec.targets.on_prem.nodes.to_string();
-    let node_list = nodes.list(&ListParams::default().labels(&selector)).await.map_err(|e| api_error("nodes", &e))?;
+    let node_list = nodes.list(&ListParams::default().labels(&selector)).await.map_err(|e| api_error("nodes", e))?;
     if node_list.items.is_empty() {
         return Err(PlanError::NoNodes { selector });
     }
@@ -222,7 +224,7 @@ async fn workload_pods(cluster: &Cluster, drill: &Drill) -> Result<Vec<Pod>, Pla
     let pods = api
         .list(&ListParams::default().labels(workload.selector.as_str()))
         .await
-        .map_err(|e| api_error("workload pods", &e))?
+        .map_err(|e| api_error("workload pods", e))?
         .items;
     if pods.is_empty() {
         return Err(PlanError::NoWorkload {
@@ -248,7 +250,7 @@ async fn check_restart_targets(cluster: &Cluster, drill: &Drill) -> Result<(), P
                 Api::<Deployment>::namespaced(client, ns).get_opt(name).await.map(|o| o.is_some())
             }
         }
-        .map_err(|e| api_error(&target.to_string(), &e))?;
+        .map_err(|e| api_error(&target.to_string(), e))?;
         if !found {
             return Err(PlanError::NoRestartTarget {
                 step: step.id.clone(),
@@ -299,7 +301,7 @@ async fn pods_by_node(cluster: &Cluster, nodes: &[String]) -> Result<BTreeMap<St
         let list = all_pods
             .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
             .await
-            .map_err(|e| api_error(&format!("pods on {node}"), &e))?;
+            .map_err(|e| api_error(&format!("pods on {node}"), e))?;
         by_node.insert(node.clone(), list.items);
     }
     Ok(by_node)
@@ -329,7 +331,7 @@ async fn budgets_of(cluster: &Cluster, pods: &[PodTarget]) -> Result<Vec<BudgetS
     let mut budgets = Vec::new();
     for ns in namespaces {
         let pdbs: Api<PodDisruptionBudget> = Api::namespaced(cluster.client.clone(), ns);
-        let list = pdbs.list(&ListParams::default()).await.map_err(|e| api_error("PodDisruptionBudgets", &e))?;
+        let list = pdbs.list(&ListParams::default()).await.map_err(|e| api_error("PodDisruptionBudgets", e))?;
         budgets.extend(list.items.iter().map(|p| BudgetState {
             namespace: ns.to_string(),
             name: p.name_any(),

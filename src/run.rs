@@ -57,7 +57,7 @@ pub enum SetupError {
     #[error("drill not started: confirmation declined")]
     Declined,
     #[error("the watches could not list the drilled objects: {0}")]
-    Watches(String),
+    Watches(crate::timeline::watch::SyncError),
     /// Another drill (or `recover`) holds the cluster's drill lock.
     #[error(transparent)]
     Locked(#[from] LockError),

@@ -33,14 +33,22 @@ pub enum ClusterError {
         "this drill is for the cluster whose kube-system namespace has UID `{expected}`, but context `{context}` reaches one whose kube-system UID is `{actual}`; point at the drill's cluster, or if this is the one, set spec.cluster.kubeSystemUID: {actual} (`hybrid-drill identify` prints it)"
     )]
     WrongCluster { expected: String, actual: String, context: String },
+    /// The API server's answer kept whole (a 403 wants the grant the message names); its first line is shown.
     #[error(
-        "cannot read the kube-system namespace of context `{context}` to check the cluster's identity: {message}; grant get on namespaces/kube-system (deploy/clusterrole.yaml)"
+        "cannot read the kube-system namespace of context `{context}` to check the cluster's identity: {}; grant get on namespaces/kube-system (deploy/clusterrole.yaml)",
+        first_line(&error_chain(.error))
     )]
-    Identity { context: String, message: String },
+    Identity { context: String, error: kube::Error },
     #[error(
-        "cannot reach the API server of context `{context}` at {server}: {message}; check the cluster is up and the kubeconfig is current"
+        "cannot read the kube-system namespace of context `{context}` to check the cluster's identity: the kube-system namespace has no uid; grant get on namespaces/kube-system (deploy/clusterrole.yaml)"
     )]
-    Unreachable { context: String, server: String, message: String },
+    NoUid { context: String },
+    /// The request that got no answer, or the answer, kept whole: a timeout, a refused connection and a 401 differ.
+    #[error(
+        "cannot reach the API server of context `{context}` at {server}: {}; check the cluster is up and the kubeconfig is current",
+        first_line(&error_chain(.error))
+    )]
+    Unreachable { context: String, server: String, error: kube::Error },
 }
 
 /// A client bound to one kubeconfig context, counting every request it sends.
@@ -112,10 +120,10 @@ impl Cluster {
 
     /// One cheap request that proves the API server answers, returning its version.
     pub async fn ping(&self) -> Result<String, ClusterError> {
-        self.client.apiserver_version().await.map(|v| v.git_version).map_err(|e| ClusterError::Unreachable {
+        self.client.apiserver_version().await.map(|v| v.git_version).map_err(|error| ClusterError::Unreachable {
             context: self.context.clone(),
             server: self.server.clone(),
-            message: first_line(&error_chain(&e)),
+            error,
         })
     }
 

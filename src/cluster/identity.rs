@@ -6,7 +6,6 @@ use kube::Api;
 
 use super::client::{Cluster, ClusterError};
 use super::source::Target;
-use super::{error_chain, first_line};
 
 /// The cluster a drill is meant for: the tool refuses any other. At least one of the two is set (validation).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -35,14 +34,11 @@ impl Cluster {
     /// The UID of the cluster's `kube-system` namespace, which names the cluster whatever a kubeconfig calls it.
     pub async fn kube_system_uid(&self) -> Result<String, ClusterError> {
         let namespaces: Api<Namespace> = Api::all(self.client.clone());
-        let found = namespaces.get("kube-system").await.map_err(|e| ClusterError::Identity {
-            context: self.context.clone(),
-            message: first_line(&error_chain(&e)),
-        })?;
-        found.metadata.uid.ok_or_else(|| ClusterError::Identity {
-            context: self.context.clone(),
-            message: "the kube-system namespace has no uid".into(),
-        })
+        let found = namespaces
+            .get("kube-system")
+            .await
+            .map_err(|error| ClusterError::Identity { context: self.context.clone(), error })?;
+        found.metadata.uid.ok_or_else(|| ClusterError::NoUid { context: self.context.clone() })
     }
 
     /// Refuses a cluster other than the one the drill names: its context (not in a pod, which has none), then, when

@@ -166,7 +166,7 @@ pub struct ParsedSelector {
 }
 
 impl ParsedSelector {
-    pub fn parse(text: &str) -> Result<ParsedSelector, String> {
+    pub fn parse(text: &str) -> Result<ParsedSelector, selector::SelectorError> {
         Ok(ParsedSelector { requirements: selector::parse(text)?, text: text.to_string() })
     }
 

@@ -16,6 +16,7 @@ use super::raw::{self, API_VERSION, KIND, STEP_ACTIONS};
 use crate::alertmanager::Matcher;
 use crate::cluster::drain_selection::DrainFlags;
 use crate::cluster::lease::LeaseRef;
+use crate::cluster::selector::SelectorError;
 use crate::domain::{CutFidelity, PhaseId, RestoreTarget};
 
 /// The longest a drill may wait for one webhook: a notification must never hold a drill up for long.
@@ -583,7 +584,7 @@ impl Validator<'_> {
             Some(target) => match parse_workload_ref(target) {
                 Ok(workload) => Some(workload),
                 Err(e) => {
-                    self.problem(&join(at, "restart"), e);
+                    self.problem(&join(at, "restart"), e.to_string());
                     return None;
                 }
             },
@@ -623,26 +624,40 @@ fn is_cidr(text: &str) -> bool {
 /// The step actions that only observe; every other one may change the cluster.
 const READ_ONLY_ACTIONS: &[&str] = &["check", "waitFor", "pause"];
 
+/// Why a restart target was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkloadRefError {
+    #[error("restart target `{0}` must be `deployment/NAME` or `statefulset/NAME`")]
+    NotKindAndName(String),
+    #[error(
+        "cannot restart a `{kind}`: use deployment/NAME or statefulset/NAME{}",
+        .suggestion.as_ref().map(|s| format!("; did you mean `{s}`?")).unwrap_or_default()
+    )]
+    UnknownKind { kind: String, suggestion: Option<String> },
+    #[error("restart target `{0}` has no name")]
+    NoName(String),
+}
+
 /// `deployment/NAME` or `statefulset/NAME`; any other kind is an error, never silently a Deployment.
-fn parse_workload_ref(text: &str) -> Result<WorkloadRef, String> {
+fn parse_workload_ref(text: &str) -> Result<WorkloadRef, WorkloadRefError> {
     let Some((kind, name)) = text.split_once('/') else {
-        return Err(format!("restart target `{text}` must be `deployment/NAME` or `statefulset/NAME`"));
+        return Err(WorkloadRefError::NotKindAndName(text.into()));
     };
     let kind = kind.to_lowercase();
     let Some(kind) = WorkloadKind::ALL.iter().copied().find(|k| k.as_str() == kind) else {
         let expected: Vec<String> = WorkloadKind::ALL.iter().map(|k| k.to_string()).collect();
-        let hint = suggest(&kind, &expected).map(|s| format!("; did you mean `{s}`?")).unwrap_or_default();
-        return Err(format!("cannot restart a `{kind}`: use deployment/NAME or statefulset/NAME{hint}"));
+        let suggestion = suggest(&kind, &expected);
+        return Err(WorkloadRefError::UnknownKind { kind, suggestion });
     };
     if name.is_empty() {
-        return Err(format!("restart target `{text}` has no name"));
+        return Err(WorkloadRefError::NoName(text.into()));
     }
     Ok(WorkloadRef { kind, name: name.to_string() })
 }
 
 /// A syntax check of a Kubernetes label selector given outside a drill (a flag), so a typo fails before the API
 /// server sees it.
-pub fn check_label_selector(selector: &str) -> Result<(), String> {
+pub fn check_label_selector(selector: &str) -> Result<(), SelectorError> {
     ParsedSelector::parse(selector).map(|_| ())
 }
 
@@ -709,9 +724,11 @@ mod tests {
             WorkloadRef { kind: WorkloadKind::Deployment, name: "llm".into() }
         );
         assert_eq!(parse_workload_ref("StatefulSet/db").unwrap().kind, WorkloadKind::StatefulSet);
-        assert!(parse_workload_ref("deploymnet/llm").unwrap_err().contains("did you mean `deployment`"));
+        assert!(parse_workload_ref("deploymnet/llm").unwrap_err().to_string().contains("did you mean `deployment`"));
         assert!(parse_workload_ref("llm").is_err());
-        assert!(parse_workload_ref("daemonset/llm").unwrap_err().starts_with("cannot restart a `daemonset`"));
+        assert!(
+            parse_workload_ref("daemonset/llm").unwrap_err().to_string().starts_with("cannot restart a `daemonset`")
+        );
     }
 
     #[test]

@@ -335,11 +335,7 @@ impl Mutator {
         let performed = self.ledger.perform(Stage::Forward, &m, None, call, |r| Settled::forward(r, None));
         match performed.await.checked() {
             Ok(result) => result,
-            Err(e) => Err(LockError::Api {
-                lease: lease.to_string(),
-                message: e.to_string(),
-                fix: "the journal must be writable before the lock is taken".into(),
-            }),
+            Err(e) => Err(LockError::Unjournalled { lease: lease.to_string(), cause: Box::new(e) }),
         }
     }
 

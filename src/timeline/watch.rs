@@ -310,19 +310,26 @@ impl Watches {
     }
 
     /// Waits until every watch has listed its objects once, so the view is complete.
-    pub async fn synced(&mut self, within: Duration) -> Result<(), String> {
+    pub async fn synced(&mut self, within: Duration) -> Result<(), SyncError> {
         let deadline = tokio::time::Instant::now() + within;
         while self.pending > 0 {
             match tokio::time::timeout_at(deadline, self.synced.recv()).await {
                 Ok(Some(_)) => self.pending -= 1,
-                Ok(None) => return Err("the watches stopped before listing".into()),
-                Err(_) => {
-                    return Err(format!("{} watches had not listed after {}s", self.pending, within.as_secs()));
-                }
+                Ok(None) => return Err(SyncError::Stopped),
+                Err(_) => return Err(SyncError::NotListed { pending: self.pending, seconds: within.as_secs() }),
             }
         }
         Ok(())
     }
+}
+
+/// Why the view never became complete.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SyncError {
+    #[error("the watches stopped before listing")]
+    Stopped,
+    #[error("{pending} watches had not listed after {seconds}s")]
+    NotListed { pending: usize, seconds: u64 },
 }
 
 impl Drop for Watches {
