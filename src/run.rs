@@ -426,7 +426,7 @@ impl<'a> Run<'a> {
         }
         let namespace = &drill.spec.targets.workload.namespace;
         self.progress.line(&format!("bringing the workload home: restarting {target}"));
-        if let Err(e) = self.mutator.restart(namespace, target.kind.as_str(), &target.name).await {
+        if let Err(e) = self.mutator.restart(namespace, target.kind, &target.name).await {
             self.warnings.raise(format!("the workload was not brought home: {e}"));
             return;
         }

@@ -13,6 +13,7 @@ pub mod paged;
 pub mod policy;
 pub mod quantity;
 pub mod reader;
+pub mod readiness;
 pub mod requests;
 pub mod retry;
 pub mod scheduling;

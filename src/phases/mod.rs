@@ -20,6 +20,11 @@ pub use startup::{PodStartup, Startup, StartupPart};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Boundary {
     pub label: String,
+    /// Which milestone this is, for code that looks one up; the label is for people and varies with the run.
+    /// `None` for a phase's boundary. Not written to report.json, whose shape the report schema fixes: a report read
+    /// back without its timeline has no keys, and the renderers do without what they would find by one.
+    #[serde(skip)]
+    pub key: Option<MilestoneKey>,
     pub seq: u64,
     pub t_ms: u64,
     pub received: DateTime<Utc>,
@@ -28,9 +33,40 @@ pub struct Boundary {
 }
 
 impl Boundary {
-    fn of(label: &str, o: &Observation) -> Boundary {
-        Boundary { label: label.into(), seq: o.seq, t_ms: o.t_ms, received: o.received, server_time: o.server_time }
+    pub fn of(label: &str, o: &Observation) -> Boundary {
+        Boundary {
+            label: label.into(),
+            key: None,
+            seq: o.seq,
+            t_ms: o.t_ms,
+            received: o.received,
+            server_time: o.server_time,
+        }
     }
+}
+
+/// The milestones a report lists, by what they are rather than how they read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MilestoneKey {
+    FaultInjected,
+    NodeLost,
+    LostNodeTainted,
+    FirstPodEvicted,
+    ReplacementPending,
+    FirstClaimCreated,
+    FirstClaimLaunched,
+    FirstClaimRegistered,
+    FirstClaimInitialized,
+    FallbackNodeUsable,
+    WorkloadEvicted,
+    ClaimsInitialized,
+    ServiceRestored,
+    RestoreStarted,
+    FaultRemoved,
+    OnPremNodesReady,
+    ReturnStarted,
+    BackOnPrem,
+    FallbackReclaimed,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,6 +126,18 @@ pub struct PoolShare {
     pub node_hours: f64,
 }
 
+/// What a fallback node-hour is counted from, as report.json writes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BillingBasis {
+    /// From each NodeClaim's creation, when the instance is asked for, to its deletion, once the instance is
+    /// terminated.
+    #[serde(rename = "nodeclaim")]
+    NodeClaim,
+    /// From the Node object to its deletion: runs whose timeline holds no NodeClaims.
+    #[serde(rename = "node")]
+    Node,
+}
+
 /// GPU capacity the fallback brought, and what it cost.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FallbackUsage {
@@ -115,10 +163,9 @@ pub struct FallbackUsage {
     /// recorded before nodes carried their pool.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub by_node_pool: BTreeMap<String, PoolShare>,
-    /// How node-hours were counted: `nodeclaim` (from each NodeClaim's creation, when the instance is asked for, to
-    /// its deletion, once the instance is terminated) or `node` (from the Node object to its deletion: older runs).
+    /// How node-hours were counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub billed_from: Option<String>,
+    pub billed_from: Option<BillingBasis>,
     /// Fallback capacity the run ended with, still billing: its NodeClaims (or nodes), counted up to `still_running_at`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub still_running: Vec<String>,
@@ -509,29 +556,29 @@ const PHASES: &[PhaseDef] = {
 };
 
 /// The causal chain of the first wave, then the points where each stage completed for every pod and claim.
-const MILESTONES: &[Bound] = {
+const MILESTONES: &[(Bound, MilestoneKey)] = {
     use Bound::*;
     use ClaimCondition::{Initialized, Launched, Registered};
     &[
-        FaultInjected,
-        NodeLost,
-        LostNodeTainted,
-        FirstPodEvictedBeforeReturn,
-        ReplacementPending,
-        FirstClaimCreated,
-        FirstClaimReached(Launched),
-        FirstClaimReached(Registered),
-        FirstClaimReached(Initialized),
-        FallbackNodeUsable,
-        WorkloadEvicted,
-        ClaimsReached(Initialized),
-        ServiceRestored,
-        RestoreStarted,
-        FaultRemoved,
-        OnPremNodesReady,
-        ReturnStarted,
-        BackOnPrem,
-        FallbackReclaimed,
+        (FaultInjected, MilestoneKey::FaultInjected),
+        (NodeLost, MilestoneKey::NodeLost),
+        (LostNodeTainted, MilestoneKey::LostNodeTainted),
+        (FirstPodEvictedBeforeReturn, MilestoneKey::FirstPodEvicted),
+        (ReplacementPending, MilestoneKey::ReplacementPending),
+        (FirstClaimCreated, MilestoneKey::FirstClaimCreated),
+        (FirstClaimReached(Launched), MilestoneKey::FirstClaimLaunched),
+        (FirstClaimReached(Registered), MilestoneKey::FirstClaimRegistered),
+        (FirstClaimReached(Initialized), MilestoneKey::FirstClaimInitialized),
+        (FallbackNodeUsable, MilestoneKey::FallbackNodeUsable),
+        (WorkloadEvicted, MilestoneKey::WorkloadEvicted),
+        (ClaimsReached(Initialized), MilestoneKey::ClaimsInitialized),
+        (ServiceRestored, MilestoneKey::ServiceRestored),
+        (RestoreStarted, MilestoneKey::RestoreStarted),
+        (FaultRemoved, MilestoneKey::FaultRemoved),
+        (OnPremNodesReady, MilestoneKey::OnPremNodesReady),
+        (ReturnStarted, MilestoneKey::ReturnStarted),
+        (BackOnPrem, MilestoneKey::BackOnPrem),
+        (FallbackReclaimed, MilestoneKey::FallbackReclaimed),
     ]
 };
 
@@ -1083,7 +1130,10 @@ pub fn analyse(drill: &Drill, obs: &[Observation]) -> Analysis {
             p
         })
         .collect();
-    let mut milestones: Vec<Boundary> = MILESTONES.iter().filter_map(|&b| moments.find(b)).collect();
+    let mut milestones: Vec<Boundary> = MILESTONES
+        .iter()
+        .filter_map(|&(bound, key)| moments.find(bound).map(|b| Boundary { key: Some(key), ..b }))
+        .collect();
     milestones.sort_by_key(|m| m.seq);
     let objectives_missed = phases.iter().filter(|p| p.misses_objective()).map(|p| p.name).collect();
     let startup = startup::per_pod(obs, moments.t0_seq, moments.restored_seq.saturating_add(1));
@@ -1244,8 +1294,8 @@ fn fallback_usage(drill: &Drill, obs: &[Observation], t0_seq: u64) -> FallbackUs
         claims.retain(|_, c| c.node.is_some());
     }
     usage.billed_from = (!claims.is_empty())
-        .then(|| "nodeclaim".to_string())
-        .or_else(|| (!nodes.is_empty()).then(|| "node".to_string()));
+        .then_some(BillingBasis::NodeClaim)
+        .or_else(|| (!nodes.is_empty()).then_some(BillingBasis::Node));
     let mut spans: Vec<(f64, Option<String>, i64, Option<String>)> = Vec::new();
     let billed = claims.iter().filter(|(_, c)| c.launched).chain(nodes.iter());
     for (name, b) in billed {
@@ -1722,7 +1772,7 @@ spec:
             (3601.0, None, E::ReturnStarted { step: "return".into() }),
         ];
         let f = analyse(&drill(), &timeline(events)).fallback;
-        assert_eq!(f.billed_from.as_deref(), Some("nodeclaim"));
+        assert_eq!(f.billed_from, Some(BillingBasis::NodeClaim));
         assert_eq!(f.nodes, 2);
         // c1: 1 s to 1801 s (the instance outlives its Node object); c2: 1 s to the end, still running.
         assert!((f.node_hours - (1800.0 + 3600.0) / 3600.0).abs() < 1e-9, "{}", f.node_hours);
@@ -1794,6 +1844,7 @@ spec:
     fn reversed_boundaries_are_inconsistent_claim_no_duration_and_miss_any_objective() {
         let at = |label: &str, seq, t_ms| Boundary {
             label: label.into(),
+            key: None,
             seq,
             t_ms,
             received: DateTime::from_timestamp_millis(1_700_000_000_000 + t_ms as i64).unwrap(),

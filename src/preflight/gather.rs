@@ -12,7 +12,8 @@ use super::snapshot::{NodeClassLookup, PoolLookup, Snapshot, Workload};
 use super::targets::PreflightTargets;
 use crate::cluster::karpenter::{NODEPOOL_LABEL, NodeClaim, NodeClassReference, NodePool};
 use crate::cluster::paged::list_paged;
-use crate::cluster::zones::{is_not_ready, zone_of};
+use crate::cluster::readiness::is_not_ready;
+use crate::cluster::zones::zone_of;
 use crate::cluster::{first_line, is_not_found};
 
 pub const KARPENTER_GROUP: &str = "karpenter.sh";

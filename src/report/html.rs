@@ -9,7 +9,7 @@ use maud::{Markup, html};
 use super::legend::{self, Figure};
 use super::page::{Coord, page, tick_step, time_axis};
 use super::{Marker, Notable, Report, human_seconds, seconds_cell, verdict_word};
-use crate::phases::{Boundary, Phase, PhaseId, Verdict};
+use crate::phases::{Boundary, MilestoneKey, Phase, PhaseId, Verdict};
 use crate::timeline::rfc3339;
 
 pub fn render(report: &Report) -> String {
@@ -166,7 +166,7 @@ struct Zoom {
 fn recovery_zoom(report: &Report, whole: Window) -> Option<Zoom> {
     let rto = rto(report)?;
     let (from, restored) = (seconds_of(rto.from.as_ref()?), seconds_of(rto.to.as_ref()?));
-    let returned = report.milestones.iter().find(|m| m.label == "return started").map(seconds_of);
+    let returned = report.milestones.iter().find(|m| m.key == Some(MilestoneKey::ReturnStarted)).map(seconds_of);
     let phases: Vec<Phase> = report
         .phases
         .iter()

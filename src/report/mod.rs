@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::RequestsByVerb;
 use crate::drill::Drill;
-use crate::phases::{Boundary, FallbackUsage, Phase, PhaseId, Startup, Verdict};
+use crate::phases::{BillingBasis, Boundary, FallbackUsage, Phase, PhaseId, Startup, Verdict};
 pub use crate::timeline::Outcome;
 use crate::timeline::{Event, NodeRole, Observation, StepOutcome};
 
@@ -374,13 +374,7 @@ pub fn overlap(observations: &[Observation]) -> Option<OverlapWindow> {
             gone = Some(o);
         }
     }
-    let boundary = |label: &str, o: &Observation| Boundary {
-        label: label.into(),
-        seq: o.seq,
-        t_ms: o.t_ms,
-        received: o.received,
-        server_time: o.server_time,
-    };
+    let boundary = Boundary::of;
     let from = boundary("first replacement Ready on a fallback node", first_ready);
     if unconfirmed.is_empty() {
         let gone = gone?;
@@ -491,13 +485,15 @@ pub fn by_node_pool(f: &FallbackUsage) -> Option<String> {
 /// How the fallback's hours were counted, and what was still billing when the run ended, for people.
 pub fn billing_in_words(f: &FallbackUsage) -> Vec<String> {
     let mut lines = Vec::new();
-    match f.billed_from.as_deref() {
-        Some("nodeclaim") => lines.push(
+    match f.billed_from {
+        Some(BillingBasis::NodeClaim) => lines.push(
             "counted per NodeClaim, from its creation (instance asked for) to its deletion (instance terminated)"
                 .to_string(),
         ),
-        Some("node") => lines.push("counted per Node object, from its creation to its deletion".to_string()),
-        _ => {}
+        Some(BillingBasis::Node) => {
+            lines.push("counted per Node object, from its creation to its deletion".to_string())
+        }
+        None => {}
     }
     for failed in &f.failed_launches {
         let said = match (&failed.reason, &failed.message) {

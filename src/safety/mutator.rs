@@ -25,7 +25,7 @@ use crate::cluster::marks::{CUT_LABEL, RUN_ANNOTATION, RunId};
 use crate::cluster::policy::{PolicyKind, PolicyRef};
 use crate::cluster::scheduling::selector_matches;
 use crate::cluster::{Cluster, is_not_found};
-use crate::drill::SilenceSpec;
+use crate::drill::{SilenceSpec, WorkloadKind};
 use crate::timeline::{Event, Timeline};
 use chrono::{DateTime, Utc};
 
@@ -204,8 +204,8 @@ impl Mutator {
     }
 
     /// A rollout restart, done the way kubectl does it: a new pod-template annotation.
-    pub async fn restart(&self, namespace: &str, kind: &str, name: &str) -> Result<(), MutationError> {
-        let m = Mutation::Restart { namespace: namespace.into(), kind: kind.into(), name: name.into() };
+    pub async fn restart(&self, namespace: &str, kind: WorkloadKind, name: &str) -> Result<(), MutationError> {
+        let m = Mutation::Restart { namespace: namespace.into(), kind: kind.to_string(), name: name.into() };
         let now = chrono::Utc::now().to_rfc3339();
         let patch = json!({"spec": {"template": {"metadata": {"annotations": {
             "kubectl.kubernetes.io/restartedAt": now,
@@ -214,11 +214,11 @@ impl Mutator {
         let client = &self.cluster.client;
         let call = || async {
             match kind {
-                "statefulset" => Api::<StatefulSet>::namespaced(client.clone(), namespace)
+                WorkloadKind::StatefulSet => Api::<StatefulSet>::namespaced(client.clone(), namespace)
                     .patch(name, &params, &merge)
                     .await
                     .map(drop),
-                _ => Api::<Deployment>::namespaced(client.clone(), namespace)
+                WorkloadKind::Deployment => Api::<Deployment>::namespaced(client.clone(), namespace)
                     .patch(name, &params, &merge)
                     .await
                     .map(drop),
