@@ -11,7 +11,7 @@ use super::moments::Moments;
 use super::startup::{self, Startup};
 use crate::domain::PhaseId;
 use crate::drill::Drill;
-use crate::timeline::Observation;
+use crate::timeline::{Event, Observation};
 
 /// What the timeline of one drill comes to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -36,7 +36,38 @@ fn objective(drill: &Drill, id: PhaseId) -> Option<f64> {
     drill.spec.objectives.get(id).map(|d| d.as_secs_f64())
 }
 
-pub(super) fn phase(id: PhaseId, from: Option<Boundary>, to: Option<Boundary>, objective: Option<f64>) -> Phase {
+/// Who recorded the timeline: a drill's own watches from before its fault, or `hybrid-drill watch` meeting a real
+/// incident, where a moment not seen may have passed before the watch looked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Watcher {
+    Drill,
+    Incident,
+}
+
+impl Watcher {
+    fn of(obs: &[Observation]) -> Watcher {
+        match obs.iter().any(|o| matches!(o.event, Event::IncidentOpened { .. })) {
+            true => Watcher::Incident,
+            false => Watcher::Drill,
+        }
+    }
+
+    /// How a phase end it did not see is told.
+    fn unseen(self) -> &'static str {
+        match self {
+            Watcher::Drill => "not observed",
+            Watcher::Incident => "unknown: not observed by the watch",
+        }
+    }
+}
+
+pub(super) fn phase(
+    id: PhaseId,
+    from: Option<Boundary>,
+    to: Option<Boundary>,
+    objective: Option<f64>,
+    watcher: Watcher,
+) -> Phase {
     let mut note = None;
     let mut reversed = false;
     let seconds = match (&from, &to) {
@@ -68,7 +99,7 @@ pub(super) fn phase(id: PhaseId, from: Option<Boundary>, to: Option<Boundary>, o
     };
     if seconds.is_none() && !reversed {
         let missing = if from.is_none() { "start" } else { "end" };
-        note = Some(format!("{missing} not observed"));
+        note = Some(format!("{missing} {}", watcher.unseen()));
     }
     Phase {
         name: id,
@@ -87,11 +118,12 @@ pub(super) fn phase(id: PhaseId, from: Option<Boundary>, to: Option<Boundary>, o
 /// moments found once.
 pub fn analyse(drill: &Drill, obs: &[Observation]) -> Analysis {
     let moments = Moments::new(obs);
+    let watcher = Watcher::of(obs);
     let phases: Vec<Phase> = PHASES
         .iter()
         .filter(|d| moments.shows(d.shown, drill))
         .map(|d| {
-            let mut p = phase(d.id, moments.find(d.from), moments.find(d.to), objective(drill, d.id));
+            let mut p = phase(d.id, moments.find(d.from), moments.find(d.to), objective(drill, d.id), watcher);
             if let Some(extra) = moments.extra_note(d.id, drill) {
                 p.note = Some(match p.note {
                     Some(n) => format!("{n}; {extra}"),
