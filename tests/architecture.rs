@@ -133,6 +133,19 @@ impl Tree {
                 );
             }
         }
+        // A file declared `#[cfg(test)] mod x;` is test code as a whole, and so are the files below it.
+        let test_only: Vec<ModPath> = modules
+            .iter()
+            .flat_map(|(at, m)| {
+                m.syntax.items.iter().filter_map(move |item| match item {
+                    syn::Item::Mod(child) if child.content.is_none() && is_test_only(&child.attrs) => {
+                        Some([at.as_slice(), &[child.ident.to_string()]].concat())
+                    }
+                    _ => None,
+                })
+            })
+            .collect();
+        modules.retain(|at, _| !test_only.iter().any(|t| at.starts_with(t)));
         let mut tree = Tree { modules };
         let paths: Vec<ModPath> = tree.modules.keys().cloned().collect();
         for at in &paths {
@@ -437,7 +450,8 @@ fn the_reader_finds_a_circle_and_follows_reexports() {
         std::fs::write(path, text).unwrap();
     };
     let dir = dir.path().join("src");
-    write("lib.rs", "pub mod a;\npub mod b;\npub mod c;\n");
+    write("lib.rs", "pub mod a;\npub mod b;\npub mod c;\n#[cfg(test)]\nmod t;\n");
+    write("t.rs", "use crate::a::f;\n");
     write("a/mod.rs", "mod inner;\npub use inner::Thing;\npub fn f() -> crate::b::B { todo!() }\n");
     write("a/inner.rs", "pub struct Thing;\n#[cfg(test)]\nmod tests { use crate::c::C; }\n");
     write("b.rs", "pub struct B;\nfn g() { let _ = format!(\"{}\", crate::c::name()); }\n");
@@ -449,6 +463,7 @@ fn the_reader_finds_a_circle_and_follows_reexports() {
     assert!(edges[&names(&["c"])].contains_key(&names(&["a", "inner"])));
     assert!(edges[&names(&["b"])].contains_key(&names(&["c"])), "a path inside a macro counts");
     assert!(edges[&names(&["a", "inner"])].is_empty(), "test code is left out");
+    assert!(!edges.contains_key(&names(&["t"])), "a test-only file is left out");
     assert!(circles(&edges).is_empty());
     write("a/inner.rs", "pub struct Thing(crate::a::f);\n");
     let tree = Tree::read(&dir);
