@@ -154,7 +154,7 @@ impl AlertmanagerError {
 /// A silence as Alertmanager's API v2 sends and receives it (the fields this tool reads and writes).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Silence {
+pub struct ApiSilence {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     pub matchers: Vec<Matcher>,
@@ -172,7 +172,7 @@ pub struct SilenceStatus {
     pub state: String,
 }
 
-impl Silence {
+impl ApiSilence {
     fn is_expired(&self) -> bool {
         self.status.as_ref().is_some_and(|s| s.state == "expired")
     }
@@ -223,7 +223,7 @@ impl Alertmanager {
         comment: &str,
         until: DateTime<Utc>,
     ) -> Result<String, AlertmanagerError> {
-        let silence = Silence {
+        let silence = ApiSilence {
             id: None,
             matchers: matchers.to_vec(),
             starts_at: Utc::now(),
@@ -247,7 +247,7 @@ impl Alertmanager {
     }
 
     /// Every silence Alertmanager holds, expired ones included.
-    pub async fn list(&self) -> Result<Vec<Silence>, AlertmanagerError> {
+    pub async fn list(&self) -> Result<Vec<ApiSilence>, AlertmanagerError> {
         let url = self.url("api/v2/silences");
         let body = self.send(self.client.get(url.clone()), &url).await?;
         serde_json::from_str(&body)
@@ -364,7 +364,7 @@ mod tests {
 
     #[test]
     fn a_silence_is_sent_as_the_api_spells_it() {
-        let s = Silence {
+        let s = ApiSilence {
             id: None,
             matchers: vec![m(r#"node=~"mi-.*""#)],
             starts_at: "2026-12-03T10:00:00Z".parse().unwrap(),

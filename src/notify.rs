@@ -57,7 +57,7 @@ pub fn end_notices(report: &Report, report_path: &str) -> Vec<Notice> {
 
 /// A plain JSON event: the notice with the drill, the run and the time.
 #[derive(Serialize)]
-struct Event<'a> {
+struct JsonEvent<'a> {
     schema: &'static str,
     drill: &'a str,
     run_id: &'a str,
@@ -123,7 +123,7 @@ pub fn body(format: NotifyFormat, drill: &str, run_id: &str, at: DateTime<Utc>, 
     match format {
         NotifyFormat::Slack => serde_json::json!({ "text": text(drill, run_id, notice) }),
         NotifyFormat::Json => {
-            serde_json::to_value(Event { schema: EVENT_SCHEMA, drill, run_id, at, notice }).unwrap_or_default()
+            serde_json::to_value(JsonEvent { schema: EVENT_SCHEMA, drill, run_id, at, notice }).unwrap_or_default()
         }
     }
 }

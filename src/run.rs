@@ -11,7 +11,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinHandle;
 
 use crate::cluster::lease::{Claimant, this_host};
-use crate::cluster::{self, Cluster, ClusterError, Reader, Target};
+use crate::cluster::{self, Cluster, ClusterError, KubeContext, Reader};
 use crate::drill::{Action, Drill, LoadedDrill, ReturnAction, Webhook, WorkloadRef};
 use crate::monitor::Monitor;
 use crate::notify::{self, Notice, Notifier};
@@ -21,7 +21,7 @@ use crate::preflight;
 use crate::progress::Progress;
 use crate::report::{self, Outcome, Report, RunMeta};
 use crate::safety::journal::Journal;
-use crate::safety::lock::{self, Claim, Lock, LockError};
+use crate::safety::lock::{self, Claim, HeldLock, LockError};
 use crate::safety::{self, Mutator, RollbackOutcome};
 use crate::steps::{self, StepContext, StepError};
 use crate::timeline::view::{ClusterView, SharedView};
@@ -30,7 +30,7 @@ use crate::timeline::{Event, NodeRole, StepOutcome, Timeline};
 
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    pub target: Target,
+    pub target: KubeContext,
     pub yes: bool,
     pub dry_run: bool,
     pub json: bool,
@@ -70,7 +70,7 @@ pub struct RunResult {
 }
 
 /// `hybrid-drill plan`: resolves everything read-only and says what a run would do.
-pub async fn plan_only(loaded: &LoadedDrill, target: &Target) -> Result<String, SetupError> {
+pub async fn plan_only(loaded: &LoadedDrill, target: &KubeContext) -> Result<String, SetupError> {
     let drill = &loaded.drill;
     let (cluster, version) = cluster::connect(target, &drill.spec.cluster).await?;
     let plan = plan::resolve(&cluster, drill).await?;
@@ -79,7 +79,7 @@ pub async fn plan_only(loaded: &LoadedDrill, target: &Target) -> Result<String, 
         Ok(report) => format!("{}{}\n", preflight::render::table(&report), preflight::plan_note(drill, &report)),
         Err(e) => format!("preflight could not run: {e}\n"),
     };
-    let left: String = crate::drill::left::warnings(drill).iter().map(|w| format!("warning: {w}\n")).collect();
+    let left: String = crate::drill::left_in_place::warnings(drill).iter().map(|w| format!("warning: {w}\n")).collect();
     Ok(format!(
         "context {} ({}, Kubernetes {version})\n{}{left}\n{verdict}nothing was changed\n",
         cluster.context,
@@ -151,7 +151,7 @@ struct Run<'a> {
     watches: Watches,
     monitor: Monitor,
     mutator: Mutator,
-    lock: Lock,
+    lock: HeldLock,
     warnings: Warnings,
     notifier: Notifier,
 }

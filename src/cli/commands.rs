@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use clap::CommandFactory;
 
 use crate::cluster::drain_selection::DrainFlags;
-use crate::cluster::{self, Cluster, Target};
+use crate::cluster::{self, Cluster, KubeContext};
 use crate::drill::{self};
 use crate::exit::{EXIT_INVALID, EXIT_LOCKED, EXIT_OBJECTIVE_MISSED, EXIT_PASSED};
 use crate::preflight;
@@ -73,7 +73,7 @@ pub(super) fn validate(files: &[PathBuf]) -> u8 {
                     d.drill.metadata.name,
                     d.drill.spec.steps.len()
                 );
-                for warning in drill::left::warnings(&d.drill) {
+                for warning in drill::left_in_place::warnings(&d.drill) {
                     println!("warning: {}: {warning}", file.display());
                 }
             }
@@ -83,7 +83,7 @@ pub(super) fn validate(files: &[PathBuf]) -> u8 {
     code
 }
 
-pub(super) async fn plan_command(file: &Path, target: &Target) -> u8 {
+pub(super) async fn plan_command(file: &Path, target: &KubeContext) -> u8 {
     let loaded = match load(file) {
         Ok(l) => l,
         Err(c) => return c,
@@ -104,7 +104,7 @@ pub(super) async fn preflight_command(
     file: Option<&Path>,
     flags: preflight::TargetFlags,
     drain: DrainFlags,
-    target: &Target,
+    target: &KubeContext,
     output: OutputFormat,
     strict: bool,
 ) -> u8 {
@@ -232,7 +232,7 @@ fn block_on_result<T, E: std::error::Error + 'static>(
     rt.block_on(f).map_err(BlockingError::Failed)
 }
 
-pub(super) async fn identify_command(target: &Target) -> u8 {
+pub(super) async fn identify_command(target: &KubeContext) -> u8 {
     let identity = async {
         let cluster = Cluster::connect(target).await?;
         let version = cluster.ping().await?;

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cluster::Target;
+use crate::cluster::KubeContext;
 use crate::cluster::drain_selection::DrainFlags;
 use crate::drill;
 use crate::exit::EXIT_PASSED;
@@ -26,7 +26,7 @@ use recover::recover_command;
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.verbose);
-    let target = Target { kubeconfig: cli.kubeconfig.clone(), context: cli.context.clone() };
+    let target = KubeContext { kubeconfig: cli.kubeconfig.clone(), context: cli.context.clone() };
     let code = match cli.command {
         Command::Validate { files } => validate(&files),
         Command::Schema => {

@@ -4,11 +4,11 @@
 use std::path::{Path, PathBuf};
 
 use crate::cluster::marks::RunId;
-use crate::cluster::{Cluster, Target};
+use crate::cluster::{Cluster, KubeContext};
 use crate::exit::{EXIT_INVALID, EXIT_LOCKED, EXIT_PASSED, EXIT_RESTORE_FAILED};
 use crate::safety::{self, RestoreScope};
 
-pub(super) async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path, target: &Target) -> u8 {
+pub(super) async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path, target: &KubeContext) -> u8 {
     let journals: Vec<PathBuf> = match &run_dir {
         Some(dir) => vec![dir.join("journal.jsonl")],
         None => find_journals(reports_dir),
@@ -63,7 +63,7 @@ async fn take_recover_lock(
     run_dir: Option<&Path>,
     journals: &[PathBuf],
     reports_dir: &Path,
-) -> Result<safety::lock::Lock, safety::lock::LockError> {
+) -> Result<safety::lock::HeldLock, safety::lock::LockError> {
     let lease = run_dir
         .and_then(|d| crate::drill::load(&d.join("drill.yaml")).ok())
         .map(|loaded| loaded.drill.spec.lock)

@@ -5,7 +5,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
 use super::requests::{CountRequests, RequestTally, RequestsByVerb};
-use super::source::{self, Target};
+use super::source::{self, KubeContext};
 use super::{error_chain, first_line, retry};
 
 /// What the API server's audit log names as the requests' client.
@@ -64,7 +64,7 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    pub async fn connect(target: &Target) -> Result<Cluster, ClusterError> {
+    pub async fn connect(target: &KubeContext) -> Result<Cluster, ClusterError> {
         let source = source::select(target, &source::Environment::current());
         let in_cluster = source == source::Source::InCluster;
         let (config, context) = match source {

@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
 
 use super::client::{Cluster, ClusterError};
-use super::source::Target;
+use super::source::KubeContext;
 
 /// The cluster a drill is meant for: the tool refuses any other. At least one of the two is set (validation).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -18,7 +18,7 @@ pub struct ExpectedCluster {
 
 /// The cluster a drill names, proven to answer and to be that cluster: the context checked, one request, then its
 /// kube-system UID when the drill names it. Returns the server's version.
-pub async fn connect(target: &Target, expected: &ExpectedCluster) -> Result<(Cluster, String), ClusterError> {
+pub async fn connect(target: &KubeContext, expected: &ExpectedCluster) -> Result<(Cluster, String), ClusterError> {
     let cluster = Cluster::connect(target).await?;
     if !cluster.in_cluster
         && let Some(context) = &expected.context

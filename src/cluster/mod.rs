@@ -25,7 +25,7 @@ pub mod zones;
 pub use client::{Cluster, ClusterError, USER_AGENT};
 pub use identity::{ExpectedCluster, connect};
 pub use reader::Reader;
-pub use source::Target;
+pub use source::KubeContext;
 
 /// Every (API group, resource, verb) the tool uses; deploy/clusterrole.yaml must grant exactly these. `resource[name]`
 /// is the one object of that name (a rule's `resourceNames`).

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 /// Which kubeconfig and context to use, as kubectl takes them.
 #[derive(Debug, Clone, Default)]
-pub struct Target {
+pub struct KubeContext {
     pub kubeconfig: Option<PathBuf>,
     pub context: Option<String>,
 }
@@ -53,7 +53,7 @@ fn non_empty(value: &Option<OsString>) -> bool {
 /// A kubeconfig whenever one is given or found, as kubectl does (a context given on the command line needs one
 /// too); otherwise, in a pod (`KUBERNETES_SERVICE_HOST` set and the ServiceAccount token mounted), the in-cluster
 /// config. Without either, the kubeconfig, whose absence is then the error.
-pub fn select(target: &Target, env: &Environment) -> Source {
+pub fn select(target: &KubeContext, env: &Environment) -> Source {
     if let Some(path) = &target.kubeconfig {
         return Source::Kubeconfig(Some(path.clone()));
     }
@@ -87,32 +87,32 @@ mod tests {
     #[test]
     fn in_a_pod_without_a_kubeconfig_the_service_account_is_used() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(select(&Target::default(), &in_pod(dir.path())), Source::InCluster);
+        assert_eq!(select(&KubeContext::default(), &in_pod(dir.path())), Source::InCluster);
     }
 
     #[test]
     fn a_kubeconfig_given_or_found_wins_over_the_pod() {
         let dir = tempfile::tempdir().unwrap();
         let pod = in_pod(dir.path());
-        let flag = Target { kubeconfig: Some("/k".into()), context: None };
+        let flag = KubeContext { kubeconfig: Some("/k".into()), context: None };
         assert_eq!(select(&flag, &pod), Source::Kubeconfig(Some("/k".into())));
         let variable = Environment { kubeconfig: Some("/etc/kubeconfig".into()), ..pod.clone() };
-        assert_eq!(select(&Target::default(), &variable), Source::Kubeconfig(None));
+        assert_eq!(select(&KubeContext::default(), &variable), Source::Kubeconfig(None));
         std::fs::create_dir_all(dir.path().join("home/.kube")).unwrap();
         std::fs::write(dir.path().join("home/.kube/config"), "").unwrap();
-        assert_eq!(select(&Target::default(), &pod), Source::Kubeconfig(None));
+        assert_eq!(select(&KubeContext::default(), &pod), Source::Kubeconfig(None));
     }
 
     #[test]
     fn outside_a_pod_or_with_a_context_the_kubeconfig_is_read_and_its_absence_is_the_error() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(select(&Target::default(), &env(dir.path())), Source::Kubeconfig(None));
+        assert_eq!(select(&KubeContext::default(), &env(dir.path())), Source::Kubeconfig(None));
         // The service host without a token is not a pod with a ServiceAccount (automount off).
         let no_token = Environment { service_host: Some("10.96.0.1".into()), ..env(dir.path()) };
-        assert_eq!(select(&Target::default(), &no_token), Source::Kubeconfig(None));
+        assert_eq!(select(&KubeContext::default(), &no_token), Source::Kubeconfig(None));
         let empty = Environment { service_host: Some("".into()), ..in_pod(dir.path()) };
-        assert_eq!(select(&Target::default(), &empty), Source::Kubeconfig(None));
-        let context = Target { kubeconfig: None, context: Some("prod".into()) };
+        assert_eq!(select(&KubeContext::default(), &empty), Source::Kubeconfig(None));
+        let context = KubeContext { kubeconfig: None, context: Some("prod".into()) };
         assert_eq!(select(&context, &in_pod(dir.path())), Source::Kubeconfig(None));
     }
 }

@@ -35,9 +35,9 @@ pub struct DrillSpec {
     /// On-demand price per hour of each fallback instance type, in dollars.
     pub pricing: BTreeMap<String, f64>,
     pub steps: Vec<Step>,
-    /// Keep what the steps leave in place at the end instead of undoing it (see [`left::left_in_place`]).
+    /// Keep what the steps leave in place at the end instead of undoing it (see [`left_in_place::left_in_place`]).
     ///
-    /// [`left::left_in_place`]: super::left::left_in_place
+    /// [`left_in_place::left_in_place`]: super::left_in_place::left_in_place
     pub keep_changes: bool,
     /// The drill lock: one drill at a time.
     pub lock: LeaseRef,

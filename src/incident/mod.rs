@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use tokio::task::JoinHandle;
 
-use crate::cluster::{self, Cluster, ClusterError, Target};
+use crate::cluster::{self, Cluster, ClusterError, KubeContext};
 use crate::drill::LoadedDrill;
 use crate::monitor::Monitor;
 use crate::report::{Outcome, Report};
@@ -59,7 +59,7 @@ pub const LEASE_PERMISSIONS: &[(&str, &str, &[&str])] = &[("coordination.k8s.io"
 
 #[derive(Debug, Clone)]
 pub struct WatchOptions {
-    pub target: Target,
+    pub target: KubeContext,
     pub reports_dir: PathBuf,
     pub episode_limit: Duration,
     pub metrics_addr: Option<SocketAddr>,

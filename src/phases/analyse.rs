@@ -39,24 +39,24 @@ fn objective(drill: &Drill, id: PhaseId) -> Option<f64> {
 /// Who recorded the timeline: a drill's own watches from before its fault, or `hybrid-drill watch` meeting a real
 /// incident, where a moment not seen may have passed before the watch looked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Watcher {
+pub(super) enum Recorder {
     Drill,
     Incident,
 }
 
-impl Watcher {
-    fn of(obs: &[Observation]) -> Watcher {
+impl Recorder {
+    fn of(obs: &[Observation]) -> Recorder {
         match obs.iter().any(|o| matches!(o.event, Event::IncidentOpened { .. })) {
-            true => Watcher::Incident,
-            false => Watcher::Drill,
+            true => Recorder::Incident,
+            false => Recorder::Drill,
         }
     }
 
     /// How a phase end it did not see is told.
     fn unseen(self) -> &'static str {
         match self {
-            Watcher::Drill => "not observed",
-            Watcher::Incident => "unknown: not observed by the watch",
+            Recorder::Drill => "not observed",
+            Recorder::Incident => "unknown: not observed by the watch",
         }
     }
 }
@@ -66,7 +66,7 @@ pub(super) fn phase(
     from: Option<Boundary>,
     to: Option<Boundary>,
     objective: Option<f64>,
-    watcher: Watcher,
+    recorder: Recorder,
 ) -> Phase {
     let mut note = None;
     let mut reversed = false;
@@ -99,7 +99,7 @@ pub(super) fn phase(
     };
     if seconds.is_none() && !reversed {
         let missing = if from.is_none() { "start" } else { "end" };
-        note = Some(format!("{missing} {}", watcher.unseen()));
+        note = Some(format!("{missing} {}", recorder.unseen()));
     }
     Phase {
         name: id,
@@ -118,12 +118,12 @@ pub(super) fn phase(
 /// moments found once.
 pub fn analyse(drill: &Drill, obs: &[Observation]) -> Analysis {
     let moments = Moments::new(obs);
-    let watcher = Watcher::of(obs);
+    let recorder = Recorder::of(obs);
     let phases: Vec<Phase> = PHASES
         .iter()
         .filter(|d| moments.shows(d.shown, drill))
         .map(|d| {
-            let mut p = phase(d.id, moments.find(d.from), moments.find(d.to), objective(drill, d.id), watcher);
+            let mut p = phase(d.id, moments.find(d.from), moments.find(d.to), objective(drill, d.id), recorder);
             if let Some(extra) = moments.extra_note(d.id, drill) {
                 p.note = Some(match p.note {
                     Some(n) => format!("{n}; {extra}"),

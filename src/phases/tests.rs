@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::analyse::{Watcher, phase};
+use super::analyse::{Recorder, phase};
 use super::*;
 use crate::cluster::karpenter::ClaimCondition;
 use crate::cluster::tolerations;
@@ -414,14 +414,15 @@ fn reversed_boundaries_are_inconsistent_claim_no_duration_and_miss_any_objective
         received: DateTime::from_timestamp_millis(1_700_000_000_000 + t_ms as i64).unwrap(),
         server_time: None,
     };
-    let p = phase(PhaseId::Eviction, Some(at("start", 2, 2000)), Some(at("end", 1, 1000)), Some(600.0), Watcher::Drill);
+    let p =
+        phase(PhaseId::Eviction, Some(at("start", 2, 2000)), Some(at("end", 1, 1000)), Some(600.0), Recorder::Drill);
     assert_eq!((p.seconds, p.verdict), (None, Verdict::Inconsistent));
     assert!(p.misses_objective());
     let note = p.note.unwrap();
     assert!(note.contains("end (end, 2023-11-14T22:13:21.000Z)"), "{note}");
     assert!(note.contains("start (start, 2023-11-14T22:13:22.000Z)"), "{note}");
     let without_objective =
-        phase(PhaseId::Eviction, Some(at("start", 2, 2000)), Some(at("end", 1, 1000)), None, Watcher::Drill);
+        phase(PhaseId::Eviction, Some(at("start", 2, 2000)), Some(at("end", 1, 1000)), None, Recorder::Drill);
     assert_eq!(without_objective.verdict, Verdict::Inconsistent);
     assert!(!without_objective.misses_objective());
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::fidelity;
 use super::model::{
-    ClusterIdentity, DrillIdentity, IncidentFacts, Marker, Notable, OverlapWindow, REPORT_SCHEMA, Report, Rollback,
+    ClusterRecord, DrillIdentity, IncidentFacts, Marker, Notable, OverlapWindow, REPORT_SCHEMA, Report, Rollback,
     RunKind, StepRecord,
 };
 use crate::domain::{Outcome, RequestsByVerb, StepOutcome};
@@ -111,11 +111,7 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
             file: meta.drill_file.clone(),
             source: meta.drill_source.clone(),
         },
-        cluster: ClusterIdentity {
-            context,
-            server: meta.cluster_server.clone(),
-            version: meta.cluster_version.clone(),
-        },
+        cluster: ClusterRecord { context, server: meta.cluster_server.clone(), version: meta.cluster_version.clone() },
         started,
         finished,
         outcome,

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 pub use crate::domain::Outcome;
 pub use build::{LoadError, RunMeta, build, load, notable, overlap};
 pub use model::{
-    ClusterIdentity, DrillIdentity, IncidentFacts, Marker, Notable, OverlapWindow, REPORT_SCHEMA, Report, Rollback,
+    ClusterRecord, DrillIdentity, IncidentFacts, Marker, Notable, OverlapWindow, REPORT_SCHEMA, Report, Rollback,
     RunKind, StepRecord,
 };
 pub use words::{

@@ -105,7 +105,7 @@ pub struct Report {
     pub incident: Option<IncidentFacts>,
     pub run_id: String,
     pub drill: DrillIdentity,
-    pub cluster: ClusterIdentity,
+    pub cluster: ClusterRecord,
     pub started: DateTime<Utc>,
     pub finished: DateTime<Utc>,
     pub outcome: Outcome,
@@ -196,7 +196,7 @@ pub struct DrillIdentity {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ClusterIdentity {
+pub struct ClusterRecord {
     pub context: String,
     pub server: String,
     pub version: String,

@@ -62,7 +62,7 @@ pub enum Claim<'a> {
 }
 
 /// The lock, held: renewed in the background until released.
-pub struct Lock {
+pub struct HeldLock {
     lease: LeaseRef,
     identity: String,
     api: Api<Lease>,
@@ -143,7 +143,7 @@ pub async fn take(
     lease: &LeaseRef,
     claimant: &Claimant,
     claim: Claim<'_>,
-) -> Result<Lock, LockError> {
+) -> Result<HeldLock, LockError> {
     let api: Api<Lease> = Api::namespaced(cluster.client.clone(), &lease.namespace);
     let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() };
     let mut conflicts = 0;
@@ -162,7 +162,7 @@ pub async fn take(
             }
         };
         match written {
-            Ok(held) => return Ok(Lock::start(lease.clone(), claimant.identity.clone(), api, held, took_over)),
+            Ok(held) => return Ok(HeldLock::start(lease.clone(), claimant.identity.clone(), api, held, took_over)),
             // Another claimant wrote it first: judge again what it wrote.
             Err(kube::Error::Api(s)) if s.code == 409 && conflicts < 3 => conflicts += 1,
             Err(e) if e.is_transient() && conflicts < 3 => conflicts += 1,
@@ -171,12 +171,12 @@ pub async fn take(
     }
 }
 
-impl Lock {
-    fn start(lease: LeaseRef, identity: String, api: Api<Lease>, held: Lease, took_over: Option<String>) -> Lock {
+impl HeldLock {
+    fn start(lease: LeaseRef, identity: String, api: Api<Lease>, held: Lease, took_over: Option<String>) -> HeldLock {
         let current = Arc::new(Mutex::new(held));
         let (tell, lost) = watch::channel(None);
         let renewal = tokio::spawn(renew(lease.clone(), identity.clone(), api.clone(), current.clone(), tell));
-        Lock { lease, identity, api, current, renewal, lost, took_over }
+        HeldLock { lease, identity, api, current, renewal, lost, took_over }
     }
 
     pub fn lease(&self) -> &LeaseRef {

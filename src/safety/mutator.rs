@@ -15,7 +15,7 @@ use serde_json::json;
 use super::error::{MutationError, api_error};
 use super::journal::{self, EntryState, Journal, LastResort, Mutation};
 use super::ledger::{Ledger, Settled, Stage, transient_retry};
-use super::lock::{self, Claim, Lock, LockError};
+use super::lock::{self, Claim, HeldLock, LockError};
 use super::requests::{FIELD_MANAGER, patch_params, uncordon_node};
 use super::undo::{self, RollbackOutcome, UndoBy};
 use super::verify::RestoreScope;
@@ -325,7 +325,7 @@ impl Mutator {
 
     /// Takes the drill lock for the run, journalled first (`Claim::Run`: a free lock, or one whose holder stopped
     /// renewing); a refusal is journalled as failed, having changed nothing.
-    pub async fn take_lock(&self, lease: &LeaseRef, claimant: &Claimant) -> Result<Lock, LockError> {
+    pub async fn take_lock(&self, lease: &LeaseRef, claimant: &Claimant) -> Result<HeldLock, LockError> {
         let m = Mutation::HoldLease {
             namespace: lease.namespace.clone(),
             name: lease.name.clone(),
@@ -340,7 +340,7 @@ impl Mutator {
     }
 
     /// Releases the run's drill lock at its end, journalled (`undoing`, then `undone`); another holder's is left alone.
-    pub async fn release_lock(&self, held: Lock) -> Result<(), MutationError> {
+    pub async fn release_lock(&self, held: HeldLock) -> Result<(), MutationError> {
         let path = self.ledger.journal_path().await;
         let entries = journal::read(&path)?.entries;
         let seq = entries.iter().rev().find(|e| matches!(e.mutation, Mutation::HoldLease { .. })).map(|e| e.seq);

@@ -185,13 +185,13 @@ impl Handler<NodePool> for Pools {
 }
 
 /// Kubernetes Events about the workload and the NodeClaims, from the drill's start on.
-struct Events {
+struct KubeEvents {
     ctx: Ctx,
     scope: String,
     seen: HashSet<(String, i32)>,
 }
 
-impl Handler<KubeEvent> for Events {
+impl Handler<KubeEvent> for KubeEvents {
     fn resource(&self) -> String {
         format!("events ({})", self.scope)
     }
@@ -293,7 +293,7 @@ impl Watches {
         handles.push(spawn(
             ns_events,
             watcher::Config::default(),
-            Events { ctx: ctx(), scope, seen: HashSet::new() },
+            KubeEvents { ctx: ctx(), scope, seen: HashSet::new() },
             tx.clone(),
         ));
         // Events of cluster-scoped objects such as NodeClaims are recorded in the default namespace.
@@ -302,7 +302,7 @@ impl Watches {
         handles.push(spawn(
             claim_events,
             cfg,
-            Events { ctx: ctx(), scope: "NodeClaims".into(), seen: HashSet::new() },
+            KubeEvents { ctx: ctx(), scope: "NodeClaims".into(), seen: HashSet::new() },
             tx,
         ));
         let pending = handles.len();
@@ -403,4 +403,4 @@ trait HasTimeline {
 macro_rules! has_timeline {
     ($($t:ty),*) => {$(impl HasTimeline for $t { fn timeline(&self) -> &Timeline { &self.ctx.timeline } })*};
 }
-has_timeline!(Nodes, Pods, Claims, Pools, Events);
+has_timeline!(Nodes, Pods, Claims, Pools, KubeEvents);

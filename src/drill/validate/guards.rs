@@ -12,7 +12,7 @@ use crate::drill::parse::{join, suggest};
 use crate::drill::raw::{self};
 
 impl Validator<'_> {
-    pub(super) fn lock(&mut self, lock: Option<&raw::Lock>) -> LeaseRef {
+    pub(super) fn lock(&mut self, lock: Option<&raw::LockSection>) -> LeaseRef {
         let mut lease = LeaseRef::default();
         let Some(lock) = lock else { return lease };
         for (key, value, target) in

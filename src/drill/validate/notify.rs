@@ -11,7 +11,7 @@ use crate::drill::raw::{self};
 const MAX_NOTIFY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Validator<'_> {
-    pub(super) fn notify(&mut self, hooks: &[raw::Webhook]) -> Vec<Webhook> {
+    pub(super) fn notify(&mut self, hooks: &[raw::WebhookSection]) -> Vec<Webhook> {
         let mut valid = Vec::new();
         for (i, hook) in hooks.iter().enumerate() {
             let path = index("spec.notify", i);
@@ -32,7 +32,7 @@ impl Validator<'_> {
         valid
     }
 
-    pub(super) fn silences(&mut self, silences: &[raw::Silence]) -> Vec<SilenceSpec> {
+    pub(super) fn silences(&mut self, silences: &[raw::SilenceSection]) -> Vec<SilenceSpec> {
         let mut valid = Vec::new();
         for (i, silence) in silences.iter().enumerate() {
             let path = index("spec.silences", i);

@@ -88,7 +88,7 @@ fn a_misspelt_hook_placeholder_is_located_and_a_real_node_address_is_valid() {
 fn a_drain_with_no_later_return_is_left_in_place_unless_kept() {
     let source = drill_source("", "    - {id: d, drain: onPrem}\n");
     let drill = crate::drill::from_source(std::path::Path::new("d.yaml"), source).unwrap().drill;
-    let warnings = crate::drill::left::warnings(&drill);
+    let warnings = crate::drill::left_in_place::warnings(&drill);
     assert_eq!(
         warnings,
         ["step `d` cordons the on-prem nodes and no later step uncordons them (`uncordon` or `return`): the run \
@@ -100,12 +100,12 @@ fn a_drain_with_no_later_return_is_left_in_place_unless_kept() {
     );
     let drill = crate::drill::from_source(std::path::Path::new("d.yaml"), kept).unwrap().drill;
     assert!(drill.spec.keep_changes);
-    let warnings = crate::drill::left::warnings(&drill);
+    let warnings = crate::drill::left_in_place::warnings(&drill);
     assert_eq!(warnings.len(), 2, "{warnings:?}");
     assert!(warnings[1].starts_with("step `x` runs a command with an undo") && warnings[1].contains("kept at the end"));
     let returned = drill_source("", "    - {id: d, drain: onPrem}\n    - {id: r, return: {}}\n");
     let drill = crate::drill::from_source(std::path::Path::new("d.yaml"), returned).unwrap().drill;
-    assert!(crate::drill::left::warnings(&drill).is_empty());
+    assert!(crate::drill::left_in_place::warnings(&drill).is_empty());
 }
 
 fn problems(steps: &str) -> Vec<String> {
