@@ -507,3 +507,100 @@ fn the_readme_draws_the_layers_as_they_are() {
     }
     assert!(wrong.is_empty(), "README.md's Architecture section draws the layers otherwise:\n{}", wrong.join("\n"));
 }
+
+/// The longest a function may be without a comment above it saying why (a line starting `// Long:`).
+const LONGEST_FUNCTION: usize = 80;
+
+/// Functions longer than that from before the rule, still to be split, as (file, function). The list only
+/// shrinks: one that is split must leave it, and no other may join it.
+const STILL_TO_SPLIT: &[(&str, &str)] = &[
+    ("src/incident/mod.rs", "cycle"),
+    ("src/preflight/checks/device_plugin.rs", "device_plugin_scope"),
+    ("src/preflight/checks/workload.rs", "fits_limit"),
+    ("src/preflight/gather.rs", "gather"),
+    ("src/report/build.rs", "build"),
+    ("src/report/junit.rs", "render"),
+    ("src/run.rs", "set_up"),
+    ("src/steps/drain.rs", "drain"),
+];
+
+/// Every function with a body in src/ (free, in an impl, in a trait, in test code too), with its file, first line
+/// and length in lines.
+fn functions(tree: &Tree) -> Vec<(String, String, usize, usize)> {
+    struct Lengths<'t> {
+        file: String,
+        out: &'t mut Vec<(String, String, usize, usize)>,
+    }
+    impl Lengths<'_> {
+        /// From the `fn` line (doc comments and attributes are not the body's length) to the closing brace.
+        fn add(&mut self, name: &syn::Ident, from: proc_macro2::Span, to: proc_macro2::Span) {
+            let (start, end) = (from.start().line, to.end().line);
+            self.out.push((self.file.clone(), name.to_string(), start, end + 1 - start));
+        }
+    }
+    impl<'ast> Visit<'ast> for Lengths<'_> {
+        fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+            use syn::spanned::Spanned;
+            self.add(&f.sig.ident, f.sig.span(), f.block.span());
+            syn::visit::visit_item_fn(self, f);
+        }
+        fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+            use syn::spanned::Spanned;
+            self.add(&f.sig.ident, f.sig.span(), f.block.span());
+            syn::visit::visit_impl_item_fn(self, f);
+        }
+        fn visit_trait_item_fn(&mut self, f: &'ast syn::TraitItemFn) {
+            use syn::spanned::Spanned;
+            if let Some(body) = &f.default {
+                self.add(&f.sig.ident, f.sig.span(), body.span());
+            }
+            syn::visit::visit_trait_item_fn(self, f);
+        }
+    }
+    let mut out = vec![];
+    for module in tree.modules.values() {
+        Lengths { file: module.file.display().to_string(), out: &mut out }.visit_file(&module.syntax);
+    }
+    out
+}
+
+/// Whether the lines above line `at` (1-based) of `text`, up to the item's doc comment and attributes, hold a
+/// `// Long:` comment.
+fn says_why_long(text: &str, at: usize) -> bool {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[..at.saturating_sub(1)]
+        .iter()
+        .rev()
+        .map(|l| l.trim())
+        .take_while(|l| l.starts_with("//") || l.starts_with("#["))
+        .any(|l| l.starts_with("// Long:"))
+}
+
+#[test]
+fn no_function_is_long_without_saying_why() {
+    let tree = source_tree();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut long = vec![];
+    let mut still_long = BTreeSet::new();
+    for (file, name, line, length) in functions(&tree) {
+        if length > LONGEST_FUNCTION {
+            let text = std::fs::read_to_string(root.join(&file)).unwrap();
+            if STILL_TO_SPLIT.contains(&(file.as_str(), name.as_str())) {
+                still_long.insert((file, name));
+            } else if !says_why_long(&text, line) {
+                long.push(format!("{file}:{line} {name}: {length} lines"));
+            }
+        }
+    }
+    let split: Vec<_> = STILL_TO_SPLIT
+        .iter()
+        .filter(|(file, name)| !still_long.contains(&(file.to_string(), name.to_string())))
+        .collect();
+    assert!(split.is_empty(), "no longer over {LONGEST_FUNCTION} lines: take them off STILL_TO_SPLIT: {split:?}");
+    assert!(
+        long.is_empty(),
+        "{} functions over {LONGEST_FUNCTION} lines without a `// Long:` comment above them saying why:\n{}",
+        long.len(),
+        long.join("\n")
+    );
+}

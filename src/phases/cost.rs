@@ -91,19 +91,29 @@ struct Billed {
     said: Option<(String, Option<String>)>,
 }
 
-pub(super) fn fallback_usage(drill: &Drill, obs: &[Observation], t0_seq: u64) -> FallbackUsage {
-    let mut usage = FallbackUsage::default();
-    let end = obs.last().map(|o| o.received);
+/// A fallback node's instance type, GPUs and NodePool.
+type Shape = (Option<String>, i64, Option<String>);
+
+/// What the timeline says of the fallback's instances.
+#[derive(Default)]
+struct Fleet {
+    claims: BTreeMap<String, Billed>,
+    /// Nodes by name; those a NodeClaim names are dropped once the claims are known.
+    nodes: BTreeMap<String, Billed>,
+    shape: BTreeMap<String, Shape>,
+    max_gpus: i64,
+}
+
+/// Each NodeClaim and fallback node from the fault on, with its life, its shape and what the cluster said of it.
+fn fleet(obs: &[Observation], t0_seq: u64) -> Fleet {
     let after_t0 = |o: &Observation| o.seq > t0_seq || t0_seq == u64::MAX;
     // A real instance bills from launch to termination: its NodeClaim's creation to its deletion, which Karpenter
     // completes only once the instance is terminated. Nodes no NodeClaim names (older timelines) bill as Node objects.
-    let mut claims: BTreeMap<String, Billed> = BTreeMap::new();
-    let mut nodes: BTreeMap<String, Billed> = BTreeMap::new();
-    let mut shape: BTreeMap<String, (Option<String>, i64, Option<String>)> = BTreeMap::new();
+    let mut fleet = Fleet::default();
     for o in obs {
         match &o.event {
             Event::NodeClaimCreated { nodeclaim } if after_t0(o) => {
-                claims.insert(
+                fleet.claims.insert(
                     nodeclaim.clone(),
                     Billed { start: o.received, end: None, node: None, launched: false, said: None },
                 );
@@ -111,7 +121,7 @@ pub(super) fn fallback_usage(drill: &Drill, obs: &[Observation], t0_seq: u64) ->
             Event::NodeClaimCondition { nodeclaim, condition, status }
                 if *condition == crate::cluster::karpenter::ClaimCondition::Launched =>
             {
-                if let Some(c) = claims.get_mut(nodeclaim) {
+                if let Some(c) = fleet.claims.get_mut(nodeclaim) {
                     if status.is_true() {
                         c.launched = true;
                     } else if *status == ConditionStatus::False {
@@ -120,43 +130,48 @@ pub(super) fn fallback_usage(drill: &Drill, obs: &[Observation], t0_seq: u64) ->
                 }
             }
             Event::KubeEvent { object, reason, message } => {
-                if let Some(c) = object.strip_prefix("NodeClaim/").and_then(|name| claims.get_mut(name)) {
+                if let Some(c) = object.strip_prefix("NodeClaim/").and_then(|name| fleet.claims.get_mut(name)) {
                     c.said = Some((reason.clone(), Some(message.clone())));
                 }
             }
             Event::NodeClaimNode { nodeclaim, node } => {
-                if let Some(c) = claims.get_mut(nodeclaim) {
+                if let Some(c) = fleet.claims.get_mut(nodeclaim) {
                     c.node = Some(node.clone());
                     c.launched = true;
                 }
             }
             Event::NodeClaimDeleted { nodeclaim } => {
-                if let Some(c) = claims.get_mut(nodeclaim) {
+                if let Some(c) = fleet.claims.get_mut(nodeclaim) {
                     c.end.get_or_insert(o.received);
                 }
             }
             Event::NodeAdded { node, role: NodeRole::Fallback, instance_type, gpus, node_pool } if after_t0(o) => {
-                shape.insert(node.clone(), (instance_type.clone(), *gpus, node_pool.clone()));
-                nodes.insert(
+                fleet.shape.insert(node.clone(), (instance_type.clone(), *gpus, node_pool.clone()));
+                fleet.nodes.insert(
                     node.clone(),
                     Billed { start: o.received, end: None, node: None, launched: true, said: None },
                 );
             }
             Event::NodeReady { node, role: NodeRole::Fallback, gpus, .. } => {
-                if let Some(entry) = shape.get_mut(node) {
+                if let Some(entry) = fleet.shape.get_mut(node) {
                     entry.1 = entry.1.max(*gpus);
                 }
             }
             Event::NodeDeleted { node, role: NodeRole::Fallback } => {
-                if let Some(n) = nodes.get_mut(node) {
+                if let Some(n) = fleet.nodes.get_mut(node) {
                     n.end.get_or_insert(o.received);
                 }
             }
-            Event::FallbackGpus { gpus } => usage.max_gpus = usage.max_gpus.max(*gpus),
+            Event::FallbackGpus { gpus } => fleet.max_gpus = fleet.max_gpus.max(*gpus),
             _ => {}
         }
     }
-    usage.failed_launches = claims
+    fleet
+}
+
+/// The NodeClaims that never launched, with what the cluster last said about them, in the order they went.
+fn failed_launches(claims: &BTreeMap<String, Billed>) -> Vec<FailedLaunch> {
+    let mut failed: Vec<FailedLaunch> = claims
         .iter()
         .filter(|(_, c)| !c.launched)
         .filter_map(|(name, c)| {
@@ -164,7 +179,17 @@ pub(super) fn fallback_usage(drill: &Drill, obs: &[Observation], t0_seq: u64) ->
             Some(FailedLaunch { nodeclaim: name.clone(), at: c.end?, reason, message })
         })
         .collect();
-    usage.failed_launches.sort_by_key(|f| f.at);
+    failed.sort_by_key(|f| f.at);
+    failed
+}
+
+/// What the fallback used and cost from the fault on, judged against its NodePool's limit and the drill's ceiling.
+pub(super) fn fallback_usage(drill: &Drill, obs: &[Observation], t0_seq: u64) -> FallbackUsage {
+    let mut usage = FallbackUsage::default();
+    let end = obs.last().map(|o| o.received);
+    let Fleet { mut claims, mut nodes, shape, max_gpus } = fleet(obs, t0_seq);
+    usage.max_gpus = max_gpus;
+    usage.failed_launches = failed_launches(&claims);
     let claimed: Vec<String> = claims.values().filter_map(|c| c.node.clone()).collect();
     nodes.retain(|name, _| !claimed.contains(name));
     // A launched claim that names no node is an instance that never registered (it bills all the same), unless a
@@ -193,8 +218,15 @@ pub(super) fn fallback_usage(drill: &Drill, obs: &[Observation], t0_seq: u64) ->
     apply_limit(&mut usage, limit);
     usage.ceiling = drill.spec.guards.max_fallback_gpus.map(|c| c as i64);
     usage.over_ceiling = usage.ceiling.is_some_and(|c| usage.max_gpus > c);
+    count(&mut usage, &spans, drill);
+    usage
+}
+
+/// Adds each billed span (hours, instance type, GPUs, NodePool) to the totals, per NodePool and instance type, and
+/// prices it.
+fn count(usage: &mut FallbackUsage, spans: &[(f64, Option<String>, i64, Option<String>)], drill: &Drill) {
     let mut cost = 0.0;
-    for (hours, instance_type, gpus, pool) in &spans {
+    for (hours, instance_type, gpus, pool) in spans {
         if let Some(pool) = pool {
             let share = usage.by_node_pool.entry(pool.clone()).or_default();
             share.nodes += 1;
@@ -214,7 +246,6 @@ pub(super) fn fallback_usage(drill: &Drill, obs: &[Observation], t0_seq: u64) ->
     if usage.nodes > 0 && !drill.spec.pricing.is_empty() {
         usage.estimated_cost = Some((cost * 100.0).round() / 100.0);
     }
-    usage
 }
 
 /// Sets the fallback's GPU limit and flags an overrun of it.

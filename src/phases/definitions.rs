@@ -165,6 +165,7 @@ impl PhaseDefinition {
 
 impl Bound {
     /// The moment in words; kept beside [`Moments::find`], which finds it.
+    // Long: one arm per Bound, each a line of the README's phase table; split, the table would be read in pieces.
     fn definition(self) -> EndDefinition {
         use Receipt::{Act, Criterion, Done, View, Watch};
         const READY: Option<&str> = Some("Ready's lastTransitionTime");

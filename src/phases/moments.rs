@@ -108,6 +108,7 @@ impl<'a> Moments<'a> {
     }
 
     /// Where the bound was observed, and how a report names it.
+    // Long: one arm per Bound, mostly a line each delegating to the family files; the match is the index of them.
     pub(super) fn find(&self, bound: Bound) -> Option<Boundary> {
         let (scan, t0, ret, fault_end) = (&self.scan, self.t0_seq, self.ret_seq, self.fault_end);
         let before = |limit: u64| move |o: &&Observation| o.seq < limit;
