@@ -511,3 +511,79 @@ will abort the drill once the fallback holds them; raise the ceiling or move tho
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    /// A pod on `node` in namespace `ns`, owned by `owner` (a kind) or by nothing, with extra annotations.
+    fn pod(name: &str, ns: &str, node: &str, owner: Option<&str>, annotations: Value) -> Pod {
+        let owners: Vec<Value> = owner
+            .map(|kind| json!({"apiVersion": "apps/v1", "kind": kind, "name": "w", "uid": "u", "controller": true}))
+            .into_iter()
+            .collect();
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": ns, "ownerReferences": owners, "annotations": annotations},
+            "spec": {"nodeName": node, "containers": [{"name": "app", "image": "x",
+                "resources": {"limits": {"nvidia.com/gpu": "2"}}}]},
+            "status": {"phase": "Running"}
+        }))
+        .unwrap()
+    }
+
+    fn on(node: &str, pods: Vec<Pod>) -> BTreeMap<String, Vec<Pod>> {
+        BTreeMap::from([(node.to_string(), pods)])
+    }
+
+    #[test]
+    fn a_statefulset_or_a_declared_single_writer_must_not_run_twice() {
+        let deployment = pod("a", "n", "h1", Some("ReplicaSet"), json!({}));
+        assert!(single_writer(std::slice::from_ref(&deployment)).is_empty());
+        let stateful = pod("db-0", "n", "h1", Some("StatefulSet"), json!({}));
+        let declared = pod("b", "n", "h1", Some("ReplicaSet"), json!({SINGLE_WRITER_ANNOTATION: "true"}));
+        let not_declared = pod("c", "n", "h1", Some("ReplicaSet"), json!({SINGLE_WRITER_ANNOTATION: "false"}));
+        assert_eq!(
+            single_writer(&[deployment, stateful, declared, not_declared]),
+            [
+                "its pods are annotated hybrid-drill.io/single-writer: \"true\"".to_string(),
+                "its pods belong to StatefulSet w".to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_drain_evicts_controlled_pods_leaves_protected_namespaces_and_refuses_a_bare_pod_without_force() {
+        let pods = vec![
+            pod("a", "n", "h1", Some("ReplicaSet"), json!({})),
+            pod("agent", "kube-system", "h1", Some("ReplicaSet"), json!({})),
+            pod("ds", "n", "h1", Some("DaemonSet"), json!({})),
+        ];
+        let (evict, protected) =
+            drain_targets(&on("h1", pods), &["kube-system".into()], "d", DrainFlags::default()).unwrap();
+        let names =
+            |t: &[PodTarget]| t.iter().map(|p| format!("{}/{} {}", p.namespace, p.name, p.gpus)).collect::<Vec<_>>();
+        assert_eq!(names(&evict), ["n/a 2"], "a DaemonSet's pod is never evicted");
+        assert_eq!(names(&protected), ["kube-system/agent 2"]);
+
+        let bare = on("h1", vec![pod("lonely", "n", "h1", None, json!({}))]);
+        let refused = drain_targets(&bare, &[], "d", DrainFlags::default()).unwrap_err();
+        assert!(matches!(&refused, PlanError::DrainRefused(why) if why.contains("lonely")), "{refused}");
+        let force = DrainFlags { force: true, ..DrainFlags::default() };
+        let (evict, _) = drain_targets(&bare, &[], "d", force).unwrap();
+        assert!(evict[0].loss.is_some(), "evicted with force, the pod is lost and the plan says so");
+    }
+
+    #[test]
+    fn a_hook_must_exist_before_anything_is_touched() {
+        assert!(check_hook("f", &[]).is_ok(), "no hook, nothing to check");
+        assert!(check_hook("f", &["sh".into(), "-c".into(), "true".into()]).is_ok(), "a program on the PATH");
+        let missing = check_hook("f", &["./no-such-hook".into()]).unwrap_err();
+        assert!(
+            matches!(&missing, PlanError::NoHook { step, program, hint } if step == "f" && program == "./no-such-hook"
+                && hint.contains("relative to")),
+            "{missing}"
+        );
+    }
+}
