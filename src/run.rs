@@ -168,12 +168,7 @@ impl<'a> Run<'a> {
         confirm(&plan, loaded, &cluster.context, opts.yes)?;
 
         let (dir, run_id) = run_dir(&opts.reports_dir, &drill.metadata.name)?;
-        let io = |source| SetupError::RunDir { path: dir.display().to_string(), source };
-        std::fs::write(dir.join("drill.yaml"), &loaded.source).map_err(io)?;
-        let timeline = Timeline::create(&dir.join("timeline.jsonl")).map_err(io)?;
-        let journal = Journal::create(&dir.join("journal.jsonl")).map_err(io)?;
-        let mutator = Mutator::new(cluster.clone(), journal, timeline.clone(), run_id.clone())
-            .with_on_prem_nodes(&plan.on_prem_nodes);
+        let (timeline, mutator) = open_run_files(loaded, &dir, &run_id, &cluster, &plan)?;
         // The lock before anything is touched; refused, the run leaves nothing, its fresh directory included.
         let lock = match mutator.take_lock(&drill.spec.lock, &Claimant::this_process(&run_id, &dir)).await {
             Ok(lock) => lock,
@@ -214,13 +209,10 @@ impl<'a> Run<'a> {
         let notifier = Notifier::new(&drill.metadata.name, &run_id, hooks);
         let mut warnings = Warnings { timeline: timeline.clone() };
         let started = Notice::Started { context: cluster.context.clone(), run_dir: dir.display().to_string() };
-        for warning in notifier.send(&started).await {
-            progress.line(&format!("WARNING: {warning}"));
-            warnings.raise(warning);
-        }
-        for warning in
-            lock.took_over.clone().into_iter().chain(plan.split_brain_warning()).chain(plan.gpu_ceiling_warning())
-        {
+        let unsent = notifier.send(&started).await;
+        let found =
+            lock.took_over.clone().into_iter().chain(plan.split_brain_warning()).chain(plan.gpu_ceiling_warning());
+        for warning in unsent.into_iter().chain(found) {
             progress.line(&format!("WARNING: {warning}"));
             warnings.raise(warning);
         }
@@ -578,6 +570,24 @@ fn confirm(plan: &Plan, loaded: &LoadedDrill, context: &str, yes: bool) -> Resul
 
 /// A new run directory `<base>/<drill>/<UTC stamp>/` and the run's id. Two runs started in the same second get two
 /// directories (`-1` appended to the second): a directory is only ever created here, never reused.
+/// The run directory's files: the drill as it ran, the timeline, and the journal the mutator writes before each
+/// change.
+fn open_run_files(
+    loaded: &LoadedDrill,
+    dir: &Path,
+    run_id: &str,
+    cluster: &Cluster,
+    plan: &Plan,
+) -> Result<(Timeline, Mutator), SetupError> {
+    let io = |source| SetupError::RunDir { path: dir.display().to_string(), source };
+    std::fs::write(dir.join("drill.yaml"), &loaded.source).map_err(io)?;
+    let timeline = Timeline::create(&dir.join("timeline.jsonl")).map_err(io)?;
+    let journal = Journal::create(&dir.join("journal.jsonl")).map_err(io)?;
+    let mutator =
+        Mutator::new(cluster.clone(), journal, timeline.clone(), run_id.into()).with_on_prem_nodes(&plan.on_prem_nodes);
+    Ok((timeline, mutator))
+}
+
 pub(crate) fn run_dir(base: &Path, drill: &str) -> Result<(PathBuf, String), SetupError> {
     let stamp = Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
     let parent = base.join(drill);

@@ -518,9 +518,6 @@ const STILL_TO_SPLIT: &[(&str, &str)] = &[
     ("src/preflight/checks/device_plugin.rs", "device_plugin_scope"),
     ("src/preflight/checks/workload.rs", "fits_limit"),
     ("src/preflight/gather.rs", "gather"),
-    ("src/report/build.rs", "build"),
-    ("src/report/junit.rs", "render"),
-    ("src/run.rs", "set_up"),
     ("src/steps/drain.rs", "drain"),
 ];
 

@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use chrono::{DateTime, Utc};
+
 use super::fidelity;
 use super::model::{
     ClusterRecord, DrillIdentity, IncidentFacts, Marker, Notable, OverlapWindow, REPORT_SCHEMA, Report, Rollback,
@@ -71,14 +73,7 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
             _ => None,
         })
         .unwrap_or_default();
-    let started =
-        observations.first().map(|o| o.received - chrono::Duration::milliseconds(o.t_ms as i64)).unwrap_or_default();
-    let finished = observations
-        .iter()
-        .rev()
-        .find(|o| matches!(o.event, Event::DrillFinished { .. }))
-        .or(observations.last())
-        .map_or(started, |o| o.received);
+    let (started, finished) = span(observations);
     let abort_reason = observations.iter().find_map(|o| match &o.event {
         Event::Aborted { reason } => Some(reason.clone()),
         _ => None,
@@ -89,18 +84,7 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         }
         _ => None,
     });
-    let judged = if analysis.objectives_missed.is_empty() { Outcome::Passed } else { Outcome::ObjectiveMissed };
-    let outcome = match recorded_outcome(observations) {
-        // Both say every step ran; which of the two is the phases' verdict, so a report rendered again with phases
-        // measured anew judges them anew rather than repeat a verdict its own table contradicts.
-        Some(Outcome::Passed | Outcome::ObjectiveMissed) => judged,
-        Some(recorded) => recorded,
-        None => match (&rollback, &abort_reason) {
-            (Some(r), _) if !r.failed.is_empty() => Outcome::RestoreFailed,
-            (_, Some(_)) => Outcome::Aborted,
-            _ => judged,
-        },
-    };
+    let outcome = outcome(observations, !analysis.objectives_missed.is_empty(), &rollback, &abort_reason);
     Report {
         schema: REPORT_SCHEMA.into(),
         tool_version: meta.tool_version.clone(),
@@ -185,6 +169,40 @@ impl IncidentFacts {
             if self.evidence.is_empty() { "none".into() } else { self.evidence.join("; ") },
             if self.unknown.is_empty() { String::new() } else { format!(" Unknown: {}.", self.unknown.join("; ")) }
         )
+    }
+}
+
+/// The timeline's origin, and the drill's end (or the last observation of a run that never recorded one).
+fn span(observations: &[Observation]) -> (DateTime<Utc>, DateTime<Utc>) {
+    let started =
+        observations.first().map(|o| o.received - chrono::Duration::milliseconds(o.t_ms as i64)).unwrap_or_default();
+    let finished = observations
+        .iter()
+        .rev()
+        .find(|o| matches!(o.event, Event::DrillFinished { .. }))
+        .or(observations.last())
+        .map_or(started, |o| o.received);
+    (started, finished)
+}
+
+/// The run's outcome: the one it recorded, else what its rollback and abort say, else the phases' verdict.
+fn outcome(
+    observations: &[Observation],
+    missed: bool,
+    rollback: &Option<Rollback>,
+    abort_reason: &Option<String>,
+) -> Outcome {
+    let judged = if missed { Outcome::ObjectiveMissed } else { Outcome::Passed };
+    match recorded_outcome(observations) {
+        // Both say every step ran; which of the two is the phases' verdict, so a report rendered again with phases
+        // measured anew judges them anew rather than repeat a verdict its own table contradicts.
+        Some(Outcome::Passed | Outcome::ObjectiveMissed) => judged,
+        Some(recorded) => recorded,
+        None => match (rollback, abort_reason) {
+            (Some(r), _) if !r.failed.is_empty() => Outcome::RestoreFailed,
+            (_, Some(_)) => Outcome::Aborted,
+            _ => judged,
+        },
     }
 }
 
