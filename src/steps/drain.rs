@@ -96,7 +96,18 @@ pub async fn drain(
             .join("; ");
         return Err(StepError::Timeout { after: timeout, detail });
     }
-    // kubectl drain returns once the evicted pods are gone; so does this, watch-driven and bounded.
+    all_gone(ctx, targets, deadline, timeout).await?;
+    Ok(StepSuccess::ok(summary(ctx.on_prem_nodes, &selection)))
+}
+
+/// Waits until every evicted pod is gone, as kubectl drain returns once they are: watch-driven, bounded by the
+/// step's deadline.
+async fn all_gone(
+    ctx: &StepContext<'_>,
+    targets: &[DrainPod],
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<(), StepError> {
     ctx.progress.waiting(&format!("waiting for {} evicted pods to terminate", targets.len()));
     let gone = join_all(targets.iter().map(|target| {
         let pod = &target.pod;
@@ -121,7 +132,7 @@ pub async fn drain(
             detail: format!("evicted pods still terminating: {}", remaining.join(", ")),
         });
     }
-    Ok(StepSuccess::ok(summary(ctx.on_prem_nodes, &selection)))
+    Ok(())
 }
 
 /// What the drain did, what it cost beyond restarts, and what it left alone on purpose.
