@@ -516,7 +516,6 @@ const LONGEST_FUNCTION: usize = 80;
 const STILL_TO_SPLIT: &[(&str, &str)] = &[
     ("src/preflight/checks/device_plugin.rs", "device_plugin_scope"),
     ("src/preflight/checks/workload.rs", "fits_limit"),
-    ("src/preflight/gather.rs", "gather"),
 ];
 
 /// Every function with a body in src/ (free, in an impl, in a trait, in test code too), with its file, first line

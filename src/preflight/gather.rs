@@ -86,6 +86,31 @@ pub async fn gather(client: &Client, targets: &PreflightTargets) -> Result<Snaps
     let keep = |ds: DaemonSet| reads_daemonset(&ds).then_some(ds);
     s.daemonsets = list_paged(&ListParams::default(), fetch, keep).await.map_err(|e| api_error("DaemonSets", e))?;
 
+    fallback(client, targets, &groups, &mut s).await?;
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &targets.namespace);
+    let workload_pods = pods
+        .list(&ListParams::default().labels(&targets.selector))
+        .await
+        .map_err(|e| api_error("the workload's pods", e))?
+        .items;
+    s.workload_pods = workload_pods.len();
+    s.workload_pod_names =
+        workload_pods.iter().map(|p| format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any())).collect();
+    s.workloads = workloads(client, workload_pods).await?;
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &targets.namespace);
+    s.budgets = budgets.list(&ListParams::default()).await.map_err(|e| api_error("PodDisruptionBudgets", e))?.items;
+    Ok(s)
+}
+
+/// The fallback NodePool (and the others the drill names), its NodeClaims, the pods on its nodes and its node
+/// class, as far as Karpenter's API serves them.
+async fn fallback(
+    client: &Client,
+    targets: &PreflightTargets,
+    groups: &k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroupList,
+    s: &mut Snapshot,
+) -> Result<(), PreflightError> {
     if s.karpenter_v1_resources.iter().any(|r| r == "nodepools") {
         let pools: Api<NodePool> = Api::all(client.clone());
         let list = pools.list(&ListParams::default()).await.map_err(|e| api_error("NodePools", e))?.items;
@@ -111,23 +136,10 @@ pub async fn gather(client: &Client, targets: &PreflightTargets) -> Result<Snaps
             s.pods_on_fallback.extend(pods_on(client, node).await?);
         }
         if let Some(reference) = pool.node_class_ref() {
-            s.node_class = node_class(client, &groups, reference).await?;
+            s.node_class = node_class(client, groups, reference).await?;
         }
     }
-
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &targets.namespace);
-    let workload_pods = pods
-        .list(&ListParams::default().labels(&targets.selector))
-        .await
-        .map_err(|e| api_error("the workload's pods", e))?
-        .items;
-    s.workload_pods = workload_pods.len();
-    s.workload_pod_names =
-        workload_pods.iter().map(|p| format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any())).collect();
-    s.workloads = workloads(client, workload_pods).await?;
-    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &targets.namespace);
-    s.budgets = budgets.list(&ListParams::default()).await.map_err(|e| api_error("PodDisruptionBudgets", e))?.items;
-    Ok(s)
+    Ok(())
 }
 
 async fn node_class(
