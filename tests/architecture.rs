@@ -511,10 +511,6 @@ fn the_readme_draws_the_layers_as_they_are() {
 /// The longest a function may be without a comment above it saying why (a line starting `// Long:`).
 const LONGEST_FUNCTION: usize = 80;
 
-/// Functions longer than that from before the rule, still to be split, as (file, function). The list only
-/// shrinks: one that is split must leave it, and no other may join it.
-const STILL_TO_SPLIT: &[(&str, &str)] = &[("src/preflight/checks/device_plugin.rs", "device_plugin_scope")];
-
 /// Every function with a body in src/ (free, in an impl, in a trait, in test code too), with its file, first line
 /// and length in lines.
 fn functions(tree: &Tree) -> Vec<(String, String, usize, usize)> {
@@ -572,22 +568,14 @@ fn no_function_is_long_without_saying_why() {
     let tree = source_tree();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut long = vec![];
-    let mut still_long = BTreeSet::new();
     for (file, name, line, length) in functions(&tree) {
         if length > LONGEST_FUNCTION {
             let text = std::fs::read_to_string(root.join(&file)).unwrap();
-            if STILL_TO_SPLIT.contains(&(file.as_str(), name.as_str())) {
-                still_long.insert((file, name));
-            } else if !says_why_long(&text, line) {
+            if !says_why_long(&text, line) {
                 long.push(format!("{file}:{line} {name}: {length} lines"));
             }
         }
     }
-    let split: Vec<_> = STILL_TO_SPLIT
-        .iter()
-        .filter(|(file, name)| !still_long.contains(&(file.to_string(), name.to_string())))
-        .collect();
-    assert!(split.is_empty(), "no longer over {LONGEST_FUNCTION} lines: take them off STILL_TO_SPLIT: {split:?}");
     assert!(
         long.is_empty(),
         "{} functions over {LONGEST_FUNCTION} lines without a `// Long:` comment above them saying why:\n{}",
