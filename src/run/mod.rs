@@ -2,8 +2,11 @@
 //! steps under signals, guards and the deadline), stop (restore after an abort, or a refusal), and finish (phases,
 //! report, writing). Every warning, the rollback and the request count go to the timeline as they happen.
 
+mod directory;
+mod error;
+
 use std::io::{BufRead, IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use chrono::Utc;
@@ -11,22 +14,26 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinHandle;
 
 use crate::cluster::lease::{Claimant, this_host};
-use crate::cluster::{self, Cluster, ClusterError, KubeContext, Reader};
+use crate::cluster::{self, Cluster, KubeContext, Reader};
 use crate::drill::{Action, Drill, LoadedDrill, ReturnAction, Webhook, WorkloadRef};
 use crate::monitor::Monitor;
 use crate::notify::{self, Notice, Notifier};
 use crate::phases;
-use crate::plan::{self, Plan, PlanError};
+use crate::plan::{self, Plan};
 use crate::preflight;
 use crate::progress::Progress;
 use crate::report::{self, Outcome, Report, RunMeta};
-use crate::safety::journal::Journal;
-use crate::safety::lock::{self, Claim, HeldLock, LockError};
+use crate::safety::lock::{self, Claim, HeldLock};
 use crate::safety::{self, Mutator, RollbackOutcome};
 use crate::steps::{self, StepContext, StepError};
 use crate::timeline::view::{ClusterView, SharedView};
 use crate::timeline::watch::Watches;
 use crate::timeline::{Event, NodeRole, StepOutcome, Timeline};
+
+use directory::open_run_files;
+pub(crate) use directory::run_dir;
+pub use directory::write_reports;
+pub use error::SetupError;
 
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -39,28 +46,6 @@ pub struct RunOptions {
     pub pushgateway: Option<String>,
     /// Webhooks told of the run besides the drill's own `spec.notify`.
     pub notify: Vec<Webhook>,
-}
-
-/// Problems found before anything was touched.
-#[derive(Debug, thiserror::Error)]
-pub enum SetupError {
-    #[error(transparent)]
-    Cluster(#[from] ClusterError),
-    #[error(transparent)]
-    Plan(#[from] PlanError),
-    #[error("cannot create the run directory {path}: {source}")]
-    RunDir { path: String, source: std::io::Error },
-    #[error(
-        "refusing to run without confirmation: stdin is not a terminal; review with `hybrid-drill plan FILE`, then pass --yes"
-    )]
-    NeedsYes,
-    #[error("drill not started: confirmation declined")]
-    Declined,
-    #[error("the watches could not list the drilled objects: {0}")]
-    Watches(crate::timeline::watch::SyncError),
-    /// Another drill (or `recover`) holds the cluster's drill lock.
-    #[error(transparent)]
-    Locked(#[from] LockError),
 }
 
 /// What a finished (or stopped) run left behind.
@@ -568,43 +553,6 @@ fn confirm(plan: &Plan, loaded: &LoadedDrill, context: &str, yes: bool) -> Resul
     if answer.trim() == context { Ok(()) } else { Err(SetupError::Declined) }
 }
 
-/// A new run directory `<base>/<drill>/<UTC stamp>/` and the run's id. Two runs started in the same second get two
-/// directories (`-1` appended to the second): a directory is only ever created here, never reused.
-/// The run directory's files: the drill as it ran, the timeline, and the journal the mutator writes before each
-/// change.
-fn open_run_files(
-    loaded: &LoadedDrill,
-    dir: &Path,
-    run_id: &str,
-    cluster: &Cluster,
-    plan: &Plan,
-) -> Result<(Timeline, Mutator), SetupError> {
-    let io = |source| SetupError::RunDir { path: dir.display().to_string(), source };
-    std::fs::write(dir.join("drill.yaml"), &loaded.source).map_err(io)?;
-    let timeline = Timeline::create(&dir.join("timeline.jsonl")).map_err(io)?;
-    let journal = Journal::create(&dir.join("journal.jsonl")).map_err(io)?;
-    let mutator =
-        Mutator::new(cluster.clone(), journal, timeline.clone(), run_id.into()).with_on_prem_nodes(&plan.on_prem_nodes);
-    Ok((timeline, mutator))
-}
-
-pub(crate) fn run_dir(base: &Path, drill: &str) -> Result<(PathBuf, String), SetupError> {
-    let stamp = Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
-    let parent = base.join(drill);
-    let failed = |dir: &Path, source| SetupError::RunDir { path: dir.display().to_string(), source };
-    std::fs::create_dir_all(&parent).map_err(|e| failed(&parent, e))?;
-    let mut n = 0;
-    loop {
-        let name = if n == 0 { stamp.clone() } else { format!("{stamp}-{n}") };
-        let dir = parent.join(&name);
-        match std::fs::create_dir(&dir) {
-            Ok(()) => return Ok((dir, format!("{drill}-{}", name.to_lowercase()))),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 100 => n += 1,
-            Err(e) => return Err(failed(&dir, e)),
-        }
-    }
-}
-
 /// The state of the drilled objects before anything is touched (or before an incident was seen).
 pub(crate) fn baseline(v: &ClusterView, fallback_gpu_limit: Option<i64>) -> Event {
     Event::Baseline {
@@ -671,11 +619,6 @@ fn return_restart(drill: &Drill) -> Option<&WorkloadRef> {
         Action::Return(ReturnAction { restart: Some(target), .. }) => Some(target),
         _ => None,
     })
-}
-
-/// Writes report.json, report.md, report.html, junit.xml and metrics.prom into the run directory.
-pub fn write_reports(dir: &Path, report: &Report) -> std::io::Result<()> {
-    report::write_all(dir, report).map(|_| ())
 }
 
 /// While restoring, a further Ctrl-C does not skip the restore: it says what remains and how to finish.
