@@ -129,7 +129,7 @@ pub fn run_comment(comment: Option<&str>, run_id: &str) -> String {
 #[derive(Debug, thiserror::Error)]
 pub enum AlertmanagerError {
     #[error("invalid Alertmanager URL `{url}`: {reason}")]
-    Url { url: String, reason: String },
+    Url { url: String, reason: crate::http::UrlError },
     #[error("cannot reach Alertmanager at {url}: {reason}")]
     Send { url: String, reason: String },
     #[error("Alertmanager at {url} answered {status}: {body}")]
@@ -154,7 +154,7 @@ impl AlertmanagerError {
 /// A silence as Alertmanager's API v2 sends and receives it (the fields this tool reads and writes).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Silence {
+pub struct ApiSilence {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     pub matchers: Vec<Matcher>,
@@ -172,7 +172,7 @@ pub struct SilenceStatus {
     pub state: String,
 }
 
-impl Silence {
+impl ApiSilence {
     fn is_expired(&self) -> bool {
         self.status.as_ref().is_some_and(|s| s.state == "expired")
     }
@@ -186,11 +186,11 @@ pub struct Alertmanager {
 
 impl Alertmanager {
     pub fn new(base: &str) -> Result<Alertmanager, AlertmanagerError> {
-        let invalid = |reason: String| AlertmanagerError::Url { url: base.into(), reason };
+        let invalid = |reason| AlertmanagerError::Url { url: base.into(), reason };
         let mut url = crate::http::service_url(base).map_err(invalid)?;
-        url.path_segments_mut().map_err(|()| invalid("not a base URL".into()))?.pop_if_empty().push("");
+        url.path_segments_mut().map_err(|()| invalid(crate::http::UrlError::NotBase))?.pop_if_empty().push("");
         let client = crate::http::client(REQUEST_TIMEOUT)
-            .map_err(|reason| AlertmanagerError::Send { url: base.into(), reason })?;
+            .map_err(|e| AlertmanagerError::Send { url: base.into(), reason: error_chain(&e) })?;
         Ok(Alertmanager { base: url, client })
     }
 
@@ -223,7 +223,7 @@ impl Alertmanager {
         comment: &str,
         until: DateTime<Utc>,
     ) -> Result<String, AlertmanagerError> {
-        let silence = Silence {
+        let silence = ApiSilence {
             id: None,
             matchers: matchers.to_vec(),
             starts_at: Utc::now(),
@@ -247,7 +247,7 @@ impl Alertmanager {
     }
 
     /// Every silence Alertmanager holds, expired ones included.
-    pub async fn list(&self) -> Result<Vec<Silence>, AlertmanagerError> {
+    pub async fn list(&self) -> Result<Vec<ApiSilence>, AlertmanagerError> {
         let url = self.url("api/v2/silences");
         let body = self.send(self.client.get(url.clone()), &url).await?;
         serde_json::from_str(&body)
@@ -364,7 +364,7 @@ mod tests {
 
     #[test]
     fn a_silence_is_sent_as_the_api_spells_it() {
-        let s = Silence {
+        let s = ApiSilence {
             id: None,
             matchers: vec![m(r#"node=~"mi-.*""#)],
             starts_at: "2026-12-03T10:00:00Z".parse().unwrap(),

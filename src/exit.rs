@@ -1,6 +1,6 @@
 //! The process exit codes and the one mapping from a drill's outcome to its code, shared by the CLI and the report.
 
-use crate::report::Outcome;
+use crate::domain::Outcome;
 
 pub const EXIT_PASSED: u8 = 0;
 pub const EXIT_OBJECTIVE_MISSED: u8 = 1;

@@ -3,25 +3,35 @@
 
 use std::time::Duration;
 
-use crate::cluster::error_chain;
+/// Why a URL given for a service was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UrlError {
+    /// Not a URL at all: the parser's own words (its error type is not part of reqwest's API).
+    #[error("{0}")]
+    Syntax(String),
+    #[error("use http:// or https://")]
+    Scheme,
+    #[error("not a base URL")]
+    NotBase,
+}
 
 /// A URL given for a service: absolute, http or https, able to take a path below it.
-pub fn service_url(text: &str) -> Result<reqwest::Url, String> {
-    let url = reqwest::Url::parse(text.trim()).map_err(|e| e.to_string())?;
+pub fn service_url(text: &str) -> Result<reqwest::Url, UrlError> {
+    let url = reqwest::Url::parse(text.trim()).map_err(|e| UrlError::Syntax(e.to_string()))?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err("use http:// or https://".into());
+        return Err(UrlError::Scheme);
     }
     if url.cannot_be_a_base() || url.host_str().is_none() {
-        return Err("not a base URL".into());
+        return Err(UrlError::NotBase);
     }
     Ok(url)
 }
 
 /// A client whose every request gives up after `timeout`.
-pub fn client(timeout: Duration) -> Result<reqwest::Client, String> {
+pub fn client(timeout: Duration) -> Result<reqwest::Client, reqwest::Error> {
     // reqwest is built without a TLS provider of its own; the binary installs ring's at start, a test may not have.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder().timeout(timeout).build().map_err(|e| error_chain(&e))
+    reqwest::Client::builder().timeout(timeout).build()
 }
 
 /// A URL as warnings and reports show it: scheme, host and port only, as a webhook's path is often its secret.
@@ -38,7 +48,7 @@ mod tests {
     #[test]
     fn a_service_url_is_http_and_absolute() {
         assert_eq!(service_url(" http://pg:9091 ").unwrap().as_str(), "http://pg:9091/");
-        assert_eq!(service_url("pushgateway:9091").unwrap_err(), "use http:// or https://");
+        assert_eq!(service_url("pushgateway:9091").unwrap_err().to_string(), "use http:// or https://");
         assert!(service_url("/api/v2").is_err());
         assert!(service_url("mailto:ops@example.com").is_err());
     }

@@ -234,3 +234,115 @@ async fn run_probe(probe: HttpProbe, out: watch::Sender<Option<ProbeState>>, tim
         tokio::time::sleep(probe.interval.max(Duration::from_millis(100))).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::timeline::view::{NodeState, PodState};
+
+    fn node(name: &str, ready: &str, gpus: &str) -> Node {
+        serde_json::from_value(json!({"metadata": {"name": name}, "status": {
+            "allocatable": {"nvidia.com/gpu": gpus}, "conditions": [{"type": "Ready", "status": ready}]}}))
+        .unwrap()
+    }
+
+    fn pod(name: &str, node: Option<&str>, ready: bool) -> Pod {
+        let status = if ready { "True" } else { "False" };
+        let mut spec = json!({"containers": [{"name": "app", "image": "x"}]});
+        if let Some(node) = node {
+            spec["nodeName"] = Value::from(node);
+        }
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "n", "labels": {"app": "x", "pod-template-hash": "h1"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "x-h1", "uid": "u"}]},
+            "spec": spec,
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": status}]}
+        }))
+        .unwrap()
+    }
+
+    /// An on-prem node, a fallback node with 4 GPUs, and the workload's pods placed as given.
+    fn view(pods: &[(&str, Option<&str>, bool)]) -> ClusterView {
+        let mut v = ClusterView::default();
+        v.nodes.insert("hybrid-1".into(), NodeState::from_node(&node("hybrid-1", "True", "8"), NodeRole::OnPrem));
+        v.nodes.insert("cloud-1".into(), NodeState::from_node(&node("cloud-1", "True", "4"), NodeRole::Fallback));
+        for (name, at, ready) in pods {
+            v.pods.insert((*name).into(), PodState::from_pod(&pod(name, *at, *ready)));
+        }
+        v
+    }
+
+    /// The phases' test drill: restored with 2 Ready pods.
+    fn drill() -> Drill {
+        crate::phases::tests::drill()
+    }
+
+    #[test]
+    fn available_needs_the_ready_pods_and_a_confirmed_probe() {
+        let two = view(&[("a", Some("hybrid-1"), true), ("b", Some("cloud-1"), true)]);
+        assert!(derive(&two, &drill(), None).available);
+        let unconfirmed = ProbeState { confirmed: false, streak_since_ms: Some(1) };
+        assert!(!derive(&two, &drill(), Some(unconfirmed)).available, "the probe has not confirmed it yet");
+        let one = view(&[("a", Some("hybrid-1"), true), ("b", Some("cloud-1"), false)]);
+        assert_eq!(derive(&one, &drill(), None).ready_pods, 1);
+        assert!(!derive(&one, &drill(), None).available);
+    }
+
+    #[test]
+    fn back_on_prem_needs_every_pod_home_and_the_rollout_settled() {
+        let home = view(&[("a", Some("hybrid-1"), true), ("b", Some("hybrid-1"), true)]);
+        assert!(derive(&home, &drill(), None).back_on_prem);
+        let one_away =
+            view(&[("a", Some("hybrid-1"), true), ("b", Some("hybrid-1"), true), ("c", Some("cloud-1"), false)]);
+        assert!(!derive(&one_away, &drill(), None).back_on_prem, "a pod still on the fallback");
+        let pending = view(&[("a", Some("hybrid-1"), true), ("b", Some("hybrid-1"), true), ("c", None, false)]);
+        assert!(!derive(&pending, &drill(), None).back_on_prem, "a pod still waiting for a node may land anywhere");
+    }
+
+    #[test]
+    fn the_fallback_is_ready_only_with_enough_pods_counted_and_empty_without_claims_or_nodes() {
+        let mut v = view(&[("b", Some("cloud-1"), true)]);
+        let claim: crate::cluster::karpenter::NodeClaim = serde_json::from_value(json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "metadata": {"name": "c1"},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "d"}},
+            "status": {"nodeName": "cloud-1", "conditions": [{"type": "Initialized", "status": "True"}]}
+        }))
+        .unwrap();
+        v.claims.insert("c1".into(), crate::timeline::view::ClaimState::from_claim(&claim));
+        let derived = derive(&v, &drill(), None);
+        assert!(!derived.fallback_ready, "one pod counted while the drill needs two: a replacement is still to come");
+        assert!(!derived.fallback_empty);
+        v.pods.insert("a".into(), PodState::from_pod(&pod("a", Some("cloud-1"), true)));
+        let derived = derive(&v, &drill(), None);
+        assert!(derived.fallback_ready);
+        assert_eq!((derived.nodeclaims, derived.fallback_gpus), (1, 4));
+        let mut gone = view(&[("a", Some("hybrid-1"), true)]);
+        gone.nodes.remove("cloud-1");
+        assert!(derive(&gone, &drill(), None).fallback_empty);
+    }
+
+    #[test]
+    fn changes_are_recorded_once_and_the_fallback_announced_once_per_episode() {
+        let timeline = Timeline::in_memory();
+        let mut announced = false;
+        let lost = Derived { ready_pods: 1, ..Derived::default() };
+        let ready = Derived { fallback_ready: true, nodeclaims: 1, ..lost.clone() };
+        record_changes(&lost, &ready, &timeline, &mut announced, None);
+        record_changes(&ready, &lost, &timeline, &mut announced, None);
+        record_changes(&lost, &ready, &timeline, &mut announced, None);
+        let restored = Derived { available: true, ready_pods: 2, probe_streak_since_ms: Some(5_000), ..ready.clone() };
+        record_changes(&ready, &restored, &timeline, &mut announced, Some(7_000));
+        let events: Vec<Event> = timeline.observations().into_iter().map(|o| o.event).collect();
+        assert_eq!(
+            events,
+            [
+                Event::FallbackReady { nodeclaims: 1 },
+                // With a probe, restored when the later of the pods' readiness and the probe's streak began.
+                Event::ServiceRestored { ready_pods: 2, held_since_ms: Some(7_000) },
+            ]
+        );
+    }
+}

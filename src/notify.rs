@@ -2,8 +2,6 @@
 //! objective it missed or could not measure, when it aborts, and when it ends with its verdict, RTO and report. A
 //! message that does not get through is a warning, never a failed drill, and waits at most the webhook's timeout.
 
-use std::time::Duration;
-
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
@@ -15,9 +13,6 @@ use crate::report::{Outcome, Report, human_seconds};
 
 /// The `schema` of a plain JSON event.
 pub const EVENT_SCHEMA: &str = "hybrid-drill.io/event/v1";
-
-/// The default bound on one message.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One thing worth telling.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -62,7 +57,7 @@ pub fn end_notices(report: &Report, report_path: &str) -> Vec<Notice> {
 
 /// A plain JSON event: the notice with the drill, the run and the time.
 #[derive(Serialize)]
-struct Event<'a> {
+struct JsonEvent<'a> {
     schema: &'static str,
     drill: &'a str,
     run_id: &'a str,
@@ -128,7 +123,7 @@ pub fn body(format: NotifyFormat, drill: &str, run_id: &str, at: DateTime<Utc>, 
     match format {
         NotifyFormat::Slack => serde_json::json!({ "text": text(drill, run_id, notice) }),
         NotifyFormat::Json => {
-            serde_json::to_value(Event { schema: EVENT_SCHEMA, drill, run_id, at, notice }).unwrap_or_default()
+            serde_json::to_value(JsonEvent { schema: EVENT_SCHEMA, drill, run_id, at, notice }).unwrap_or_default()
         }
     }
 }
@@ -159,15 +154,28 @@ impl Notifier {
     }
 }
 
-async fn post(hook: &Webhook, body: &serde_json::Value) -> Result<(), String> {
-    let client = crate::http::client(hook.timeout)?;
+/// Why a webhook did not take a message.
+#[derive(Debug, thiserror::Error)]
+enum PostError {
+    #[error("{}", error_chain(.0))]
+    Client(reqwest::Error),
+    #[error("no answer within {}", humantime::format_duration(*.0))]
+    Timeout(std::time::Duration),
+    /// The request's causes only: reqwest's own message names the URL, which may hold the webhook's secret.
+    #[error("{0}")]
+    Send(String),
+    #[error("answered {status}: {body}")]
+    Answered { status: reqwest::StatusCode, body: String },
+}
+
+async fn post(hook: &Webhook, body: &serde_json::Value) -> Result<(), PostError> {
+    let client = crate::http::client(hook.timeout).map_err(PostError::Client)?;
     let request = client.post(hook.url.clone()).header(reqwest::header::CONTENT_TYPE, "application/json");
     let response = request.body(body.to_string()).send().await.map_err(|e| {
         if e.is_timeout() {
-            format!("no answer within {}", humantime::format_duration(hook.timeout))
+            PostError::Timeout(hook.timeout)
         } else {
-            // reqwest's message names the URL, which may hold the webhook's secret; its causes do not.
-            std::error::Error::source(&e).map(error_chain).unwrap_or_else(|| "request failed".into())
+            PostError::Send(std::error::Error::source(&e).map(error_chain).unwrap_or_else(|| "request failed".into()))
         }
     })?;
     let status = response.status();
@@ -175,11 +183,13 @@ async fn post(hook: &Webhook, body: &serde_json::Value) -> Result<(), String> {
         return Ok(());
     }
     let text = response.text().await.unwrap_or_default();
-    Err(format!("answered {status}: {}", text.trim().chars().take(200).collect::<String>()))
+    Err(PostError::Answered { status, body: text.trim().chars().take(200).collect() })
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn at() -> DateTime<Utc> {
@@ -303,8 +313,8 @@ mod tests {
         let (json_url, mut json_in) = webhook(vec![Some(200); 4]).await;
         let (slack_url, mut slack_in) = webhook(vec![Some(200); 4]).await;
         let hooks = vec![
-            Webhook { url: json_url, format: NotifyFormat::Json, timeout: DEFAULT_TIMEOUT },
-            Webhook { url: slack_url, format: NotifyFormat::Slack, timeout: DEFAULT_TIMEOUT },
+            Webhook { url: json_url, format: NotifyFormat::Json, timeout: Webhook::DEFAULT_TIMEOUT },
+            Webhook { url: slack_url, format: NotifyFormat::Slack, timeout: Webhook::DEFAULT_TIMEOUT },
         ];
         let notifier = Notifier::new("onprem-gpu-drain", "run-1", hooks);
         let mut notices = vec![
@@ -333,7 +343,7 @@ mod tests {
         let (failing, _requests) = webhook(vec![Some(500)]).await;
         let (hanging, _held) = webhook(vec![None]).await;
         let hooks = vec![
-            Webhook { url: failing.clone(), format: NotifyFormat::Json, timeout: DEFAULT_TIMEOUT },
+            Webhook { url: failing.clone(), format: NotifyFormat::Json, timeout: Webhook::DEFAULT_TIMEOUT },
             Webhook { url: hanging.clone(), format: NotifyFormat::Slack, timeout: Duration::from_millis(300) },
         ];
         let notifier = Notifier::new("d", "r", hooks);

@@ -41,8 +41,10 @@ pub enum PlanError {
     NoWorkload { namespace: String, selector: String },
     #[error("{kind} `{name}` named by step `{step}` not found in namespace `{namespace}`")]
     NoRestartTarget { step: String, kind: String, name: String, namespace: String },
-    #[error("cannot read {what}: {message}")]
-    Api { what: String, message: String },
+    /// The API server's answer, or the request that got none, kept whole: a caller can tell a refusal (403, 404)
+    /// from a timeout. The message shows its first line only.
+    #[error("cannot read {what}: {}", first_line(&.error.to_string()))]
+    Api { what: String, error: kube::Error },
     #[error(transparent)]
     HostFirewall(#[from] crate::cluster::policy::PolicyError),
     /// kubectl drain would refuse: a bare pod without `force`, emptyDir data without `deleteEmptyDirData`.
@@ -107,8 +109,8 @@ pub struct Plan {
     pub split_brain: Vec<String>,
 }
 
-fn api_error(what: &str, e: &kube::Error) -> PlanError {
-    PlanError::Api { what: what.into(), message: first_line(&e.to_string()) }
+fn api_error(what: &str, e: kube::Error) -> PlanError {
+    PlanError::Api { what: what.into(), error: e }
 }
 
 /// Resolves the drill against the cluster, read-only, refusing with the fix whatever would make it fail part-way.
@@ -174,7 +176,7 @@ async fn fallback_pools(cluster: &Cluster, drill: &Drill) -> Result<(Option<i64>
         Err(e) if is_not_found(&e) => {
             return Err(PlanError::NoKarpenter { context: cluster.context.clone() });
         }
-        Err(e) => return Err(api_error("NodePools", &e)),
+        Err(e) => return Err(api_error("NodePools", e)),
     };
     let mut limit = Some(0);
     let mut shapes = Vec::new();
@@ -197,7 +199,7 @@ async fn fallback_pools(cluster: &Cluster, drill: &Drill) -> Result<(Option<i64>
 async fn on_prem_nodes(cluster: &Cluster, drill: &Drill) -> Result<(Vec<String>, Vec<String>), PlanError> {
     let nodes: Api<Node> = Api::all(cluster.client.clone());
     let selector = drill.spec.targets.on_prem.nodes.to_string();
-    let node_list = nodes.list(&ListParams::default().labels(&selector)).await.map_err(|e| api_error("nodes", &e))?;
+    let node_list = nodes.list(&ListParams::default().labels(&selector)).await.map_err(|e| api_error("nodes", e))?;
     if node_list.items.is_empty() {
         return Err(PlanError::NoNodes { selector });
     }
@@ -222,7 +224,7 @@ async fn workload_pods(cluster: &Cluster, drill: &Drill) -> Result<Vec<Pod>, Pla
     let pods = api
         .list(&ListParams::default().labels(workload.selector.as_str()))
         .await
-        .map_err(|e| api_error("workload pods", &e))?
+        .map_err(|e| api_error("workload pods", e))?
         .items;
     if pods.is_empty() {
         return Err(PlanError::NoWorkload {
@@ -248,7 +250,7 @@ async fn check_restart_targets(cluster: &Cluster, drill: &Drill) -> Result<(), P
                 Api::<Deployment>::namespaced(client, ns).get_opt(name).await.map(|o| o.is_some())
             }
         }
-        .map_err(|e| api_error(&target.to_string(), &e))?;
+        .map_err(|e| api_error(&target.to_string(), e))?;
         if !found {
             return Err(PlanError::NoRestartTarget {
                 step: step.id.clone(),
@@ -299,7 +301,7 @@ async fn pods_by_node(cluster: &Cluster, nodes: &[String]) -> Result<BTreeMap<St
         let list = all_pods
             .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
             .await
-            .map_err(|e| api_error(&format!("pods on {node}"), &e))?;
+            .map_err(|e| api_error(&format!("pods on {node}"), e))?;
         by_node.insert(node.clone(), list.items);
     }
     Ok(by_node)
@@ -329,7 +331,7 @@ async fn budgets_of(cluster: &Cluster, pods: &[PodTarget]) -> Result<Vec<BudgetS
     let mut budgets = Vec::new();
     for ns in namespaces {
         let pdbs: Api<PodDisruptionBudget> = Api::namespaced(cluster.client.clone(), ns);
-        let list = pdbs.list(&ListParams::default()).await.map_err(|e| api_error("PodDisruptionBudgets", &e))?;
+        let list = pdbs.list(&ListParams::default()).await.map_err(|e| api_error("PodDisruptionBudgets", e))?;
         budgets.extend(list.items.iter().map(|p| BudgetState {
             namespace: ns.to_string(),
             name: p.name_any(),
@@ -507,5 +509,81 @@ will abort the drill once the fallback holds them; raise the ceiling or move tho
             out.push_str(&format!("    {:<12} {action} (timeout {})\n", s.id, humantime::format_duration(s.timeout)));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    /// A pod on `node` in namespace `ns`, owned by `owner` (a kind) or by nothing, with extra annotations.
+    fn pod(name: &str, ns: &str, node: &str, owner: Option<&str>, annotations: Value) -> Pod {
+        let owners: Vec<Value> = owner
+            .map(|kind| json!({"apiVersion": "apps/v1", "kind": kind, "name": "w", "uid": "u", "controller": true}))
+            .into_iter()
+            .collect();
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": ns, "ownerReferences": owners, "annotations": annotations},
+            "spec": {"nodeName": node, "containers": [{"name": "app", "image": "x",
+                "resources": {"limits": {"nvidia.com/gpu": "2"}}}]},
+            "status": {"phase": "Running"}
+        }))
+        .unwrap()
+    }
+
+    fn on(node: &str, pods: Vec<Pod>) -> BTreeMap<String, Vec<Pod>> {
+        BTreeMap::from([(node.to_string(), pods)])
+    }
+
+    #[test]
+    fn a_statefulset_or_a_declared_single_writer_must_not_run_twice() {
+        let deployment = pod("a", "n", "h1", Some("ReplicaSet"), json!({}));
+        assert!(single_writer(std::slice::from_ref(&deployment)).is_empty());
+        let stateful = pod("db-0", "n", "h1", Some("StatefulSet"), json!({}));
+        let declared = pod("b", "n", "h1", Some("ReplicaSet"), json!({SINGLE_WRITER_ANNOTATION: "true"}));
+        let not_declared = pod("c", "n", "h1", Some("ReplicaSet"), json!({SINGLE_WRITER_ANNOTATION: "false"}));
+        assert_eq!(
+            single_writer(&[deployment, stateful, declared, not_declared]),
+            [
+                "its pods are annotated hybrid-drill.io/single-writer: \"true\"".to_string(),
+                "its pods belong to StatefulSet w".to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_drain_evicts_controlled_pods_leaves_protected_namespaces_and_refuses_a_bare_pod_without_force() {
+        let pods = vec![
+            pod("a", "n", "h1", Some("ReplicaSet"), json!({})),
+            pod("agent", "kube-system", "h1", Some("ReplicaSet"), json!({})),
+            pod("ds", "n", "h1", Some("DaemonSet"), json!({})),
+        ];
+        let (evict, protected) =
+            drain_targets(&on("h1", pods), &["kube-system".into()], "d", DrainFlags::default()).unwrap();
+        let names =
+            |t: &[PodTarget]| t.iter().map(|p| format!("{}/{} {}", p.namespace, p.name, p.gpus)).collect::<Vec<_>>();
+        assert_eq!(names(&evict), ["n/a 2"], "a DaemonSet's pod is never evicted");
+        assert_eq!(names(&protected), ["kube-system/agent 2"]);
+
+        let bare = on("h1", vec![pod("lonely", "n", "h1", None, json!({}))]);
+        let refused = drain_targets(&bare, &[], "d", DrainFlags::default()).unwrap_err();
+        assert!(matches!(&refused, PlanError::DrainRefused(why) if why.contains("lonely")), "{refused}");
+        let force = DrainFlags { force: true, ..DrainFlags::default() };
+        let (evict, _) = drain_targets(&bare, &[], "d", force).unwrap();
+        assert!(evict[0].loss.is_some(), "evicted with force, the pod is lost and the plan says so");
+    }
+
+    #[test]
+    fn a_hook_must_exist_before_anything_is_touched() {
+        assert!(check_hook("f", &[]).is_ok(), "no hook, nothing to check");
+        assert!(check_hook("f", &["sh".into(), "-c".into(), "true".into()]).is_ok(), "a program on the PATH");
+        let missing = check_hook("f", &["./no-such-hook".into()]).unwrap_err();
+        assert!(
+            matches!(&missing, PlanError::NoHook { step, program, hint } if step == "f" && program == "./no-such-hook"
+                && hint.contains("relative to")),
+            "{missing}"
+        );
     }
 }

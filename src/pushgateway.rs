@@ -11,7 +11,7 @@ use crate::cluster::error_chain;
 #[derive(Debug, thiserror::Error)]
 pub enum PushError {
     #[error("invalid Pushgateway URL `{url}`: {reason}")]
-    Url { url: String, reason: String },
+    Url { url: String, reason: crate::http::UrlError },
     #[error("cannot reach the Pushgateway at {url}: {reason}")]
     Send { url: String, reason: String },
     #[error("the Pushgateway at {url} answered {status}: {body}")]
@@ -22,9 +22,9 @@ pub enum PushError {
 
 /// The group URL of a drill's metrics under a Pushgateway base URL.
 fn group_url(base: &str, drill: &str) -> Result<reqwest::Url, PushError> {
-    let invalid = |reason: String| PushError::Url { url: base.into(), reason };
+    let invalid = |reason| PushError::Url { url: base.into(), reason };
     let mut url = crate::http::service_url(base).map_err(invalid)?;
-    url.path_segments_mut().map_err(|()| invalid("not a base URL".into()))?.pop_if_empty().extend([
+    url.path_segments_mut().map_err(|()| invalid(crate::http::UrlError::NotBase))?.pop_if_empty().extend([
         "metrics",
         "job",
         "hybrid-drill",
@@ -39,7 +39,7 @@ pub async fn push(base: &str, report: &Report) -> Result<(), PushError> {
     let metrics = prometheus::render(report).map_err(PushError::Encode)?;
     let shown = url.to_string();
     let client = crate::http::client(Duration::from_secs(10))
-        .map_err(|reason| PushError::Send { url: shown.clone(), reason })?;
+        .map_err(|e| PushError::Send { url: shown.clone(), reason: error_chain(&e) })?;
     let response = client
         .put(url)
         .header(reqwest::header::CONTENT_TYPE, prometheus::CONTENT_TYPE)

@@ -3,6 +3,7 @@
 //! (selectors, tolerations, placement, drain selection), and read-only look-ups.
 
 pub mod budgets;
+pub mod client;
 pub mod drain_selection;
 pub mod identity;
 pub mod karpenter;
@@ -12,25 +13,19 @@ pub mod paged;
 pub mod policy;
 pub mod quantity;
 pub mod reader;
+pub mod readiness;
 pub mod requests;
 pub mod retry;
 pub mod scheduling;
 pub mod selector;
+pub mod source;
 pub mod tolerations;
 pub mod zones;
 
-use std::path::PathBuf;
-
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
-
-use requests::{CountRequests, RequestTally, RequestsByVerb};
-
-pub use identity::ExpectedCluster;
+pub use client::{Cluster, ClusterError, USER_AGENT};
+pub use identity::{ExpectedCluster, connect};
 pub use reader::Reader;
-
-/// What the API server's audit log names as the requests' client.
-pub const USER_AGENT: &str = concat!("hybrid-drill/", env!("CARGO_PKG_VERSION"));
+pub use source::KubeContext;
 
 /// Every (API group, resource, verb) the tool uses; deploy/clusterrole.yaml must grant exactly these. `resource[name]`
 /// is the one object of that name (a rule's `resourceNames`).
@@ -59,169 +54,6 @@ pub const PERMISSIONS: &[(&str, &str, &[&str])] = &[
     ("crd.projectcalico.org", "hostendpoints", &["list"]),
     ("crd.projectcalico.org", "kubecontrollersconfigurations", &["get"]),
 ];
-
-#[derive(Debug, thiserror::Error)]
-pub enum ClusterError {
-    #[error(
-        "cannot read kubeconfig: {0}; point at one with --kubeconfig or KUBECONFIG, or run in a pod with a ServiceAccount token"
-    )]
-    Kubeconfig(String),
-    #[error("kubeconfig has no current context; pass --context NAME")]
-    NoContext,
-    #[error("cannot build a client for context `{context}`: {message}")]
-    Client { context: String, message: String },
-    #[error(
-        "this drill is for context `{expected}` but the kubeconfig selects `{actual}`; run `kubectl config use-context {expected}` or pass --context {expected}"
-    )]
-    WrongContext { expected: String, actual: String },
-    #[error(
-        "running in a pod there is no kubeconfig context to check the drill's spec.cluster.context `{expected}` against; name the cluster by the UID of its kube-system namespace in spec.cluster.kubeSystemUID (`hybrid-drill identify` prints it)"
-    )]
-    NoContextInPod { expected: String },
-    #[error(
-        "this drill is for the cluster whose kube-system namespace has UID `{expected}`, but context `{context}` reaches one whose kube-system UID is `{actual}`; point at the drill's cluster, or if this is the one, set spec.cluster.kubeSystemUID: {actual} (`hybrid-drill identify` prints it)"
-    )]
-    WrongCluster { expected: String, actual: String, context: String },
-    #[error(
-        "cannot read the kube-system namespace of context `{context}` to check the cluster's identity: {message}; grant get on namespaces/kube-system (deploy/clusterrole.yaml)"
-    )]
-    Identity { context: String, message: String },
-    #[error(
-        "cannot reach the API server of context `{context}` at {server}: {message}; check the cluster is up and the kubeconfig is current"
-    )]
-    Unreachable { context: String, server: String, message: String },
-}
-
-/// A client bound to one kubeconfig context, counting every request it sends.
-#[derive(Clone)]
-pub struct Cluster {
-    /// The client that can write: only the mutator and read-only set-up code (plan, watches, preflight) use it.
-    pub(crate) client: Client,
-    pub context: String,
-    pub server: String,
-    /// Reached through the pod's ServiceAccount (kube's in-cluster config), not a kubeconfig.
-    pub in_cluster: bool,
-    requests: RequestTally,
-}
-
-/// Which kubeconfig and context to use, as kubectl takes them.
-#[derive(Debug, Clone, Default)]
-pub struct Target {
-    pub kubeconfig: Option<PathBuf>,
-    pub context: Option<String>,
-}
-
-impl Cluster {
-    pub async fn connect(target: &Target) -> Result<Cluster, ClusterError> {
-        let source = identity::select(target, &identity::Environment::current());
-        let in_cluster = source == identity::Source::InCluster;
-        let (config, context) = match source {
-            identity::Source::Kubeconfig(path) => Self::kubeconfig(path.as_deref(), target.context.clone()).await?,
-            identity::Source::InCluster => {
-                let context = identity::IN_CLUSTER_CONTEXT.to_string();
-                let config = Config::incluster()
-                    .map_err(|e| ClusterError::Client { context: context.clone(), message: error_chain(&e) })?;
-                (config, context)
-            }
-        };
-        let mut config = config;
-        // Named in the API server's audit log as kubectl is, so an operator (and scripts/bench) can tell its requests.
-        config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static(USER_AGENT)));
-        // kube's retry again, below, but not of evictions (see `retry`).
-        config.default_retry = false;
-        let server = config.cluster_url.to_string();
-        let requests = RequestTally::default();
-        let tally = requests.clone();
-        let builder = kube::client::ClientBuilder::try_from(config)
-            .map_err(|e| ClusterError::Client { context: context.clone(), message: e.to_string() })?;
-        let client = retry::with_retry(builder, retry::ExceptEvictions::default())
-            .with_layer(&tower::layer::layer_fn(move |inner| CountRequests { inner, tally: tally.clone() }))
-            .build();
-        Ok(Cluster { client, context, server, in_cluster, requests })
-    }
-
-    /// The client configuration of a kubeconfig's context (the given one, else its current one).
-    async fn kubeconfig(
-        path: Option<&std::path::Path>,
-        context: Option<String>,
-    ) -> Result<(Config, String), ClusterError> {
-        let kubeconfig = match path {
-            Some(path) => Kubeconfig::read_from(path),
-            None => Kubeconfig::read(),
-        }
-        .map_err(|e| ClusterError::Kubeconfig(e.to_string()))?;
-        let context = context.or_else(|| kubeconfig.current_context.clone()).ok_or(ClusterError::NoContext)?;
-        let options = KubeConfigOptions { context: Some(context.clone()), ..Default::default() };
-        let config = Config::from_custom_kubeconfig(kubeconfig, &options)
-            .await
-            .map_err(|e| ClusterError::Client { context: context.clone(), message: e.to_string() })?;
-        Ok((config, context))
-    }
-
-    /// Refuses a cluster other than the one the drill names.
-    pub fn expect_context(&self, expected: &str) -> Result<(), ClusterError> {
-        if self.context != expected {
-            return Err(ClusterError::WrongContext { expected: expected.into(), actual: self.context.clone() });
-        }
-        Ok(())
-    }
-
-    /// One cheap request that proves the API server answers, returning its version.
-    pub async fn ping(&self) -> Result<String, ClusterError> {
-        self.client.apiserver_version().await.map(|v| v.git_version).map_err(|e| ClusterError::Unreachable {
-            context: self.context.clone(),
-            server: self.server.clone(),
-            message: first_line(&error_chain(&e)),
-        })
-    }
-
-    /// The handle steps read through; it cannot write. Needs a Tokio runtime.
-    pub fn reader(&self) -> Reader {
-        Reader::new(self)
-    }
-
-    /// Whether this is the local lab, whose timings are shortened and are not a real cluster's.
-    pub fn is_lab(&self) -> bool {
-        self.context == LAB_CONTEXT
-    }
-
-    pub fn requests_sent(&self) -> u64 {
-        self.requests.total()
-    }
-
-    pub fn requests_by_verb(&self) -> RequestsByVerb {
-        self.requests.by_verb()
-    }
-
-    /// A cluster answered by kube's mock service, counting requests like a real one: the test plays the API server
-    /// through the handle.
-    #[cfg(test)]
-    pub(crate) fn mock()
-    -> (Cluster, tower_test::mock::Handle<http::Request<kube::client::Body>, http::Response<kube::client::Body>>) {
-        let (service, handle) = tower_test::mock::pair();
-        let requests = RequestTally::default();
-        let client = Client::new(CountRequests { inner: service, tally: requests.clone() }, "default");
-        let server = "http://mock".into();
-        (Cluster { client, context: "mock".into(), server, in_cluster: false, requests }, handle)
-    }
-}
-
-/// The kubeconfig context lab/ creates.
-const LAB_CONTEXT: &str = "hybrid-lab";
-
-/// The cluster a drill names, proven to answer and to be that cluster: the context checked, one request, then its
-/// kube-system UID when the drill names it. Returns the server's version.
-pub async fn connect(target: &Target, expected: &ExpectedCluster) -> Result<(Cluster, String), ClusterError> {
-    let cluster = Cluster::connect(target).await?;
-    if !cluster.in_cluster
-        && let Some(context) = &expected.context
-    {
-        cluster.expect_context(context)?;
-    }
-    let version = cluster.ping().await?;
-    cluster.expect(expected).await?;
-    Ok((cluster, version))
-}
 
 /// An error with its causes, `outer: inner: root`, repeated causes folded.
 pub fn error_chain(e: &dyn std::error::Error) -> String {

@@ -128,8 +128,9 @@ pub enum PolicyError {
         "a host-level cut with `cni: calico` needs Calico's GlobalNetworkPolicy (projectcalico.org/v3 or crd.projectcalico.org/v1), which context `{context}` does not serve; install Calico, choose `cni: cilium`, or cut at `fidelity: pod-network`"
     )]
     NoCalico { context: String },
-    #[error("cannot check for the {cni} policy CRDs: {message}")]
-    Api { cni: String, message: String },
+    /// The API server's answer kept whole (a 403 is a missing grant, a timeout a retry); its first line is shown.
+    #[error("cannot check for the {cni} policy CRDs: {}", super::first_line(&.error.to_string()))]
+    Api { cni: String, error: kube::Error },
     #[error(
         "context `{context}` has no ConfigMap kube-system/cilium-config, so nothing says Cilium's host firewall is on and a host policy may cut nothing; install Cilium with hostFirewall.enabled=true, or cut at `fidelity: pod-network`"
     )]
@@ -146,8 +147,8 @@ pub enum PolicyError {
         "allowCidrs entry `{cidr}` contains the API server's address {address}: the cut nodes would keep talking to the control plane and the drill would test nothing; remove the entry or narrow it to leave {address} out"
     )]
     ApiServerAllowed { cidr: String, address: IpAddr },
-    #[error("cannot read {what} to check the host cut: {message}")]
-    Read { what: String, message: String },
+    #[error("cannot read {what} to check the host cut: {}", super::first_line(&.error.to_string()))]
+    Read { what: String, error: kube::Error },
 }
 
 /// The host firewall kind a drill's `cni` resolves to in this cluster; an error names the missing CRD and the fix.
@@ -157,10 +158,7 @@ pub async fn host_firewall(client: &Client, context: &str, cni: Cni) -> Result<P
         Cni::Calico => &[CALICO_API, CALICO_CRD],
     };
     for kind in candidates {
-        let served = kind
-            .served(client)
-            .await
-            .map_err(|e| PolicyError::Api { cni: cni.to_string(), message: super::first_line(&e.to_string()) })?;
+        let served = kind.served(client).await.map_err(|error| PolicyError::Api { cni: cni.to_string(), error })?;
         if served {
             return Ok(*kind);
         }
@@ -206,13 +204,13 @@ pub async fn check_host_cut(
             let config = Api::<ConfigMap>::namespaced(client.clone(), namespace)
                 .get_opt(name)
                 .await
-                .map_err(|e| read_error("kube-system/cilium-config", &e))?;
+                .map_err(|e| read_error("kube-system/cilium-config", e))?;
             cilium_host_firewall(context, config.as_ref())?;
         }
         Cni::Calico => {
             let endpoints = list_or_none(client, CALICO_HOST_ENDPOINTS).await?;
             let settings = CALICO_KUBE_CONTROLLERS.api(client, None).get_opt("default").await.or_else(|e| {
-                if is_not_found(&e) { Ok(None) } else { Err(read_error("kubecontrollersconfigurations", &e)) }
+                if is_not_found(&e) { Ok(None) } else { Err(read_error("kubecontrollersconfigurations", e)) }
             })?;
             calico_host_endpoints(context, nodes, &endpoints, settings.as_ref())?;
         }
@@ -220,15 +218,15 @@ pub async fn check_host_cut(
     api_server_outside(allow_cidrs, &api_server_addresses(client, server).await?)
 }
 
-fn read_error(what: &str, e: &kube::Error) -> PolicyError {
-    PolicyError::Read { what: what.into(), message: super::first_line(&e.to_string()) }
+fn read_error(what: &str, error: kube::Error) -> PolicyError {
+    PolicyError::Read { what: what.into(), error }
 }
 
 async fn list_or_none(client: &Client, kind: PolicyKind) -> Result<Vec<DynamicObject>, PolicyError> {
     match kind.api(client, None).list(&ListParams::default()).await {
         Ok(list) => Ok(list.items),
         Err(e) if is_not_found(&e) => Ok(Vec::new()),
-        Err(e) => Err(read_error(kind.plural, &e)),
+        Err(e) => Err(read_error(kind.plural, e)),
     }
 }
 
@@ -239,14 +237,14 @@ async fn api_server_addresses(client: &Client, server: &str) -> Result<Vec<IpAdd
     let slices = Api::<EndpointSlice>::namespaced(client.clone(), "default")
         .list(&ListParams::default().labels("kubernetes.io/service-name=kubernetes"))
         .await
-        .map_err(|e| read_error("the kubernetes Service's EndpointSlices", &e))?;
+        .map_err(|e| read_error("the kubernetes Service's EndpointSlices", e))?;
     for slice in &slices.items {
         addresses.extend(slice.endpoints.iter().flat_map(|e| &e.addresses).filter_map(|a| a.parse::<IpAddr>().ok()));
     }
     let endpoints = Api::<Endpoints>::namespaced(client.clone(), "default")
         .get_opt("kubernetes")
         .await
-        .map_err(|e| read_error("the kubernetes Service's Endpoints", &e))?;
+        .map_err(|e| read_error("the kubernetes Service's Endpoints", e))?;
     let subsets = endpoints.iter().flat_map(|e| e.subsets.iter().flatten());
     addresses.extend(subsets.flat_map(|s| s.addresses.iter().flatten()).filter_map(|a| a.ip.parse::<IpAddr>().ok()));
     addresses.extend(server_address(server));

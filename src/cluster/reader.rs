@@ -8,8 +8,8 @@ use kube::client::Body;
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client};
 
-use super::Cluster;
 use super::budgets::BudgetWatch;
+use super::client::Cluster;
 use super::policy::{self, PolicyError, PolicyKind};
 use crate::domain::Cni;
 
@@ -29,9 +29,16 @@ struct WriteRefused {
     uri: http::Uri,
 }
 
+impl Cluster {
+    /// The handle steps read through; it cannot write. Needs a Tokio runtime.
+    pub fn reader(&self) -> Reader {
+        Reader::new(self)
+    }
+}
+
 impl Reader {
     /// Needs a Tokio runtime: the read-only client buffers its requests on a task.
-    pub(super) fn new(cluster: &Cluster) -> Reader {
+    fn new(cluster: &Cluster) -> Reader {
         Reader {
             client: read_only(cluster.client.clone()),
             context: cluster.context.clone(),

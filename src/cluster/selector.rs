@@ -21,10 +21,29 @@ pub struct LabelRequirement {
     pub values: Vec<String>,
 }
 
+/// Why a selector was refused: it names the part at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    #[error("a selector must not be empty (it would match everything)")]
+    Empty,
+    #[error("unbalanced parentheses")]
+    Unbalanced,
+    #[error("empty requirement between commas")]
+    EmptyRequirement,
+    #[error("`{0}`: a set must be written `(a,b)`")]
+    Set(String),
+    #[error("invalid label key prefix in `{0}`")]
+    KeyPrefix(String),
+    #[error("invalid label key `{0}`")]
+    Key(String),
+    #[error("invalid label value `{0}`")]
+    Value(String),
+}
+
 /// Parses a selector string, checking every key and value, so a typo fails in validation and not at the API server.
-pub fn parse(selector: &str) -> Result<Vec<LabelRequirement>, String> {
+pub fn parse(selector: &str) -> Result<Vec<LabelRequirement>, SelectorError> {
     if selector.trim().is_empty() {
-        return Err("a selector must not be empty (it would match everything)".into());
+        return Err(SelectorError::Empty);
     }
     let mut depth = 0;
     let mut parts = Vec::new();
@@ -43,14 +62,14 @@ pub fn parse(selector: &str) -> Result<Vec<LabelRequirement>, String> {
     }
     parts.push(current);
     if depth != 0 {
-        return Err("unbalanced parentheses".into());
+        return Err(SelectorError::Unbalanced);
     }
     parts.iter().map(|p| requirement(p.trim())).collect()
 }
 
-fn requirement(part: &str) -> Result<LabelRequirement, String> {
+fn requirement(part: &str) -> Result<LabelRequirement, SelectorError> {
     if part.is_empty() {
-        return Err("empty requirement between commas".into());
+        return Err(SelectorError::EmptyRequirement);
     }
     let (key, operator, values) = if let Some((k, v)) = part.split_once("!=") {
         (k, Operator::NotEquals, vec![v.trim().to_string()])
@@ -63,7 +82,7 @@ fn requirement(part: &str) -> Result<LabelRequirement, String> {
     {
         let rest = rest.trim();
         if !(rest.starts_with('(') && rest.ends_with(')')) {
-            return Err(format!("`{part}`: a set must be written `(a,b)`"));
+            return Err(SelectorError::Set(part.into()));
         }
         (k, operator, rest[1..rest.len() - 1].split(',').map(|v| v.trim().to_string()).collect())
     } else if let Some(k) = part.strip_prefix('!') {
@@ -79,28 +98,28 @@ fn requirement(part: &str) -> Result<LabelRequirement, String> {
     Ok(LabelRequirement { key: key.to_string(), operator, values })
 }
 
-fn check_key(key: &str) -> Result<(), String> {
+fn check_key(key: &str) -> Result<(), SelectorError> {
     let name = match key.rsplit_once('/') {
         Some((prefix, name)) => {
             if prefix.is_empty()
                 || prefix.len() > 253
                 || !prefix.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
             {
-                return Err(format!("invalid label key prefix in `{key}`"));
+                return Err(SelectorError::KeyPrefix(key.into()));
             }
             name
         }
         None => key,
     };
     if name.is_empty() || name.len() > 63 || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
-        return Err(format!("invalid label key `{key}`"));
+        return Err(SelectorError::Key(key.into()));
     }
     Ok(())
 }
 
-fn check_value(value: &str) -> Result<(), String> {
+fn check_value(value: &str) -> Result<(), SelectorError> {
     if value.len() > 63 || !value.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
-        return Err(format!("invalid label value `{value}`"));
+        return Err(SelectorError::Value(value.into()));
     }
     Ok(())
 }

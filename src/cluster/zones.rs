@@ -43,15 +43,6 @@ pub fn zone_state(down: usize, size: usize) -> ZoneState {
     }
 }
 
-/// NotReady: a Ready condition other than True (a node without one is not counted down).
-pub fn is_not_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-        .is_some_and(|c| c.status != "True")
-}
-
 /// A zone's nodes as the controller counts them: how many, and how many are NotReady.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ZoneTally {

@@ -2,7 +2,7 @@
 //! form serde reads stays in here; the crate sees only the validated [`Drill`].
 
 pub mod diagnostics;
-pub mod left;
+pub mod left_in_place;
 mod model;
 pub mod parse;
 pub mod placeholders;

@@ -35,9 +35,9 @@ pub struct DrillSpec {
     /// On-demand price per hour of each fallback instance type, in dollars.
     pub pricing: BTreeMap<String, f64>,
     pub steps: Vec<Step>,
-    /// Keep what the steps leave in place at the end instead of undoing it (see [`left::left_in_place`]).
+    /// Keep what the steps leave in place at the end instead of undoing it (see [`left_in_place::left_in_place`]).
     ///
-    /// [`left::left_in_place`]: super::left::left_in_place
+    /// [`left_in_place::left_in_place`]: super::left_in_place::left_in_place
     pub keep_changes: bool,
     /// The drill lock: one drill at a time.
     pub lock: LeaseRef,
@@ -68,6 +68,9 @@ pub struct Webhook {
 }
 
 impl Webhook {
+    /// The bound on one message when the drill file or `--notify` sets none.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
     /// Where it goes, without the path that is often the webhook's secret.
     pub fn shown(&self) -> String {
         crate::http::shown(&self.url)
@@ -163,7 +166,7 @@ pub struct ParsedSelector {
 }
 
 impl ParsedSelector {
-    pub fn parse(text: &str) -> Result<ParsedSelector, String> {
+    pub fn parse(text: &str) -> Result<ParsedSelector, selector::SelectorError> {
         Ok(ParsedSelector { requirements: selector::parse(text)?, text: text.to_string() })
     }
 

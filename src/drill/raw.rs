@@ -40,7 +40,7 @@ pub struct Metadata {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct DrillSpec {
-    pub cluster: ClusterIdentity,
+    pub cluster: ClusterSection,
     pub targets: Targets,
     #[serde(default)]
     pub objectives: Objectives,
@@ -58,21 +58,23 @@ pub struct DrillSpec {
     /// One drill at a time: the Lease a run (and `recover`) holds and renews while it may touch the cluster. A second
     /// run is refused while it is held; one whose holder stopped renewing is taken over after `duration`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lock: Option<Lock>,
+    pub lock: Option<LockSection>,
     /// Webhooks told when the drill starts, for each objective it misses, when it aborts, and at its end (verdict,
     /// RTO, report). One that fails is a warning in the report, never a failed drill.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub notify: Vec<Webhook>,
+    pub notify: Vec<WebhookSection>,
     /// Alertmanager silences for the alerts the drill causes: created when the fault is injected, expired at the end
     /// or on rollback; journalled, so `hybrid-drill recover` expires them after a crash.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub silences: Vec<Silence>,
+    pub silences: Vec<SilenceSection>,
 }
 
 /// The drill lock, a coordination.k8s.io/v1 Lease. Drills that share on-prem nodes or a fallback must share it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Lock {
+// The schema keeps the name editors and users already know.
+#[schemars(rename = "Lock")]
+pub struct LockSection {
     /// Default `kube-system`, which every cluster has.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
@@ -87,7 +89,9 @@ pub struct Lock {
 /// A webhook the drill's messages are POSTed to as JSON.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Webhook {
+// The schema keeps the name editors and users already know.
+#[schemars(rename = "Webhook")]
+pub struct WebhookSection {
     /// `http://` or `https://`. Keep a secret URL (Slack's) out of the drill file, which is copied into every run
     /// directory: pass it with `--notify` or `$HYBRID_DRILL_NOTIFY` instead.
     pub url: String,
@@ -102,7 +106,9 @@ pub struct Webhook {
 /// A silence of the alerts the drill is expected to cause, in an Alertmanager reachable from where the tool runs.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Silence {
+// The schema keeps the name editors and users already know.
+#[schemars(rename = "Silence")]
+pub struct SilenceSection {
     /// Alertmanager's base URL, e.g. `http://alertmanager.monitoring:9093`.
     pub alertmanager: String,
     /// The alerts to silence, in Alertmanager's matcher syntax, all of which must match: `alertname="KubeNodeNotReady"`,
@@ -116,7 +122,9 @@ pub struct Silence {
 /// The cluster this drill is meant for: the tool refuses to run against any other.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ClusterIdentity {
+// The schema keeps the name editors and users already know.
+#[schemars(rename = "ClusterIdentity")]
+pub struct ClusterSection {
     /// The kubeconfig context the drill must run in. Not checked in a pod (in-cluster mode), which has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,

@@ -16,11 +16,12 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::cluster::{self, Cluster, ClusterError, Target};
+use crate::cluster::{self, Cluster, ClusterError, KubeContext};
 use crate::drill::LoadedDrill;
-use crate::monitor::Monitor;
+use crate::monitor::{Derived, Monitor};
 use crate::report::{Outcome, Report};
 use crate::run::SetupError;
 use crate::timeline::view::SharedView;
@@ -59,7 +60,7 @@ pub const LEASE_PERMISSIONS: &[(&str, &str, &[&str])] = &[("coordination.k8s.io"
 
 #[derive(Debug, Clone)]
 pub struct WatchOptions {
-    pub target: Target,
+    pub target: KubeContext,
     pub reports_dir: PathBuf,
     pub episode_limit: Duration,
     pub metrics_addr: Option<SocketAddr>,
@@ -144,9 +145,9 @@ impl Watcher<'_> {
         marker::path(&self.opts.reports_dir, &self.loaded.drill.metadata.name)
     }
 
-    /// One timeline: from the watches' start to an episode's close (or a refresh, or a signal).
-    async fn cycle(&self, signals: &mut JoinHandle<&'static str>) -> Result<CycleEnd, WatchError> {
-        let drill = &self.loaded.drill;
+    /// The open episode a previous watch left, with its timeline taken up and the gap marked; else a fresh timeline
+    /// in memory until an episode opens.
+    fn take_up(&self) -> Result<(Option<OpenEpisode>, Timeline), WatchError> {
         let resumed = marker::read(&self.marker_path());
         let timeline = match &resumed {
             Some(open) => {
@@ -159,6 +160,13 @@ impl Watcher<'_> {
             }
             None => Timeline::in_memory(),
         };
+        Ok((resumed, timeline))
+    }
+
+    /// One timeline: from the watches' start to an episode's close (or a refresh, or a signal).
+    async fn cycle(&self, signals: &mut JoinHandle<&'static str>) -> Result<CycleEnd, WatchError> {
+        let drill = &self.loaded.drill;
+        let (resumed, timeline) = self.take_up()?;
         let view = SharedView::default();
         let mut watches = Watches::start(&self.cluster, drill, &view, &timeline);
         watches.synced(Duration::from_secs(60)).await.map_err(SetupError::Watches)?;
@@ -192,36 +200,7 @@ impl Watcher<'_> {
                     }
                 }
                 Some(e) => {
-                    let joined: Vec<String> = view
-                        .read(Degraded::of)
-                        .map(|d| d.nodes().into_iter().filter(|n| !e.nodes.contains(n)).collect())
-                        .unwrap_or_default();
-                    if !joined.is_empty() {
-                        let evidence = self.evidence(&joined).await.iter().map(NodeEvidence::describe).collect();
-                        eprintln!("hybrid-drill watch: the incident spread to {}", joined.join(", "));
-                        e.nodes.extend(joined.iter().cloned());
-                        timeline.record(Event::IncidentSpread { nodes: joined, evidence });
-                    }
-                    let whole = view.read(signs::on_prem_whole);
-                    if whole && e.whole == Some(false) {
-                        timeline.record(Event::ReturnStarted { step: "incident".into() });
-                    }
-                    if e.whole.is_some() || !whole {
-                        e.whole = Some(whole);
-                    }
-                    let d = derived.borrow().clone();
-                    let limit = chrono::Duration::from_std(self.opts.episode_limit).unwrap_or(chrono::Duration::MAX);
-                    let reason = if whole && d.back_on_prem && d.fallback_empty {
-                        Some("the workload is back on-prem and the fallback reclaimed".to_string())
-                    } else if Utc::now() - e.marker.opened >= limit {
-                        Some(format!(
-                            "the episode limit ({}) passed before the workload was back on-prem with the fallback \
-                             reclaimed",
-                            humantime::format_duration(self.opts.episode_limit)
-                        ))
-                    } else {
-                        None
-                    };
+                    let reason = self.follow(e, &view, &timeline, &derived).await;
                     if let Some(reason) = reason {
                         drop(monitor);
                         drop(watches);
@@ -254,6 +233,47 @@ impl Watcher<'_> {
                     return Ok(CycleEnd::Signal);
                 }
             }
+        }
+    }
+
+    /// Follows an open episode: nodes that join it, the on-prem side whole again (the return), and whether it is
+    /// over, with why.
+    async fn follow(
+        &self,
+        e: &mut Episode,
+        view: &SharedView,
+        timeline: &Timeline,
+        derived: &watch::Receiver<Derived>,
+    ) -> Option<String> {
+        let joined: Vec<String> = view
+            .read(Degraded::of)
+            .map(|d| d.nodes().into_iter().filter(|n| !e.nodes.contains(n)).collect())
+            .unwrap_or_default();
+        if !joined.is_empty() {
+            let evidence = self.evidence(&joined).await.iter().map(NodeEvidence::describe).collect();
+            eprintln!("hybrid-drill watch: the incident spread to {}", joined.join(", "));
+            e.nodes.extend(joined.iter().cloned());
+            timeline.record(Event::IncidentSpread { nodes: joined, evidence });
+        }
+        let whole = view.read(signs::on_prem_whole);
+        if whole && e.whole == Some(false) {
+            timeline.record(Event::ReturnStarted { step: "incident".into() });
+        }
+        if e.whole.is_some() || !whole {
+            e.whole = Some(whole);
+        }
+        let d = derived.borrow().clone();
+        let limit = chrono::Duration::from_std(self.opts.episode_limit).unwrap_or(chrono::Duration::MAX);
+        if whole && d.back_on_prem && d.fallback_empty {
+            Some("the workload is back on-prem and the fallback reclaimed".to_string())
+        } else if Utc::now() - e.marker.opened >= limit {
+            Some(format!(
+                "the episode limit ({}) passed before the workload was back on-prem with the fallback \
+                 reclaimed",
+                humantime::format_duration(self.opts.episode_limit)
+            ))
+        } else {
+            None
         }
     }
 

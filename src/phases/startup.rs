@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::moments::Moments;
 use crate::timeline::{ContainerStart, Event, NodeRole, Observation};
 
 /// The workload's pods that became Ready on the fallback before the service was restored.
@@ -152,6 +153,22 @@ fn one_pod(
     }
     let seconds = scheduled.map(|s| (at(ready) - s).num_milliseconds() as f64 / 1000.0);
     PodStartup { pod: pod.into(), node: node.into(), seconds, parts, image_cached }
+}
+
+impl<'a> Moments<'a> {
+    /// That pod's own pull (its `Pulling`, or its `Pulled` "already present" for a cached image), never another's.
+    pub(super) fn image_pull_started(&self) -> Option<&'a Observation> {
+        let pod = self.last_ready_pod()?;
+        let obs = self.scan.obs;
+        pod_event(obs, pod, "Pulling", false)
+            .or_else(|| pod_event(obs, pod, "Pulled", false))
+            .filter(|o| o.seq > self.t0_seq && o.seq < self.restored_seq)
+    }
+
+    pub(super) fn image_pulled(&self) -> Option<&'a Observation> {
+        let pod = self.last_ready_pod()?;
+        pod_event(self.scan.obs, pod, "Pulled", true).filter(|o| o.seq > self.t0_seq && o.seq < self.restored_seq)
+    }
 }
 
 #[cfg(test)]

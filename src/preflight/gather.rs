@@ -12,25 +12,28 @@ use super::snapshot::{NodeClassLookup, PoolLookup, Snapshot, Workload};
 use super::targets::PreflightTargets;
 use crate::cluster::karpenter::{NODEPOOL_LABEL, NodeClaim, NodeClassReference, NodePool};
 use crate::cluster::paged::list_paged;
-use crate::cluster::zones::{is_not_ready, zone_of};
+use crate::cluster::readiness::is_not_ready;
+use crate::cluster::zones::zone_of;
 use crate::cluster::{first_line, is_not_found};
 
 pub const KARPENTER_GROUP: &str = "karpenter.sh";
 
 #[derive(Debug, thiserror::Error)]
 pub enum PreflightError {
-    #[error("cannot read {what}: {message}")]
-    Api { what: String, message: String },
+    /// The API server's answer, or the request that got none, kept whole: a caller can tell a refusal (403, 404)
+    /// from a timeout. The message shows its first line only.
+    #[error("cannot read {what}: {}", first_line(&.error.to_string()))]
+    Api { what: String, error: kube::Error },
 }
 
-fn api_error(what: &str, e: &kube::Error) -> PreflightError {
-    PreflightError::Api { what: what.into(), message: first_line(&e.to_string()) }
+fn api_error(what: &str, e: kube::Error) -> PreflightError {
+    PreflightError::Api { what: what.into(), error: e }
 }
 
 async fn pods_on(client: &Client, node: &str) -> Result<Vec<Pod>, PreflightError> {
     let pods: Api<Pod> = Api::all(client.clone());
     let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
-    Ok(pods.list(&params).await.map_err(|e| api_error(&format!("pods on {node}"), &e))?.items)
+    Ok(pods.list(&params).await.map_err(|e| api_error(&format!("pods on {node}"), e))?.items)
 }
 
 pub async fn gather(client: &Client, targets: &PreflightTargets) -> Result<Snapshot, PreflightError> {
@@ -38,7 +41,7 @@ pub async fn gather(client: &Client, targets: &PreflightTargets) -> Result<Snaps
         server_minor: client.apiserver_version().await.ok().and_then(|v| v.minor.trim_end_matches('+').parse().ok()),
         ..Snapshot::default()
     };
-    let groups = client.list_api_groups().await.map_err(|e| api_error("the API groups", &e))?;
+    let groups = client.list_api_groups().await.map_err(|e| api_error("the API groups", e))?;
     if let Some(group) = groups.groups.iter().find(|g| g.name == KARPENTER_GROUP) {
         s.karpenter_versions = group.versions.iter().map(|v| v.version.clone()).collect();
     }
@@ -46,7 +49,7 @@ pub async fn gather(client: &Client, targets: &PreflightTargets) -> Result<Snaps
         let resources = client
             .list_api_group_resources(&format!("{KARPENTER_GROUP}/v1"))
             .await
-            .map_err(|e| api_error("karpenter.sh/v1", &e))?;
+            .map_err(|e| api_error("karpenter.sh/v1", e))?;
         s.karpenter_v1_resources = resources.resources.into_iter().map(|r| r.name).collect();
     }
 
@@ -54,7 +57,7 @@ pub async fn gather(client: &Client, targets: &PreflightTargets) -> Result<Snaps
     s.on_prem = nodes
         .list(&ListParams::default().labels(&targets.nodes))
         .await
-        .map_err(|e| api_error("the on-prem nodes", &e))?
+        .map_err(|e| api_error("the on-prem nodes", e))?
         .items
         .iter()
         .map(|n| n.name_any())
@@ -67,7 +70,7 @@ pub async fn gather(client: &Client, targets: &PreflightTargets) -> Result<Snaps
     // Each node read leaves its zone and readiness; only the nodes a check reads are kept whole.
     let read =
         |n: Node| Some((zone_of(&n), is_not_ready(&n), reads_node(&n, &s.on_prem, &targets.node_pool).then_some(n)));
-    let read = list_paged(&ListParams::default(), fetch, read).await.map_err(|e| api_error("nodes", &e))?;
+    let read = list_paged(&ListParams::default(), fetch, read).await.map_err(|e| api_error("nodes", e))?;
     for (zone, not_ready, node) in read {
         s.zones.entry(zone).or_default().count(not_ready);
         s.nodes.extend(node);
@@ -81,11 +84,36 @@ pub async fn gather(client: &Client, targets: &PreflightTargets) -> Result<Snaps
         async move { daemonsets.list(&params).await }
     };
     let keep = |ds: DaemonSet| reads_daemonset(&ds).then_some(ds);
-    s.daemonsets = list_paged(&ListParams::default(), fetch, keep).await.map_err(|e| api_error("DaemonSets", &e))?;
+    s.daemonsets = list_paged(&ListParams::default(), fetch, keep).await.map_err(|e| api_error("DaemonSets", e))?;
 
+    fallback(client, targets, &groups, &mut s).await?;
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &targets.namespace);
+    let workload_pods = pods
+        .list(&ListParams::default().labels(&targets.selector))
+        .await
+        .map_err(|e| api_error("the workload's pods", e))?
+        .items;
+    s.workload_pods = workload_pods.len();
+    s.workload_pod_names =
+        workload_pods.iter().map(|p| format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any())).collect();
+    s.workloads = workloads(client, workload_pods).await?;
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &targets.namespace);
+    s.budgets = budgets.list(&ListParams::default()).await.map_err(|e| api_error("PodDisruptionBudgets", e))?.items;
+    Ok(s)
+}
+
+/// The fallback NodePool (and the others the drill names), its NodeClaims, the pods on its nodes and its node
+/// class, as far as Karpenter's API serves them.
+async fn fallback(
+    client: &Client,
+    targets: &PreflightTargets,
+    groups: &k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroupList,
+    s: &mut Snapshot,
+) -> Result<(), PreflightError> {
     if s.karpenter_v1_resources.iter().any(|r| r == "nodepools") {
         let pools: Api<NodePool> = Api::all(client.clone());
-        let list = pools.list(&ListParams::default()).await.map_err(|e| api_error("NodePools", &e))?.items;
+        let list = pools.list(&ListParams::default()).await.map_err(|e| api_error("NodePools", e))?.items;
         s.pool = match list.iter().find(|p| p.name_any() == targets.node_pool) {
             Some(pool) => PoolLookup::Found(Box::new(pool.clone())),
             None => PoolLookup::Missing { existing: list.iter().map(|p| p.name_any()).collect() },
@@ -96,7 +124,7 @@ pub async fn gather(client: &Client, targets: &PreflightTargets) -> Result<Snaps
         let by_pool = ListParams::default().labels(&format!("{NODEPOOL_LABEL}={}", targets.node_pool));
         if s.karpenter_v1_resources.iter().any(|r| r == "nodeclaims") {
             let claims: Api<NodeClaim> = Api::all(client.clone());
-            s.claims = claims.list(&by_pool).await.map_err(|e| api_error("NodeClaims", &e))?.items;
+            s.claims = claims.list(&by_pool).await.map_err(|e| api_error("NodeClaims", e))?.items;
         }
         let fallback_nodes: Vec<String> = s
             .nodes
@@ -108,23 +136,10 @@ pub async fn gather(client: &Client, targets: &PreflightTargets) -> Result<Snaps
             s.pods_on_fallback.extend(pods_on(client, node).await?);
         }
         if let Some(reference) = pool.node_class_ref() {
-            s.node_class = node_class(client, &groups, reference).await?;
+            s.node_class = node_class(client, groups, reference).await?;
         }
     }
-
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &targets.namespace);
-    let workload_pods = pods
-        .list(&ListParams::default().labels(&targets.selector))
-        .await
-        .map_err(|e| api_error("the workload's pods", &e))?
-        .items;
-    s.workload_pods = workload_pods.len();
-    s.workload_pod_names =
-        workload_pods.iter().map(|p| format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any())).collect();
-    s.workloads = workloads(client, workload_pods).await?;
-    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &targets.namespace);
-    s.budgets = budgets.list(&ListParams::default()).await.map_err(|e| api_error("PodDisruptionBudgets", &e))?.items;
-    Ok(s)
+    Ok(())
 }
 
 async fn node_class(
@@ -141,7 +156,7 @@ async fn node_class(
     let resources = client
         .list_api_group_resources(&version.group_version)
         .await
-        .map_err(|e| api_error(&version.group_version, &e))?;
+        .map_err(|e| api_error(&version.group_version, e))?;
     let Some(resource) = resources.resources.iter().find(|r| r.kind == reference.kind && !r.name.contains('/')) else {
         return Ok(NodeClassLookup::NotServed);
     };
@@ -157,7 +172,7 @@ async fn node_class(
         Ok(object) => Ok(NodeClassLookup::Found(serde_json::to_value(object).unwrap_or_default())),
         Err(e) if is_not_found(&e) => Ok(NodeClassLookup::Missing),
         Err(kube::Error::Api(s)) if s.code == 403 => Ok(NodeClassLookup::Unreadable(first_line(&s.message))),
-        Err(e) => Err(api_error(&reference.object(), &e)),
+        Err(e) => Err(api_error(&reference.object(), e)),
     }
 }
 
@@ -190,7 +205,7 @@ async fn workloads(client: &Client, pods: Vec<Pod>) -> Result<Vec<Workload>, Pre
         let workload = match owner {
             Some((kind, name)) if kind == "ReplicaSet" => {
                 let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), &ns);
-                let Some(set) = sets.get_opt(&name).await.map_err(|e| api_error(&format!("ReplicaSet {name}"), &e))?
+                let Some(set) = sets.get_opt(&name).await.map_err(|e| api_error(&format!("ReplicaSet {name}"), e))?
                 else {
                     found.push(bare(&pod));
                     continue;
@@ -202,7 +217,7 @@ async fn workloads(client: &Client, pods: Vec<Pod>) -> Result<Vec<Workload>, Pre
                         let d = deployments
                             .get_opt(&o.name)
                             .await
-                            .map_err(|e| api_error(&format!("Deployment {}", o.name), &e))?;
+                            .map_err(|e| api_error(&format!("Deployment {}", o.name), e))?;
                         match d.and_then(|d| d.spec) {
                             Some(spec) => Workload {
                                 kind: "Deployment".into(),
@@ -234,7 +249,7 @@ async fn workloads(client: &Client, pods: Vec<Pod>) -> Result<Vec<Workload>, Pre
                     continue;
                 }
                 let sets: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
-                let set = sets.get_opt(&name).await.map_err(|e| api_error(&format!("StatefulSet {name}"), &e))?;
+                let set = sets.get_opt(&name).await.map_err(|e| api_error(&format!("StatefulSet {name}"), e))?;
                 match set.and_then(|s| s.spec) {
                     Some(spec) => Workload {
                         kind: "StatefulSet".into(),

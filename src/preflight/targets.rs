@@ -37,7 +37,7 @@ pub enum TargetsError {
     #[error("without a drill file, preflight needs --nodes, --namespace, --selector and --node-pool (missing: {0})")]
     Missing(String),
     #[error("invalid label selector `{selector}` given to {flag}: {reason}")]
-    Selector { flag: &'static str, selector: String, reason: String },
+    Selector { flag: &'static str, selector: String, reason: crate::cluster::selector::SelectorError },
 }
 
 impl PreflightTargets {

@@ -31,11 +31,16 @@ unreachable NoExecute taint, eviction once the pods' tolerationSeconds run out, 
 really stop, so the overlap is an upper bound; a hook that only stops the kubelet leaves them running, as a cut would. \
 Not reproduced: a DX/VPN cut, where the nodes keep running (see the cut drills).";
 
+/// The drain drill's fidelity statement.
+pub const DRAIN_FIDELITY: &str = "drain: the on-prem nodes were cordoned and their pods evicted through the Eviction API \
+(PodDisruptionBudgets honoured). The nodes stayed Ready: this measures the fallback path of a planned evacuation, not \
+the node-failure detection delay or the not-ready/unreachable toleration wait of a real outage.";
+
 /// The fidelity statement of a run: the drill's fault, then what was observed after it.
 pub fn statement(drill: &Drill, observations: &[Observation]) -> String {
     let fault = drill.spec.steps.iter().map(|s| &s.action).find(|a| a.is_fault());
     let text = match fault {
-        Some(Action::Drain(_)) => return super::DRAIN_FIDELITY.into(),
+        Some(Action::Drain(_)) => return DRAIN_FIDELITY.into(),
         Some(Action::Cut(cut)) => match cut.enforcement {
             CutEnforcement::PodNetwork => POD_NETWORK.to_string(),
             CutEnforcement::Host(cni) if !any_on_prem_lost(observations) => {

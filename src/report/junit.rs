@@ -5,7 +5,7 @@ use std::time::Duration;
 use quick_junit::{NonSuccessKind, Property, TestCase, TestCaseStatus, TestSuite};
 
 use super::{Outcome, Report, human_seconds, verdict_word};
-use crate::phases::Verdict;
+use crate::phases::{Phase, Verdict};
 
 pub fn render(report: &Report) -> Result<String, quick_junit::SerializeError> {
     let mut suite = TestSuite::new(report.drill.name.as_str());
@@ -20,6 +20,19 @@ pub fn render(report: &Report) -> Result<String, quick_junit::SerializeError> {
     ]);
     let classname = format!("hybrid-drill.{}", report.drill.name);
 
+    suite.add_test_case(outcome_case(report, &classname));
+    for p in report.phases.iter().filter(|p| p.objective_seconds.is_some()) {
+        suite.add_test_case(objective_case(p, &classname));
+    }
+
+    let mut junit = quick_junit::Report::new("hybrid-drill");
+    junit.set_timestamp(report.started);
+    junit.add_test_suite(suite);
+    junit.to_string()
+}
+
+/// The drill's outcome as one test case: a miss is a failure, a drill that did not run to its end an error.
+fn outcome_case(report: &Report, classname: &str) -> TestCase {
     let mut outcome = match report.outcome {
         Outcome::Passed => TestCaseStatus::success(),
         Outcome::ObjectiveMissed => {
@@ -46,49 +59,45 @@ pub fn render(report: &Report) -> Result<String, quick_junit::SerializeError> {
         outcome.set_description(steps.join("\n"));
     }
     let mut case = TestCase::new("drill outcome", outcome);
-    case.set_classname(classname.as_str());
+    case.set_classname(classname);
     case.set_time(seconds((report.finished - report.started).num_milliseconds() as f64 / 1000.0));
-    suite.add_test_case(case);
+    case
+}
 
-    for p in report.phases.iter().filter(|p| p.objective_seconds.is_some()) {
-        let objective = p.objective_seconds.unwrap_or_default();
-        let name = p.name.title();
-        let status = match (p.verdict, p.seconds) {
-            (Verdict::Met, _) => TestCaseStatus::success(),
-            (_, Some(s)) => {
-                let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
-                status.set_type("objective-missed");
-                status.set_message(format!(
-                    "{name} took {} against an objective of {} ({} over)",
-                    human_seconds(s),
-                    human_seconds(objective),
-                    human_seconds(s - objective)
-                ));
-                status
-            }
-            (_, None) => {
-                let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
-                status.set_type("not-measured");
-                status.set_message(format!(
-                    "{name} was not measured ({}); objective {}",
-                    p.note.as_deref().unwrap_or(verdict_word(p)),
-                    human_seconds(objective)
-                ));
-                status
-            }
-        };
-        let mut case = TestCase::new(format!("{name} within {}", human_seconds(objective)), status);
-        case.set_classname(classname.as_str());
-        if let Some(s) = p.seconds {
-            case.set_time(seconds(s));
+/// One phase with an objective as a test case: met, missed by how much, or not measured.
+fn objective_case(p: &Phase, classname: &str) -> TestCase {
+    let objective = p.objective_seconds.unwrap_or_default();
+    let name = p.name.title();
+    let status = match (p.verdict, p.seconds) {
+        (Verdict::Met, _) => TestCaseStatus::success(),
+        (_, Some(s)) => {
+            let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            status.set_type("objective-missed");
+            status.set_message(format!(
+                "{name} took {} against an objective of {} ({} over)",
+                human_seconds(s),
+                human_seconds(objective),
+                human_seconds(s - objective)
+            ));
+            status
         }
-        suite.add_test_case(case);
+        (_, None) => {
+            let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            status.set_type("not-measured");
+            status.set_message(format!(
+                "{name} was not measured ({}); objective {}",
+                p.note.as_deref().unwrap_or(verdict_word(p)),
+                human_seconds(objective)
+            ));
+            status
+        }
+    };
+    let mut case = TestCase::new(format!("{name} within {}", human_seconds(objective)), status);
+    case.set_classname(classname);
+    if let Some(s) = p.seconds {
+        case.set_time(seconds(s));
     }
-
-    let mut junit = quick_junit::Report::new("hybrid-drill");
-    junit.set_timestamp(report.started);
-    junit.add_test_suite(suite);
-    junit.to_string()
+    case
 }
 
 fn seconds(s: f64) -> Duration {

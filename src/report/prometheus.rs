@@ -73,6 +73,7 @@ fn bit(b: bool) -> f64 {
     f64::from(u8::from(b))
 }
 
+// Long: the list of every metric with its help text, one entry each; the exposition's order is this list's.
 fn gauges(report: &Report) -> Vec<Gauge> {
     let rto = report.phases.iter().find(|p| is_rto(p));
     let f = &report.fallback;

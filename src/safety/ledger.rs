@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::Mutex;
 
-use super::MutationError;
+use super::error::MutationError;
 use super::journal::{EntryState, Journal, Mutation};
 use crate::timeline::{Event, Timeline};
 

@@ -30,8 +30,12 @@ pub const LOCK_PERMISSIONS: &[(&str, &str, &[&str])] = &[
 pub enum LockError {
     #[error("another drill holds the cluster's drill lock ({lease}): {holder}; nothing was touched; {hint}")]
     Held { lease: String, holder: String, hint: String },
-    #[error("cannot take the drill lock ({lease}): {message}; {fix}")]
-    Api { lease: String, message: String, fix: String },
+    /// The API server's answer, kept whole (a 403 wants a grant, a 404 a namespace, a timeout a retry); the message
+    /// shows its first line and the fix for it.
+    #[error("cannot take the drill lock ({lease}): {}; {fix}", first_line(&.error.to_string()))]
+    Api { lease: String, error: kube::Error, fix: String },
+    #[error("cannot take the drill lock ({lease}): {cause}; the journal must be writable before the lock is taken")]
+    Unjournalled { lease: String, cause: Box<super::error::MutationError> },
 }
 
 impl LockError {
@@ -58,7 +62,7 @@ pub enum Claim<'a> {
 }
 
 /// The lock, held: renewed in the background until released.
-pub struct Lock {
+pub struct HeldLock {
     lease: LeaseRef,
     identity: String,
     api: Api<Lease>,
@@ -108,8 +112,8 @@ fn refusal_hint(holder: &Holder, host: &str) -> String {
     }
 }
 
-fn api_error(lease: &LeaseRef, e: &kube::Error) -> LockError {
-    let fix = match e {
+fn api_error(lease: &LeaseRef, e: kube::Error) -> LockError {
+    let fix = match &e {
         kube::Error::Api(s) if s.code == 403 => {
             format!("grant get, create and update on leases in namespace {} (deploy/lock-role.yaml)", lease.namespace)
         }
@@ -118,7 +122,7 @@ fn api_error(lease: &LeaseRef, e: &kube::Error) -> LockError {
         }
         _ => "check the cluster is reachable and retry".into(),
     };
-    LockError::Api { lease: lease.to_string(), message: first_line(&e.to_string()), fix }
+    LockError::Api { lease: lease.to_string(), error: e, fix }
 }
 
 fn holder_of(lease: &Lease) -> Option<&str> {
@@ -128,7 +132,7 @@ fn holder_of(lease: &Lease) -> Option<&str> {
 /// Refuses, reading only, when the lock is held by another: said before anything else happens (a confirmation).
 pub async fn check(cluster: &Cluster, lease: &LeaseRef, claim: Claim<'_>, host: &str) -> Result<(), LockError> {
     let api: Api<Lease> = Api::namespaced(cluster.client.clone(), &lease.namespace);
-    let found = transient_retry(|| api.get_opt(&lease.name)).await.map_err(|e| api_error(lease, &e))?;
+    let found = transient_retry(|| api.get_opt(&lease.name)).await.map_err(|e| api_error(lease, e))?;
     decide(lease, &judge(found.as_ref(), Utc::now()), claim, host).map(drop)
 }
 
@@ -139,12 +143,12 @@ pub async fn take(
     lease: &LeaseRef,
     claimant: &Claimant,
     claim: Claim<'_>,
-) -> Result<Lock, LockError> {
+) -> Result<HeldLock, LockError> {
     let api: Api<Lease> = Api::namespaced(cluster.client.clone(), &lease.namespace);
     let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() };
     let mut conflicts = 0;
     loop {
-        let found = transient_retry(|| api.get_opt(&lease.name)).await.map_err(|e| api_error(lease, &e))?;
+        let found = transient_retry(|| api.get_opt(&lease.name)).await.map_err(|e| api_error(lease, e))?;
         let now = Utc::now();
         let took_over = decide(lease, &judge(found.as_ref(), now), claim, &claimant.host)?;
         let transitions = found.as_ref().and_then(|l| l.spec.as_ref()).and_then(|s| s.lease_transitions).unwrap_or(0)
@@ -158,21 +162,21 @@ pub async fn take(
             }
         };
         match written {
-            Ok(held) => return Ok(Lock::start(lease.clone(), claimant.identity.clone(), api, held, took_over)),
+            Ok(held) => return Ok(HeldLock::start(lease.clone(), claimant.identity.clone(), api, held, took_over)),
             // Another claimant wrote it first: judge again what it wrote.
             Err(kube::Error::Api(s)) if s.code == 409 && conflicts < 3 => conflicts += 1,
             Err(e) if e.is_transient() && conflicts < 3 => conflicts += 1,
-            Err(e) => return Err(api_error(lease, &e)),
+            Err(e) => return Err(api_error(lease, e)),
         }
     }
 }
 
-impl Lock {
-    fn start(lease: LeaseRef, identity: String, api: Api<Lease>, held: Lease, took_over: Option<String>) -> Lock {
+impl HeldLock {
+    fn start(lease: LeaseRef, identity: String, api: Api<Lease>, held: Lease, took_over: Option<String>) -> HeldLock {
         let current = Arc::new(Mutex::new(held));
         let (tell, lost) = watch::channel(None);
         let renewal = tokio::spawn(renew(lease.clone(), identity.clone(), api.clone(), current.clone(), tell));
-        Lock { lease, identity, api, current, renewal, lost, took_over }
+        HeldLock { lease, identity, api, current, renewal, lost, took_over }
     }
 
     pub fn lease(&self) -> &LeaseRef {
@@ -301,7 +305,7 @@ mod tests {
     }
 
     /// Plays an API server holding `existing` (none: no Lease); every write is answered with what was written.
-    async fn take_against(existing: Option<Value>, claim: Claim<'_>) -> (Result<Option<String>, String>, Vec<Seen>) {
+    async fn take_against(existing: Option<Value>, claim: Claim<'_>) -> (Result<Option<String>, LockError>, Vec<Seen>) {
         let (cluster, handle) = Cluster::mock();
         let server = serve(handle, move |r: &Seen| match (r.method.as_str(), &existing) {
             ("GET", Some(lease)) => Answer::Json(200, lease.clone()),
@@ -314,7 +318,7 @@ mod tests {
                 lock.renewal.abort();
                 Ok(lock.took_over.clone())
             }
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e),
         };
         drop(cluster);
         (result, server.await.unwrap())
@@ -323,7 +327,7 @@ mod tests {
     #[tokio::test]
     async fn a_free_lock_is_created_with_who_holds_it_since_when_and_where() {
         let (result, seen) = take_against(None, Claim::Run).await;
-        assert_eq!(result, Ok(None));
+        assert!(matches!(result, Ok(None)), "{result:?}");
         let methods: Vec<&str> = seen.iter().map(|s| s.method.as_str()).collect();
         assert_eq!(methods, ["GET", "POST"]);
         assert!(
@@ -341,7 +345,7 @@ mod tests {
     async fn a_held_lock_refuses_a_second_run_with_its_holder_and_writes_nothing() {
         let held = lease_of("run-a", Utc::now(), u32::MAX - 1);
         let (result, seen) = take_against(Some(held), Claim::Run).await;
-        let message = result.unwrap_err();
+        let message = result.unwrap_err().to_string();
         assert!(
             message.starts_with(
                 "another drill holds the cluster's drill lock (Lease kube-system/hybrid-drill): run-a since "

@@ -1,6 +1,7 @@
 //! Safety: the one place that mutates a cluster, every change and every undo journalled first; rollback, and
 //! recovery from a journal or from the marks a run left in the cluster.
 
+mod error;
 pub mod journal;
 mod ledger;
 pub mod lock;
@@ -14,7 +15,8 @@ mod verify;
 #[cfg(test)]
 pub(crate) mod tests;
 
-pub use mutator::{Eviction, MutationError, Mutator, eviction_refusal};
+pub use error::MutationError;
+pub use mutator::{Eviction, Mutator, eviction_refusal};
 pub use recover::{recover, recover_marks};
 pub use undo::RollbackOutcome;
 pub use verify::{Leftover, RestoreScope, restore_wait};

@@ -12,9 +12,10 @@ use kube::api::{DynamicObject, EvictParams, ListParams, Patch, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use super::journal::{self, EntryState, Journal, LastResort, Mutation, ReadError};
+use super::error::{MutationError, api_error};
+use super::journal::{self, EntryState, Journal, LastResort, Mutation};
 use super::ledger::{Ledger, Settled, Stage, transient_retry};
-use super::lock::{self, Claim, Lock, LockError};
+use super::lock::{self, Claim, HeldLock, LockError};
 use super::requests::{FIELD_MANAGER, patch_params, uncordon_node};
 use super::undo::{self, RollbackOutcome, UndoBy};
 use super::verify::RestoreScope;
@@ -23,26 +24,10 @@ use crate::cluster::lease::{Claimant, LeaseRef};
 use crate::cluster::marks::{CUT_LABEL, RUN_ANNOTATION, RunId};
 use crate::cluster::policy::{PolicyKind, PolicyRef};
 use crate::cluster::scheduling::selector_matches;
-use crate::cluster::{Cluster, first_line, is_not_found};
-use crate::drill::SilenceSpec;
+use crate::cluster::{Cluster, is_not_found};
+use crate::drill::{SilenceSpec, WorkloadKind};
 use crate::timeline::{Event, Timeline};
 use chrono::{DateTime, Utc};
-
-#[derive(Debug, thiserror::Error)]
-pub enum MutationError {
-    #[error("cannot write the journal {path}: {cause}")]
-    Journal { path: String, cause: std::io::Error },
-    #[error(transparent)]
-    JournalRead(#[from] ReadError),
-    #[error("{action} {target} failed: {message}")]
-    Api { action: String, target: String, message: String },
-    #[error("command `{command}` could not run: {message}")]
-    Spawn { command: String, message: String },
-    #[error("command `{command}` did not finish within {seconds}s")]
-    CommandTimeout { command: String, seconds: u64 },
-    #[error("silence {target} failed: {cause}")]
-    Silence { target: String, cause: AlertmanagerError },
-}
 
 /// What an eviction request came to; only a budget's block and throttling may end differently if asked again.
 #[derive(Debug, Clone, PartialEq)]
@@ -125,14 +110,14 @@ impl Mutator {
         let result = self.ledger.perform(Stage::Forward, m, announce, call, settle).await.checked()?;
         result.map_err(|e| {
             let (action, target) = m.describe();
-            api_error(&action, &target, &e)
+            api_error(&action, &target, e)
         })
     }
 
     /// Cordons a node, unless someone already had: a node cordoned before the drill stays as it was.
     pub async fn cordon(&self, node: &str) -> Result<(), MutationError> {
         let nodes: Api<Node> = Api::all(self.cluster.client.clone());
-        let current = transient_retry(|| nodes.get(node)).await.map_err(|e| api_error("cordon", node, &e))?;
+        let current = transient_retry(|| nodes.get(node)).await.map_err(|e| api_error("cordon", node, e))?;
         let was_unschedulable = current.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
         let m = Mutation::Cordon { node: node.into(), was_unschedulable };
         if was_unschedulable {
@@ -219,8 +204,8 @@ impl Mutator {
     }
 
     /// A rollout restart, done the way kubectl does it: a new pod-template annotation.
-    pub async fn restart(&self, namespace: &str, kind: &str, name: &str) -> Result<(), MutationError> {
-        let m = Mutation::Restart { namespace: namespace.into(), kind: kind.into(), name: name.into() };
+    pub async fn restart(&self, namespace: &str, kind: WorkloadKind, name: &str) -> Result<(), MutationError> {
+        let m = Mutation::Restart { namespace: namespace.into(), kind: kind.to_string(), name: name.into() };
         let now = chrono::Utc::now().to_rfc3339();
         let patch = json!({"spec": {"template": {"metadata": {"annotations": {
             "kubectl.kubernetes.io/restartedAt": now,
@@ -229,11 +214,11 @@ impl Mutator {
         let client = &self.cluster.client;
         let call = || async {
             match kind {
-                "statefulset" => Api::<StatefulSet>::namespaced(client.clone(), namespace)
+                WorkloadKind::StatefulSet => Api::<StatefulSet>::namespaced(client.clone(), namespace)
                     .patch(name, &params, &merge)
                     .await
                     .map(drop),
-                _ => Api::<Deployment>::namespaced(client.clone(), namespace)
+                WorkloadKind::Deployment => Api::<Deployment>::namespaced(client.clone(), namespace)
                     .patch(name, &params, &merge)
                     .await
                     .map(drop),
@@ -258,16 +243,10 @@ impl Mutator {
     /// Creates one of a link cut's deny policies; its undo deletes it.
     pub async fn create_policy(&self, policy: &PolicyRef, object: serde_json::Value) -> Result<(), MutationError> {
         let target = policy.to_string();
-        let kind = PolicyKind::of(&policy.api_version, &policy.kind).ok_or_else(|| MutationError::Api {
-            action: "create".into(),
-            target: target.clone(),
-            message: "a policy kind this tool does not know".into(),
-        })?;
-        let object: DynamicObject = serde_json::from_value(object).map_err(|e| MutationError::Api {
-            action: "create".into(),
-            target: target.clone(),
-            message: e.to_string(),
-        })?;
+        let kind = PolicyKind::of(&policy.api_version, &policy.kind)
+            .ok_or_else(|| MutationError::UnknownPolicy { target: target.clone() })?;
+        let object: DynamicObject = serde_json::from_value(object)
+            .map_err(|cause| MutationError::PolicyObject { target: target.clone(), cause })?;
         let m = Mutation::CreatePolicy { policy: policy.clone() };
         let api = kind.api(&self.cluster.client, policy.namespace.as_deref());
         let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
@@ -346,7 +325,7 @@ impl Mutator {
 
     /// Takes the drill lock for the run, journalled first (`Claim::Run`: a free lock, or one whose holder stopped
     /// renewing); a refusal is journalled as failed, having changed nothing.
-    pub async fn take_lock(&self, lease: &LeaseRef, claimant: &Claimant) -> Result<Lock, LockError> {
+    pub async fn take_lock(&self, lease: &LeaseRef, claimant: &Claimant) -> Result<HeldLock, LockError> {
         let m = Mutation::HoldLease {
             namespace: lease.namespace.clone(),
             name: lease.name.clone(),
@@ -356,16 +335,12 @@ impl Mutator {
         let performed = self.ledger.perform(Stage::Forward, &m, None, call, |r| Settled::forward(r, None));
         match performed.await.checked() {
             Ok(result) => result,
-            Err(e) => Err(LockError::Api {
-                lease: lease.to_string(),
-                message: e.to_string(),
-                fix: "the journal must be writable before the lock is taken".into(),
-            }),
+            Err(e) => Err(LockError::Unjournalled { lease: lease.to_string(), cause: Box::new(e) }),
         }
     }
 
     /// Releases the run's drill lock at its end, journalled (`undoing`, then `undone`); another holder's is left alone.
-    pub async fn release_lock(&self, held: Lock) -> Result<(), MutationError> {
+    pub async fn release_lock(&self, held: HeldLock) -> Result<(), MutationError> {
         let path = self.ledger.journal_path().await;
         let entries = journal::read(&path)?.entries;
         let seq = entries.iter().rev().find(|e| matches!(e.mutation, Mutation::HoldLease { .. })).map(|e| e.seq);
@@ -380,7 +355,7 @@ impl Mutator {
             Err(e) => Settled::new(EntryState::UndoFailed).note(e.to_string()),
         };
         let result = self.ledger.perform(Stage::Undo(seq), &m, None, call, settle).await.checked()?;
-        result.map_err(|e| api_error("release", &m.describe().1, &e))
+        result.map_err(|e| api_error("release", &m.describe().1, e))
     }
 
     /// Creates the drill's silence in Alertmanager, marked with the run's id, ending by itself at `until` should
@@ -446,10 +421,6 @@ impl Mutator {
         undo::verify_after(&self.ledger, &self.cluster, &self.scope(), wait, &mut outcome).await;
         outcome
     }
-}
-
-pub(super) fn api_error(action: &str, target: &str, e: &kube::Error) -> MutationError {
-    MutationError::Api { action: action.into(), target: target.into(), message: first_line(&e.to_string()) }
 }
 
 /// Sorts an error answer to an eviction, before the budgets are looked up: a 429 is a budget's block when it says

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::MutationError;
+use super::error::MutationError;
 use super::journal::{EntryState, Mutation};
 use super::ledger::{Ledger, Settled, Stage, Transient};
 use crate::timeline::Event;

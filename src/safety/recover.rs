@@ -7,10 +7,9 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{ListParams, PartialObjectMeta};
 use kube::{Api, ResourceExt};
 
-use super::MutationError;
+use super::error::{MutationError, api_error};
 use super::journal::{self, Journal, Mutation};
 use super::ledger::{Ledger, transient_retry};
-use super::mutator::api_error;
 use super::undo::{self, RollbackOutcome, ToUndo, UndoBy};
 use super::verify::{RestoreScope, restore_wait};
 use crate::cluster::marks::{self, CUT_LABEL, RUN_ANNOTATION, RunId};
@@ -83,7 +82,7 @@ async fn marked(cluster: &Cluster, run: Option<&RunId>) -> Result<Vec<ToUndo>, M
             mutation: Mutation::Cordon { node: name, was_unschedulable: false },
         })
     };
-    let cordoned = list_paged(&ListParams::default(), fetch, keep).await.map_err(|e| api_error("list", "nodes", &e))?;
+    let cordoned = list_paged(&ListParams::default(), fetch, keep).await.map_err(|e| api_error("list", "nodes", e))?;
     marked.extend(cordoned);
     let labelled = ListParams::default().labels(&marks::label_selector(run));
     for kind in policy::ALL {
@@ -92,7 +91,7 @@ async fn marked(cluster: &Cluster, run: Option<&RunId>) -> Result<Vec<ToUndo>, M
             Ok(l) => l,
             // Not installed here, so no run created one.
             Err(e) if is_not_found(&e) => continue,
-            Err(e) => return Err(api_error("list", kind.plural, &e)),
+            Err(e) => return Err(api_error("list", kind.plural, e)),
         };
         marked.extend(list.items.into_iter().map(|o| {
             let policy = PolicyRef {
@@ -105,7 +104,7 @@ async fn marked(cluster: &Cluster, run: Option<&RunId>) -> Result<Vec<ToUndo>, M
         }));
     }
     let cut = ListParams::default().labels(&marks::cut_selector(run));
-    let list = transient_retry(|| nodes.list(&cut)).await.map_err(|e| api_error("list", "nodes", &e))?;
+    let list = transient_retry(|| nodes.list(&cut)).await.map_err(|e| api_error("list", "nodes", e))?;
     marked.extend(list.items.into_iter().map(|n| {
         let mark = n.labels().get(CUT_LABEL).cloned().unwrap_or_default();
         let node = n.name_any();
@@ -116,7 +115,7 @@ async fn marked(cluster: &Cluster, run: Option<&RunId>) -> Result<Vec<ToUndo>, M
         }
     }));
     let pods: Api<Pod> = Api::all(cluster.client.clone());
-    let list = transient_retry(|| pods.list(&labelled)).await.map_err(|e| api_error("list", "pods", &e))?;
+    let list = transient_retry(|| pods.list(&labelled)).await.map_err(|e| api_error("list", "pods", e))?;
     marked.extend(list.items.into_iter().map(|p| {
         let mutation = Mutation::LabelPod {
             namespace: p.namespace().unwrap_or_default(),

@@ -9,7 +9,7 @@ use kube::api::{DeleteParams, Patch};
 use kube::runtime::wait::await_condition;
 use serde_json::json;
 
-use super::MutationError;
+use super::error::MutationError;
 use super::journal::{self, EntryState, LastResort, Mutation};
 use super::ledger::{Ledger, Performed, Settled, Stage, Transient};
 use super::process::run_command;
@@ -17,6 +17,7 @@ use super::requests::{patch_params, uncordon_node};
 use super::verify::{self, RestoreScope};
 use crate::alertmanager::{Alertmanager, AlertmanagerError, Matcher};
 use crate::cluster::policy::{PolicyKind, PolicyRef};
+use crate::cluster::readiness::is_ready;
 use crate::cluster::{Cluster, first_line, is_not_found};
 use crate::timeline::Event;
 
@@ -198,11 +199,6 @@ async fn unlabel_node(
         Ok(code) => Err(failed(Some(code), format!("exited {code}"))),
         Err(e) => Err(failed(None, format!("failed: {e}"))),
     }
-}
-
-fn is_ready(node: &Node) -> bool {
-    let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
-    conditions.is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// Why mutations are being undone, which decides how the journal and the timeline record it.

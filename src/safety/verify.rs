@@ -15,6 +15,7 @@ use super::journal::{self, Entry, EntryState, Mutation};
 use super::ledger::{Ledger, transient_retry};
 use crate::cluster::marks::{self, RunId};
 use crate::cluster::policy;
+use crate::cluster::readiness::is_ready;
 use crate::cluster::{Cluster, first_line, is_not_found};
 
 /// Every annotation and label a run puts on an object starts with this.
@@ -95,13 +96,6 @@ fn journal_nodes(entries: &[Entry]) -> JournalNodes {
 /// Whether a journal holds a change whose undo acts on the cluster: a run that changed nothing has nothing to check.
 pub(super) fn changed_anything(entries: &[Entry]) -> bool {
     entries.iter().any(|e| e.mutation.needs_undo())
-}
-
-fn is_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// The run's marks among an object's annotations and labels: keys of the tool whose value names the run.

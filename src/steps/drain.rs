@@ -20,7 +20,7 @@ use crate::safety::{Eviction, Mutator, eviction_refusal};
 use crate::timeline::{Event, FaultKind};
 
 /// How the eviction of one pod ended.
-enum Outcome {
+enum EvictionEnd {
     Evicted,
     /// Still refused at the deadline, by a budget or by throttling: `blocker` reads "... the eviction of POD".
     Pending {
@@ -69,7 +69,7 @@ pub async fn drain(
         let (stop, mut stopped, budgets, turns) = (&stop, stopped.clone(), &budgets, &turns);
         async move {
             let outcome = evict_until_done(ctx.mutator, budgets, turns, target, deadline, &mut stopped).await;
-            if matches!(outcome, Outcome::Fatal(_)) {
+            if matches!(outcome, EvictionEnd::Fatal(_)) {
                 let _ = stop.send(true);
             }
             outcome
@@ -80,9 +80,9 @@ pub async fn drain(
     let mut pending: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (target, result) in targets.iter().zip(results) {
         match result {
-            Outcome::Fatal(why) => fatal.push(format!("eviction of {} failed: {why}", target.name())),
-            Outcome::Pending { blocker } => pending.entry(blocker).or_default().push(target.name()),
-            Outcome::Evicted | Outcome::Stopped => {}
+            EvictionEnd::Fatal(why) => fatal.push(format!("eviction of {} failed: {why}", target.name())),
+            EvictionEnd::Pending { blocker } => pending.entry(blocker).or_default().push(target.name()),
+            EvictionEnd::Evicted | EvictionEnd::Stopped => {}
         }
     }
     if !fatal.is_empty() {
@@ -96,7 +96,18 @@ pub async fn drain(
             .join("; ");
         return Err(StepError::Timeout { after: timeout, detail });
     }
-    // kubectl drain returns once the evicted pods are gone; so does this, watch-driven and bounded.
+    all_gone(ctx, targets, deadline, timeout).await?;
+    Ok(StepSuccess::ok(summary(ctx.on_prem_nodes, &selection)))
+}
+
+/// Waits until every evicted pod is gone, as kubectl drain returns once they are: watch-driven, bounded by the
+/// step's deadline.
+async fn all_gone(
+    ctx: &StepContext<'_>,
+    targets: &[DrainPod],
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<(), StepError> {
     ctx.progress.waiting(&format!("waiting for {} evicted pods to terminate", targets.len()));
     let gone = join_all(targets.iter().map(|target| {
         let pod = &target.pod;
@@ -121,7 +132,7 @@ pub async fn drain(
             detail: format!("evicted pods still terminating: {}", remaining.join(", ")),
         });
     }
-    Ok(StepSuccess::ok(summary(ctx.on_prem_nodes, &selection)))
+    Ok(())
 }
 
 /// What the drain did, what it cost beyond restarts, and what it left alone on purpose.
@@ -170,7 +181,7 @@ async fn evict_until_done(
     target: &DrainPod,
     deadline: Instant,
     stopped: &mut watch::Receiver<bool>,
-) -> Outcome {
+) -> EvictionEnd {
     let (namespace, name) = (target.pod.namespace().unwrap_or_default(), target.pod.name_any());
     let mut backoff = Duration::from_secs(1);
     loop {
@@ -183,11 +194,11 @@ async fn evict_until_done(
         let before = budgets.current().versions(&namespace);
         let eviction = match mutator.evict(&namespace, &name, &target.node).await {
             Ok(eviction) => eviction,
-            Err(e) => return Outcome::Fatal(e.to_string()),
+            Err(e) => return EvictionEnd::Fatal(e.to_string()),
         };
         drop(my_turn);
         let (wait, watched, last) = match &eviction {
-            Eviction::Evicted | Eviction::AlreadyGone => return Outcome::Evicted,
+            Eviction::Evicted | Eviction::AlreadyGone => return EvictionEnd::Evicted,
             Eviction::Blocked { pdb, .. } => {
                 let names: Vec<String> = pdb.iter().flat_map(|p| p.split(", ")).map(str::to_string).collect();
                 let blocker =
@@ -199,15 +210,15 @@ async fn evict_until_done(
                     backoff = (backoff * 2).min(SAFETY_NET);
                     wait
                 };
-                (wait, names, Outcome::Pending { blocker })
+                (wait, names, EvictionEnd::Pending { blocker })
             }
             // Not a budget: the API server is shedding load and says when to come back.
             Eviction::Throttled { retry_after, message } => {
                 let blocker = format!("API server throttling (429: {message}) held up");
-                (retry_after.unwrap_or(backoff), Vec::new(), Outcome::Pending { blocker })
+                (retry_after.unwrap_or(backoff), Vec::new(), EvictionEnd::Pending { blocker })
             }
             Eviction::MultipleBudgets { .. } | Eviction::Refused { .. } => {
-                return Outcome::Fatal(eviction_refusal(&eviction));
+                return EvictionEnd::Fatal(eviction_refusal(&eviction));
             }
         };
         let now = Instant::now();
@@ -227,7 +238,7 @@ async fn evict_until_done(
                 }
             }
             _ = budget_allows => {}
-            _ = stopped.wait_for(|stop| *stop) => return Outcome::Stopped,
+            _ = stopped.wait_for(|stop| *stop) => return EvictionEnd::Stopped,
         }
     }
 }
@@ -319,7 +330,7 @@ mod tests {
         let deadline = Instant::now() + Duration::from_secs(600);
         let outcome =
             evict_until_done(&mutator, &budgets, &BudgetTurns::default(), &target, deadline, &mut stopped).await;
-        assert!(matches!(outcome, Outcome::Evicted));
+        assert!(matches!(outcome, EvictionEnd::Evicted));
         drop((budgets, mutator, cluster));
         server.await.unwrap()
     }
@@ -399,7 +410,7 @@ mod tests {
             async move { evict_until_done(mutator, budgets, turns, target, deadline, &mut stopped).await }
         }))
         .await;
-        assert!(outcomes.iter().all(|o| matches!(o, Outcome::Evicted)));
+        assert!(outcomes.iter().all(|o| matches!(o, EvictionEnd::Evicted)));
         drop((budgets, mutator, cluster));
         let seen = server.await.unwrap();
         assert_eq!(seen, ["asked gpu-0", "answered gpu-0", "asked gpu-1", "answered gpu-1"], "sent side by side");

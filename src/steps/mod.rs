@@ -8,7 +8,7 @@ pub mod node_failure;
 pub mod nodes;
 pub mod preflight;
 pub mod restore;
-pub mod ret;
+pub mod return_to_on_prem;
 pub mod wait;
 
 use std::time::Duration;
@@ -75,7 +75,7 @@ pub async fn run_step(ctx: &mut StepContext<'_>, step: &Step) -> Result<StepSucc
         Action::Cordon(_) => nodes::cordon(ctx).await,
         Action::Uncordon(_) => nodes::uncordon(ctx).await,
         Action::WaitFor(condition) => wait::wait_for(ctx, *condition, deadline, timeout).await,
-        Action::Return(ret) => ret::return_to_on_prem(ctx, &step.id, ret).await,
+        Action::Return(ret) => return_to_on_prem::return_to_on_prem(ctx, &step.id, ret).await,
         Action::Exec(exec) => {
             let code = ctx.mutator.exec(&step.id, &exec.command, exec.undo.clone(), timeout).await?;
             if code == 0 {

@@ -59,10 +59,7 @@ pub fn held_evictions(
     now: DateTime<Utc>,
 ) -> Option<(Vec<String>, String, usize, usize)> {
     let not_ready = |n: &Node| {
-        n.status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        crate::cluster::readiness::ready_condition(n)
             .filter(|c| c.status != "True")
             .map(|c| c.last_transition_time.as_ref().map(|t| crate::cluster::to_utc(&t.0)))
     };

@@ -521,6 +521,7 @@ pub fn rfc3339(t: &DateTime<Utc>) -> String {
 
 impl Event {
     /// A short human line for progress output and reports.
+    // Long: one arm per Event variant, a line of wording each.
     pub fn describe(&self) -> String {
         match self {
             Event::DrillStarted { drill, context, .. } => {

@@ -33,9 +33,7 @@ impl NodeState {
     pub fn from_node(node: &Node, role: NodeRole) -> NodeState {
         let meta = &node.metadata;
         let status = node.status.as_ref();
-        let ready = status
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        let ready = crate::cluster::readiness::ready_condition(node)
             .map(|c| (ConditionStatus::parse(&c.status), c.last_transition_time.as_ref().map(|t| to_utc(&t.0))));
         let gpus = status
             .and_then(|s| s.allocatable.as_ref())

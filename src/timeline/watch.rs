@@ -185,13 +185,13 @@ impl Handler<NodePool> for Pools {
 }
 
 /// Kubernetes Events about the workload and the NodeClaims, from the drill's start on.
-struct Events {
+struct KubeEvents {
     ctx: Ctx,
     scope: String,
     seen: HashSet<(String, i32)>,
 }
 
-impl Handler<KubeEvent> for Events {
+impl Handler<KubeEvent> for KubeEvents {
     fn resource(&self) -> String {
         format!("events ({})", self.scope)
     }
@@ -293,7 +293,7 @@ impl Watches {
         handles.push(spawn(
             ns_events,
             watcher::Config::default(),
-            Events { ctx: ctx(), scope, seen: HashSet::new() },
+            KubeEvents { ctx: ctx(), scope, seen: HashSet::new() },
             tx.clone(),
         ));
         // Events of cluster-scoped objects such as NodeClaims are recorded in the default namespace.
@@ -302,7 +302,7 @@ impl Watches {
         handles.push(spawn(
             claim_events,
             cfg,
-            Events { ctx: ctx(), scope: "NodeClaims".into(), seen: HashSet::new() },
+            KubeEvents { ctx: ctx(), scope: "NodeClaims".into(), seen: HashSet::new() },
             tx,
         ));
         let pending = handles.len();
@@ -310,19 +310,26 @@ impl Watches {
     }
 
     /// Waits until every watch has listed its objects once, so the view is complete.
-    pub async fn synced(&mut self, within: Duration) -> Result<(), String> {
+    pub async fn synced(&mut self, within: Duration) -> Result<(), SyncError> {
         let deadline = tokio::time::Instant::now() + within;
         while self.pending > 0 {
             match tokio::time::timeout_at(deadline, self.synced.recv()).await {
                 Ok(Some(_)) => self.pending -= 1,
-                Ok(None) => return Err("the watches stopped before listing".into()),
-                Err(_) => {
-                    return Err(format!("{} watches had not listed after {}s", self.pending, within.as_secs()));
-                }
+                Ok(None) => return Err(SyncError::Stopped),
+                Err(_) => return Err(SyncError::NotListed { pending: self.pending, seconds: within.as_secs() }),
             }
         }
         Ok(())
     }
+}
+
+/// Why the view never became complete.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SyncError {
+    #[error("the watches stopped before listing")]
+    Stopped,
+    #[error("{pending} watches had not listed after {seconds}s")]
+    NotListed { pending: usize, seconds: u64 },
 }
 
 impl Drop for Watches {
@@ -396,4 +403,4 @@ trait HasTimeline {
 macro_rules! has_timeline {
     ($($t:ty),*) => {$(impl HasTimeline for $t { fn timeline(&self) -> &Timeline { &self.ctx.timeline } })*};
 }
-has_timeline!(Nodes, Pods, Claims, Pools, Events);
+has_timeline!(Nodes, Pods, Claims, Pools, KubeEvents);

@@ -173,60 +173,7 @@ pub(super) fn device_plugin_scope(
         );
     }
     for (ds, what, spec) in &members {
-        let object = format!("DaemonSet {}/{}", ds.namespace().unwrap_or_default(), ds.name_any());
-        let doubled: Vec<String> = cloud
-            .iter()
-            .filter(|(n, stack)| !matches!(stack, Stack::Without(_)) && daemonset_may_run_on(spec, n))
-            .map(|(n, stack)| format!("{} ({})", n.name, stack.reason()))
-            .collect();
-        let on_hybrid: Vec<&str> =
-            hybrid.iter().filter(|n| daemonset_may_run_on(spec, n)).map(|n| n.name.as_str()).collect();
-        let missed: Vec<&str> =
-            hybrid.iter().filter(|n| !daemonset_may_run_on(spec, n)).map(|n| n.name.as_str()).collect();
-        let serves_bare_cloud: Vec<&str> = cloud
-            .iter()
-            .filter(|(n, stack)| matches!(stack, Stack::Without(_)) && daemonset_may_run_on(spec, n))
-            .map(|(n, _)| n.name.as_str())
-            .collect();
-        if !doubled.is_empty() {
-            out.fix(
-                id,
-                Status::Fail,
-                object,
-                format!(
-                    "this {what} also runs on cloud GPU nodes that bring their own stack: {}; GPUs get registered \
-                     twice and versions collide",
-                    names(&doubled)
-                ),
-                PIN_FIX,
-            );
-        } else if !missed.is_empty() && (!on_hybrid.is_empty() || serves_bare_cloud.is_empty()) {
-            out.fix(
-                id,
-                Status::Warn,
-                object,
-                format!("this {what} does not run on the hybrid GPU nodes {}", names(&missed)),
-                "select the hybrid nodes (eks.amazonaws.com/compute-type: hybrid) and tolerate \
-                 nvidia.com/gpu:NoSchedule",
-            );
-        } else if on_hybrid.is_empty() {
-            out.add(
-                id,
-                Status::Pass,
-                object,
-                format!(
-                    "this {what} serves cloud GPU nodes without their own device plugin: {}",
-                    names(&serves_bare_cloud)
-                ),
-            );
-        } else {
-            out.add(
-                id,
-                Status::Pass,
-                object,
-                format!("this {what} runs on the hybrid GPU nodes only ({})", names(&on_hybrid)),
-            );
-        }
+        judge_member(ds, what, spec, &cloud, &hybrid, out);
     }
     if let Some(f) = fallback
         && matches!(f.stack, Stack::Without(_))
@@ -244,6 +191,72 @@ pub(super) fn device_plugin_scope(
                 "install a device plugin for the fallback's nodes, e.g. with nodeSelector {{{NODEPOOL_LABEL}: {}}}",
                 targets.node_pool
             ),
+        );
+    }
+}
+
+/// One DaemonSet of the device plugin's family: it must not double a cloud node's own stack, and should reach the
+/// hybrid GPU nodes (or, failing that, serve cloud nodes that have none).
+fn judge_member(
+    ds: &DaemonSet,
+    what: &str,
+    spec: &PodSpec,
+    cloud: &[(NodeShape, Stack)],
+    hybrid: &[NodeShape],
+    out: &mut Findings,
+) {
+    let id = CheckId::DevicePluginScope;
+    let object = format!("DaemonSet {}/{}", ds.namespace().unwrap_or_default(), ds.name_any());
+    let doubled: Vec<String> = cloud
+        .iter()
+        .filter(|(n, stack)| !matches!(stack, Stack::Without(_)) && daemonset_may_run_on(spec, n))
+        .map(|(n, stack)| format!("{} ({})", n.name, stack.reason()))
+        .collect();
+    let on_hybrid: Vec<&str> =
+        hybrid.iter().filter(|n| daemonset_may_run_on(spec, n)).map(|n| n.name.as_str()).collect();
+    let missed: Vec<&str> = hybrid.iter().filter(|n| !daemonset_may_run_on(spec, n)).map(|n| n.name.as_str()).collect();
+    let serves_bare_cloud: Vec<&str> = cloud
+        .iter()
+        .filter(|(n, stack)| matches!(stack, Stack::Without(_)) && daemonset_may_run_on(spec, n))
+        .map(|(n, _)| n.name.as_str())
+        .collect();
+    if !doubled.is_empty() {
+        out.fix(
+            id,
+            Status::Fail,
+            object,
+            format!(
+                "this {what} also runs on cloud GPU nodes that bring their own stack: {}; GPUs get registered \
+                 twice and versions collide",
+                names(&doubled)
+            ),
+            PIN_FIX,
+        );
+    } else if !missed.is_empty() && (!on_hybrid.is_empty() || serves_bare_cloud.is_empty()) {
+        out.fix(
+            id,
+            Status::Warn,
+            object,
+            format!("this {what} does not run on the hybrid GPU nodes {}", names(&missed)),
+            "select the hybrid nodes (eks.amazonaws.com/compute-type: hybrid) and tolerate \
+             nvidia.com/gpu:NoSchedule",
+        );
+    } else if on_hybrid.is_empty() {
+        out.add(
+            id,
+            Status::Pass,
+            object,
+            format!(
+                "this {what} serves cloud GPU nodes without their own device plugin: {}",
+                names(&serves_bare_cloud)
+            ),
+        );
+    } else {
+        out.add(
+            id,
+            Status::Pass,
+            object,
+            format!("this {what} runs on the hybrid GPU nodes only ({})", names(&on_hybrid)),
         );
     }
 }

@@ -148,11 +148,6 @@ fn fits_limit(
     let limit = limit.map(|l| l + s.more_pools.iter().filter_map(gpu_limit).sum::<i64>());
     let shapes: Vec<NodeShape> =
         fallback.cloned().into_iter().chain(s.more_pools.iter().map(NodeShape::of_pool)).collect();
-    let pool_name = std::iter::once(&targets.node_pool).chain(&targets.more_pools).cloned().collect::<Vec<_>>();
-    let pool_name = match pool_name.as_slice() {
-        [one] => format!("NodePool {one} is"),
-        many => format!("NodePools {} together are", many.join(", ")),
-    };
     if !missing.is_empty() {
         return out.fix(
             id,
@@ -185,6 +180,40 @@ fn fits_limit(
         }
         Some(limit) => limit,
     };
+    let (total, parts) = fallback_demand(s, demand, expect, &shapes);
+    if total <= limit {
+        out.add(
+            id,
+            Status::Pass,
+            &objects,
+            format!("needs {total} GPUs on the fallback ({parts}), under its limit of {limit}"),
+        );
+    } else {
+        out.fix(
+            id,
+            Status::Fail,
+            &objects,
+            format!(
+                "needs {total} GPUs on the fallback ({parts}) but {} limited to {limit}: some pods \
+                 would stay Pending",
+                pools_are(targets)
+            ),
+            format!(
+                "raise the NodePool's nvidia.com/gpu limit to at least {total}, or run fewer replicas (every GPU pod on \
+                 the on-prem nodes falls back, not only the workload's)"
+            ),
+        );
+    }
+}
+
+/// The GPUs the fallback must hold: every controller's replicas, and every other GPU pod a lost on-prem node
+/// displaces that the fallback's nodes may take; with the sum written out.
+fn fallback_demand(
+    s: &Snapshot,
+    demand: &[(&Workload, i64)],
+    expect: &Expectations,
+    shapes: &[NodeShape],
+) -> (i64, String) {
     let others: Vec<_> = other_displaced_gpu_pods(s, expect)
         .into_iter()
         .filter(|p| {
@@ -200,27 +229,15 @@ fn fits_limit(
             .map(|(w, g)| format!("{} x {g}", w.replicas))
             .chain(others.iter().map(|p| format!("{} x {}", p.name(), p.gpus()))),
     );
-    if total <= limit {
-        out.add(
-            id,
-            Status::Pass,
-            &objects,
-            format!("needs {total} GPUs on the fallback ({parts}), under its limit of {limit}"),
-        );
-    } else {
-        out.fix(
-            id,
-            Status::Fail,
-            &objects,
-            format!(
-                "needs {total} GPUs on the fallback ({parts}) but {pool_name} limited to {limit}: some pods \
-                 would stay Pending"
-            ),
-            format!(
-                "raise the NodePool's nvidia.com/gpu limit to at least {total}, or run fewer replicas (every GPU pod on \
-                 the on-prem nodes falls back, not only the workload's)"
-            ),
-        );
+    (total, parts)
+}
+
+/// The fallback pools as the subject of a sentence: `NodePool a is`, `NodePools a, b together are`.
+fn pools_are(targets: &PreflightTargets) -> String {
+    let pools = std::iter::once(&targets.node_pool).chain(&targets.more_pools).cloned().collect::<Vec<_>>();
+    match pools.as_slice() {
+        [one] => format!("NodePool {one} is"),
+        many => format!("NodePools {} together are", many.join(", ")),
     }
 }
 

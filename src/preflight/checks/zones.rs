@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use kube::ResourceExt;
 
-use crate::cluster::zones::{LARGE_CLUSTER_SIZE_THRESHOLD, ZoneState, is_not_ready, zone_of, zone_state};
+use crate::cluster::readiness::is_not_ready;
+use crate::cluster::zones::{LARGE_CLUSTER_SIZE_THRESHOLD, ZoneState, zone_of, zone_state};
 
 use super::support::{Findings, names};
 use crate::preflight::finding::{CheckId, Status};

@@ -15,7 +15,7 @@ pub async fn return_to_on_prem(
         done.push(nodes::uncordon(ctx).await?.message);
     }
     if let Some(target) = &action.restart {
-        ctx.mutator.restart(&ctx.drill.spec.targets.workload.namespace, target.kind.as_str(), &target.name).await?;
+        ctx.mutator.restart(&ctx.drill.spec.targets.workload.namespace, target.kind, &target.name).await?;
         done.push(format!("restarted {target}"));
     }
     Ok(StepSuccess::ok(done.join("; ")))

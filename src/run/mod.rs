@@ -2,8 +2,11 @@
 //! steps under signals, guards and the deadline), stop (restore after an abort, or a refusal), and finish (phases,
 //! report, writing). Every warning, the rollback and the request count go to the timeline as they happen.
 
+mod directory;
+mod error;
+
 use std::io::{BufRead, IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use chrono::Utc;
@@ -11,26 +14,30 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinHandle;
 
 use crate::cluster::lease::{Claimant, this_host};
-use crate::cluster::{self, Cluster, ClusterError, Reader, Target};
+use crate::cluster::{self, Cluster, KubeContext, Reader};
 use crate::drill::{Action, Drill, LoadedDrill, ReturnAction, Webhook, WorkloadRef};
 use crate::monitor::Monitor;
 use crate::notify::{self, Notice, Notifier};
 use crate::phases;
-use crate::plan::{self, Plan, PlanError};
+use crate::plan::{self, Plan};
 use crate::preflight;
 use crate::progress::Progress;
 use crate::report::{self, Outcome, Report, RunMeta};
-use crate::safety::journal::Journal;
-use crate::safety::lock::{self, Claim, Lock, LockError};
+use crate::safety::lock::{self, Claim, HeldLock};
 use crate::safety::{self, Mutator, RollbackOutcome};
 use crate::steps::{self, StepContext, StepError};
 use crate::timeline::view::{ClusterView, SharedView};
 use crate::timeline::watch::Watches;
 use crate::timeline::{Event, NodeRole, StepOutcome, Timeline};
 
+use directory::open_run_files;
+pub(crate) use directory::run_dir;
+pub use directory::write_reports;
+pub use error::SetupError;
+
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    pub target: Target,
+    pub target: KubeContext,
     pub yes: bool,
     pub dry_run: bool,
     pub json: bool,
@@ -41,28 +48,6 @@ pub struct RunOptions {
     pub notify: Vec<Webhook>,
 }
 
-/// Problems found before anything was touched.
-#[derive(Debug, thiserror::Error)]
-pub enum SetupError {
-    #[error(transparent)]
-    Cluster(#[from] ClusterError),
-    #[error(transparent)]
-    Plan(#[from] PlanError),
-    #[error("cannot create the run directory {path}: {source}")]
-    RunDir { path: String, source: std::io::Error },
-    #[error(
-        "refusing to run without confirmation: stdin is not a terminal; review with `hybrid-drill plan FILE`, then pass --yes"
-    )]
-    NeedsYes,
-    #[error("drill not started: confirmation declined")]
-    Declined,
-    #[error("the watches could not list the drilled objects: {0}")]
-    Watches(String),
-    /// Another drill (or `recover`) holds the cluster's drill lock.
-    #[error(transparent)]
-    Locked(#[from] LockError),
-}
-
 /// What a finished (or stopped) run left behind.
 pub struct RunResult {
     pub report: Report,
@@ -70,7 +55,7 @@ pub struct RunResult {
 }
 
 /// `hybrid-drill plan`: resolves everything read-only and says what a run would do.
-pub async fn plan_only(loaded: &LoadedDrill, target: &Target) -> Result<String, SetupError> {
+pub async fn plan_only(loaded: &LoadedDrill, target: &KubeContext) -> Result<String, SetupError> {
     let drill = &loaded.drill;
     let (cluster, version) = cluster::connect(target, &drill.spec.cluster).await?;
     let plan = plan::resolve(&cluster, drill).await?;
@@ -79,7 +64,7 @@ pub async fn plan_only(loaded: &LoadedDrill, target: &Target) -> Result<String, 
         Ok(report) => format!("{}{}\n", preflight::render::table(&report), preflight::plan_note(drill, &report)),
         Err(e) => format!("preflight could not run: {e}\n"),
     };
-    let left: String = crate::drill::left::warnings(drill).iter().map(|w| format!("warning: {w}\n")).collect();
+    let left: String = crate::drill::left_in_place::warnings(drill).iter().map(|w| format!("warning: {w}\n")).collect();
     Ok(format!(
         "context {} ({}, Kubernetes {version})\n{}{left}\n{verdict}nothing was changed\n",
         cluster.context,
@@ -151,7 +136,7 @@ struct Run<'a> {
     watches: Watches,
     monitor: Monitor,
     mutator: Mutator,
-    lock: Lock,
+    lock: HeldLock,
     warnings: Warnings,
     notifier: Notifier,
 }
@@ -168,12 +153,7 @@ impl<'a> Run<'a> {
         confirm(&plan, loaded, &cluster.context, opts.yes)?;
 
         let (dir, run_id) = run_dir(&opts.reports_dir, &drill.metadata.name)?;
-        let io = |source| SetupError::RunDir { path: dir.display().to_string(), source };
-        std::fs::write(dir.join("drill.yaml"), &loaded.source).map_err(io)?;
-        let timeline = Timeline::create(&dir.join("timeline.jsonl")).map_err(io)?;
-        let journal = Journal::create(&dir.join("journal.jsonl")).map_err(io)?;
-        let mutator = Mutator::new(cluster.clone(), journal, timeline.clone(), run_id.clone())
-            .with_on_prem_nodes(&plan.on_prem_nodes);
+        let (timeline, mutator) = open_run_files(loaded, &dir, &run_id, &cluster, &plan)?;
         // The lock before anything is touched; refused, the run leaves nothing, its fresh directory included.
         let lock = match mutator.take_lock(&drill.spec.lock, &Claimant::this_process(&run_id, &dir)).await {
             Ok(lock) => lock,
@@ -214,13 +194,10 @@ impl<'a> Run<'a> {
         let notifier = Notifier::new(&drill.metadata.name, &run_id, hooks);
         let mut warnings = Warnings { timeline: timeline.clone() };
         let started = Notice::Started { context: cluster.context.clone(), run_dir: dir.display().to_string() };
-        for warning in notifier.send(&started).await {
-            progress.line(&format!("WARNING: {warning}"));
-            warnings.raise(warning);
-        }
-        for warning in
-            lock.took_over.clone().into_iter().chain(plan.split_brain_warning()).chain(plan.gpu_ceiling_warning())
-        {
+        let unsent = notifier.send(&started).await;
+        let found =
+            lock.took_over.clone().into_iter().chain(plan.split_brain_warning()).chain(plan.gpu_ceiling_warning());
+        for warning in unsent.into_iter().chain(found) {
             progress.line(&format!("WARNING: {warning}"));
             warnings.raise(warning);
         }
@@ -426,7 +403,7 @@ impl<'a> Run<'a> {
         }
         let namespace = &drill.spec.targets.workload.namespace;
         self.progress.line(&format!("bringing the workload home: restarting {target}"));
-        if let Err(e) = self.mutator.restart(namespace, target.kind.as_str(), &target.name).await {
+        if let Err(e) = self.mutator.restart(namespace, target.kind, &target.name).await {
             self.warnings.raise(format!("the workload was not brought home: {e}"));
             return;
         }
@@ -576,25 +553,6 @@ fn confirm(plan: &Plan, loaded: &LoadedDrill, context: &str, yes: bool) -> Resul
     if answer.trim() == context { Ok(()) } else { Err(SetupError::Declined) }
 }
 
-/// A new run directory `<base>/<drill>/<UTC stamp>/` and the run's id. Two runs started in the same second get two
-/// directories (`-1` appended to the second): a directory is only ever created here, never reused.
-pub(crate) fn run_dir(base: &Path, drill: &str) -> Result<(PathBuf, String), SetupError> {
-    let stamp = Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
-    let parent = base.join(drill);
-    let failed = |dir: &Path, source| SetupError::RunDir { path: dir.display().to_string(), source };
-    std::fs::create_dir_all(&parent).map_err(|e| failed(&parent, e))?;
-    let mut n = 0;
-    loop {
-        let name = if n == 0 { stamp.clone() } else { format!("{stamp}-{n}") };
-        let dir = parent.join(&name);
-        match std::fs::create_dir(&dir) {
-            Ok(()) => return Ok((dir, format!("{drill}-{}", name.to_lowercase()))),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 100 => n += 1,
-            Err(e) => return Err(failed(&dir, e)),
-        }
-    }
-}
-
 /// The state of the drilled objects before anything is touched (or before an incident was seen).
 pub(crate) fn baseline(v: &ClusterView, fallback_gpu_limit: Option<i64>) -> Event {
     Event::Baseline {
@@ -661,11 +619,6 @@ fn return_restart(drill: &Drill) -> Option<&WorkloadRef> {
         Action::Return(ReturnAction { restart: Some(target), .. }) => Some(target),
         _ => None,
     })
-}
-
-/// Writes report.json, report.md, report.html, junit.xml and metrics.prom into the run directory.
-pub fn write_reports(dir: &Path, report: &Report) -> std::io::Result<()> {
-    report::write_all(dir, report).map(|_| ())
 }
 
 /// While restoring, a further Ctrl-C does not skip the restore: it says what remains and how to finish.

@@ -1,0 +1,280 @@
+//! The body of each command but `recover`: load and validate, plan, preflight, run, watch, report, history,
+//! identify, completions and man pages, each returning its exit code.
+
+use std::path::{Path, PathBuf};
+
+use clap::CommandFactory;
+
+use crate::cluster::drain_selection::DrainFlags;
+use crate::cluster::{self, Cluster, KubeContext};
+use crate::drill::{self};
+use crate::exit::{EXIT_INVALID, EXIT_LOCKED, EXIT_OBJECTIVE_MISSED, EXIT_PASSED};
+use crate::preflight;
+use crate::report::history::{self, History};
+use crate::report::{Format, terminal};
+use crate::run::{self, RunOptions};
+
+use super::args::{Cli, HistoryFormat, OutputFormat};
+
+/// The completion script for `shell`. clap_complete 4.6 names the bash case labels of a hyphenated binary's
+/// subcommands differently from the states it sets (`hybrid__subcmd__drill__subcmd__run` against
+/// `hybrid__drill__subcmd__run`), so no subcommand's flags would complete: the labels are put right here.
+pub(super) fn completions(shell: clap_complete::Shell) -> String {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "hybrid-drill", &mut script);
+    let script = String::from_utf8_lossy(&script).into_owned();
+    match shell {
+        clap_complete::Shell::Bash => script.replace("hybrid__subcmd__drill", "hybrid__drill"),
+        _ => script,
+    }
+}
+
+/// The manual page on stdout, or every page (one per command) written into `dir`.
+pub(super) fn man_command(dir: Option<&Path>) -> u8 {
+    let written = match dir {
+        None => clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout()),
+        Some(dir) => std::fs::create_dir_all(dir).and_then(|()| clap_mangen::generate_to(Cli::command(), dir)),
+    };
+    match written {
+        Ok(()) => EXIT_PASSED,
+        Err(e) => {
+            eprintln!("error: cannot write the manual page: {e}");
+            EXIT_INVALID
+        }
+    }
+}
+
+pub(super) fn block_on<F: std::future::Future<Output = u8>>(f: F) -> u8 {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt.block_on(f),
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            EXIT_INVALID
+        }
+    }
+}
+
+pub(super) fn load(file: &Path) -> Result<drill::LoadedDrill, u8> {
+    drill::load(file).map_err(|e| {
+        eprint!("{}", e.render());
+        EXIT_INVALID
+    })
+}
+
+pub(super) fn validate(files: &[PathBuf]) -> u8 {
+    let mut code = EXIT_PASSED;
+    for file in files {
+        match load(file) {
+            Ok(d) => {
+                println!(
+                    "ok: {} is a valid drill ({}, {} steps)",
+                    file.display(),
+                    d.drill.metadata.name,
+                    d.drill.spec.steps.len()
+                );
+                for warning in drill::left_in_place::warnings(&d.drill) {
+                    println!("warning: {}: {warning}", file.display());
+                }
+            }
+            Err(c) => code = c,
+        }
+    }
+    code
+}
+
+pub(super) async fn plan_command(file: &Path, target: &KubeContext) -> u8 {
+    let loaded = match load(file) {
+        Ok(l) => l,
+        Err(c) => return c,
+    };
+    match run::plan_only(&loaded, target).await {
+        Ok(text) => {
+            print!("{text}");
+            EXIT_PASSED
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_INVALID
+        }
+    }
+}
+
+pub(super) async fn preflight_command(
+    file: Option<&Path>,
+    flags: preflight::TargetFlags,
+    drain: DrainFlags,
+    target: &KubeContext,
+    output: OutputFormat,
+    strict: bool,
+) -> u8 {
+    let loaded = match file.map(load).transpose() {
+        Ok(l) => l,
+        Err(c) => return c,
+    };
+    let drill = loaded.as_ref().map(|l| &l.drill);
+    let targets = match preflight::PreflightTargets::resolve(drill, flags) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_INVALID;
+        }
+    };
+    // A drill names its cluster; without one, the kubeconfig's context (or --context) is the one checked.
+    let connected = match drill {
+        Some(d) => cluster::connect(target, &d.spec.cluster).await.map(|(c, _)| c),
+        None => match Cluster::connect(target).await {
+            Ok(c) => c.ping().await.map(|_| c),
+            Err(e) => Err(e),
+        },
+    };
+    let cluster = match connected {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_INVALID;
+        }
+    };
+    let mut expect = drill.map(preflight::Expectations::of).unwrap_or_default();
+    expect.drain_flags.force |= drain.force;
+    expect.drain_flags.delete_empty_dir_data |= drain.delete_empty_dir_data;
+    let report = match preflight::run(&cluster.reader(), &targets, &expect).await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_INVALID;
+        }
+    };
+    match output {
+        OutputFormat::Json => println!("{}", preflight::render::json(&report)),
+        OutputFormat::Text => print!("{}", preflight::render::table(&report)),
+    }
+    if report.passed(strict) { EXIT_PASSED } else { EXIT_OBJECTIVE_MISSED }
+}
+
+pub(super) async fn run_command(file: &Path, opts: RunOptions) -> u8 {
+    let loaded = match load(file) {
+        Ok(l) => l,
+        Err(c) => return c,
+    };
+    if opts.dry_run {
+        return plan_command(file, &opts.target).await;
+    }
+    match run::run(&loaded, &opts).await {
+        Ok(result) => {
+            if opts.json {
+                println!("{}", serde_json::to_string_pretty(&result.report).unwrap_or_default());
+            } else {
+                print!("{}", terminal::render(&result.report, &result.run_dir.display().to_string()));
+            }
+            result.report.exit_code as u8
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            if matches!(&e, run::SetupError::Locked(l) if l.is_held()) { EXIT_LOCKED } else { EXIT_INVALID }
+        }
+    }
+}
+
+pub(super) async fn watch_command(file: &Path, opts: crate::incident::WatchOptions) -> u8 {
+    let loaded = match load(file) {
+        Ok(l) => l,
+        Err(c) => return c,
+    };
+    match crate::incident::watch(&loaded, &opts).await {
+        Ok(()) => EXIT_PASSED,
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_INVALID
+        }
+    }
+}
+
+pub(super) fn report_command(run_dir: &Path, format: Format, pushgateway: Option<&str>) -> u8 {
+    let report = match crate::report::load(run_dir) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_INVALID;
+        }
+    };
+    match format.render(&report) {
+        Ok(text) => print!("{text}"),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_INVALID;
+        }
+    }
+    if let Some(url) = pushgateway {
+        if let Err(e) = block_on_result(crate::pushgateway::push(url, &report)) {
+            eprintln!("error: {e}");
+            return EXIT_INVALID;
+        }
+        eprintln!("pushed the metrics of {} to {url}", report.run_id);
+    }
+    EXIT_PASSED
+}
+
+/// Why async work run from synchronous code failed: no runtime, or the work itself.
+#[derive(Debug, thiserror::Error)]
+enum BlockingError<E: std::error::Error + 'static> {
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error(transparent)]
+    Failed(E),
+}
+
+fn block_on_result<T, E: std::error::Error + 'static>(
+    f: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, BlockingError<E>> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(BlockingError::Runtime)?;
+    rt.block_on(f).map_err(BlockingError::Failed)
+}
+
+pub(super) async fn identify_command(target: &KubeContext) -> u8 {
+    let identity = async {
+        let cluster = Cluster::connect(target).await?;
+        let version = cluster.ping().await?;
+        let uid = cluster.kube_system_uid().await?;
+        Ok::<_, cluster::ClusterError>((cluster, version, uid))
+    };
+    match identity.await {
+        Ok((cluster, version, uid)) => {
+            println!("context: {}", cluster.context);
+            println!("server: {} (Kubernetes {version})", cluster.server);
+            println!("kube-system UID: {uid}");
+            let context = if cluster.in_cluster { String::new() } else { format!("context: {}, ", cluster.context) };
+            println!("in a drill file: spec: {{cluster: {{{context}kubeSystemUID: {uid}}}}}");
+            EXIT_PASSED
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_INVALID
+        }
+    }
+}
+
+pub(super) fn history_command(reports_dir: &Path, format: HistoryFormat) -> u8 {
+    let (runs, warnings) = match history::collect(reports_dir) {
+        Ok(found) => found,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_INVALID;
+        }
+    };
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+    let h: History = history::build(runs);
+    print!(
+        "{}",
+        match format {
+            HistoryFormat::Text => history::render_text(&h),
+            HistoryFormat::Md => history::render_markdown(&h),
+            HistoryFormat::Html => history::html::render(&h),
+            HistoryFormat::Json => history::render_json(&h),
+        }
+    );
+    EXIT_PASSED
+}

@@ -1,0 +1,261 @@
+//! `hybrid-drill recover`: restore a cluster from the journals of interrupted runs, or from the marks a run left,
+//! under the drill lock.
+
+use std::path::{Path, PathBuf};
+
+use crate::cluster::marks::RunId;
+use crate::cluster::{Cluster, KubeContext};
+use crate::exit::{EXIT_INVALID, EXIT_LOCKED, EXIT_PASSED, EXIT_RESTORE_FAILED};
+use crate::safety::{self, RestoreScope};
+
+pub(super) async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path, target: &KubeContext) -> u8 {
+    let journals: Vec<PathBuf> = match &run_dir {
+        Some(dir) => vec![dir.join("journal.jsonl")],
+        None => find_journals(reports_dir),
+    };
+    // Marks in the cluster are scoped to the named run; without one, any run's marks are restored.
+    let run_id = run_dir.as_ref().and_then(|d| run_id_of(d)).map(RunId::new);
+    // Undos found by the marks are journalled in the run's own journal when there is a readable one, else in one of
+    // their own under the reports directory, where `recover` looks next time (see `recover_marks`).
+    let marks_journal = match &run_dir {
+        Some(dir) if dir.is_dir() && safety::journal::read(&dir.join("journal.jsonl")).is_ok() => {
+            dir.join("journal.jsonl")
+        }
+        _ => {
+            let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
+            reports_dir.join("recover").join(stamp).join("journal.jsonl")
+        }
+    };
+    let cluster = match Cluster::connect(target).await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_INVALID;
+        }
+    };
+    if let Err(e) = cluster.ping().await {
+        eprintln!("error: {e}");
+        return EXIT_INVALID;
+    }
+    // Recover holds the drill lock too: a drill must not start while a recover restores, nor two recovers run.
+    let lock = match take_recover_lock(&cluster, run_dir.as_deref(), &journals, reports_dir).await {
+        Ok(lock) => lock,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return if e.is_held() { EXIT_LOCKED } else { EXIT_INVALID };
+        }
+    };
+    if let Some(warning) = &lock.took_over {
+        eprintln!("warning: {warning}");
+    }
+    let scope = RestoreScope { nodes: on_prem_nodes_of(&cluster, run_dir.as_deref()).await, run: run_id.clone() };
+    let code = recover_with(&cluster, journals, &scope, &marks_journal).await;
+    if let Err(e) = lock.release().await {
+        eprintln!("warning: the drill lock was not released (it falls free after its duration): {e}");
+    }
+    code
+}
+
+/// Takes the drill lock for `recover`: the run's own (its drill file's `spec.lock`), else the default one. The lock
+/// of a run being recovered is taken over at once when that run's process is gone.
+async fn take_recover_lock(
+    cluster: &Cluster,
+    run_dir: Option<&Path>,
+    journals: &[PathBuf],
+    reports_dir: &Path,
+) -> Result<safety::lock::HeldLock, safety::lock::LockError> {
+    let lease = run_dir
+        .and_then(|d| crate::drill::load(&d.join("drill.yaml")).ok())
+        .map(|loaded| loaded.drill.spec.lock)
+        .unwrap_or_default();
+    // The runs being recovered: by their timeline, and by the lock their journal says they took (a run that died
+    // taking it has no timeline entry yet).
+    let mut runs: Vec<String> = journals.iter().filter_map(|j| j.parent().and_then(run_id_of)).collect();
+    let journalled = journals.iter().filter_map(|j| safety::journal::read(j).ok()).flat_map(|c| c.entries);
+    runs.extend(journalled.filter_map(|e| match e.mutation {
+        safety::journal::Mutation::HoldLease { holder, .. } => Some(holder),
+        _ => None,
+    }));
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string().to_lowercase();
+    let claimant =
+        crate::cluster::lease::Claimant::this_process(&format!("recover-{stamp}"), run_dir.unwrap_or(reports_dir));
+    safety::lock::take(cluster, &lease, &claimant, safety::lock::Claim::Recover { runs: &runs }).await
+}
+
+/// The on-prem nodes the run's own copy of its drill file selects, which the restored-state check covers besides
+/// those its journal names; none when the run directory holds no readable drill file.
+async fn on_prem_nodes_of(cluster: &Cluster, run_dir: Option<&Path>) -> std::collections::BTreeSet<String> {
+    let Some(loaded) = run_dir.and_then(|d| crate::drill::load(&d.join("drill.yaml")).ok()) else {
+        return Default::default();
+    };
+    let selector = loaded.drill.spec.targets.on_prem.nodes.as_str().to_string();
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(cluster.client.clone());
+    match nodes.list(&kube::api::ListParams::default().labels(&selector)).await {
+        Ok(list) => list.items.iter().map(kube::ResourceExt::name_any).collect(),
+        Err(_) => Default::default(),
+    }
+}
+
+/// Recovers from each journal with something outstanding, then from the marks in the cluster; an unreadable journal
+/// is an error (exit 4), a torn last line a one-line notice.
+async fn recover_with(cluster: &Cluster, journals: Vec<PathBuf>, scope: &RestoreScope, marks_journal: &Path) -> u8 {
+    let mut outcomes = Vec::new();
+    for journal in journals {
+        let contents = match safety::journal::read(&journal) {
+            Ok(contents) => contents,
+            Err(e) => {
+                outcomes.push((journal.display().to_string(), Err(e.into())));
+                continue;
+            }
+        };
+        if let Some(torn) = &contents.torn {
+            eprintln!("note: {}: ignoring its last line, cut short by a crash mid-write: {torn}", journal.display());
+        }
+        if safety::journal::outstanding(&contents.entries).is_empty() {
+            continue;
+        }
+        outcomes.push((journal.display().to_string(), safety::recover(cluster, &journal, scope).await));
+    }
+    let marks = safety::recover_marks(cluster, scope.run.as_ref(), marks_journal).await;
+    outcomes.push(("marks in the cluster".to_string(), marks));
+    let mut code = EXIT_PASSED;
+    let mut anything = false;
+    for (source, outcome) in outcomes {
+        match outcome {
+            Ok(outcome) => {
+                for u in &outcome.undone {
+                    anything = true;
+                    println!("restored: {u} (from {source})");
+                }
+                for checked in &outcome.verified {
+                    println!("verified: {checked} (from {source})");
+                }
+                for (u, why) in &outcome.failed {
+                    anything = true;
+                    println!("NOT RESTORED: {u}: {why} (from {source})");
+                    code = EXIT_RESTORE_FAILED;
+                }
+            }
+            Err(e) => {
+                anything = true;
+                eprintln!("error: {e}");
+                code = EXIT_RESTORE_FAILED;
+            }
+        }
+    }
+    if !anything {
+        println!("nothing to recover");
+    }
+    code
+}
+
+/// The run id a run directory's timeline starts with.
+fn run_id_of(dir: &Path) -> Option<String> {
+    crate::timeline::read(&dir.join("timeline.jsonl")).ok()?.into_iter().find_map(|o| match o.event {
+        crate::timeline::Event::DrillStarted { run_id, .. } => Some(run_id),
+        _ => None,
+    })
+}
+
+fn find_journals(reports_dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let Ok(drills) = std::fs::read_dir(reports_dir) else {
+        return found;
+    };
+    for drill in drills.flatten() {
+        let Ok(runs) = std::fs::read_dir(drill.path()) else {
+            continue;
+        };
+        for run in runs.flatten() {
+            let journal = run.path().join("journal.jsonl");
+            if journal.exists() {
+                found.push(journal);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::safety::journal::{EntryState, Journal, Mutation};
+    use crate::safety::tests::{Answer, Seen, serve, status};
+
+    /// A cluster with no marks left by any run: every list is empty.
+    fn unmarked(request: &Seen) -> Answer {
+        match request.method.as_str() {
+            "GET" if request.uri.starts_with("/api/v1/nodes/") => Answer::Json(
+                200,
+                json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "hybrid-gpu-1"},
+                       "status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
+            ),
+            "GET" => Answer::Json(200, json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": []})),
+            _ => Answer::Json(200, json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "hybrid-gpu-1"}})),
+        }
+    }
+
+    fn cordoned(path: &Path) -> Mutation {
+        let cordon = Mutation::Cordon { node: "hybrid-gpu-1".into(), was_unschedulable: false };
+        let mut journal = Journal::create(path).unwrap();
+        let seq = journal.intend(&cordon).unwrap();
+        journal.write(seq, EntryState::Done, &cordon, None).unwrap();
+        cordon
+    }
+
+    /// `recover` of the one journal `path` against an API server that answers with `answer`.
+    async fn recover_one(path: &Path, answer: impl FnMut(&Seen) -> Answer + Send + 'static) -> (u8, Vec<Seen>) {
+        let (cluster, handle) = Cluster::mock();
+        let server = serve(handle, answer);
+        let marks_journal = path.with_file_name("marks.jsonl");
+        let code = recover_with(&cluster, vec![path.to_path_buf()], &RestoreScope::default(), &marks_journal).await;
+        drop(cluster);
+        (code, server.await.unwrap())
+    }
+
+    #[tokio::test]
+    async fn recover_fails_on_an_unreadable_journal_instead_of_finding_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        cordoned(&path);
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.insert_str(0, "{not an entry}\n");
+        std::fs::write(&path, &text).unwrap();
+        let (code, seen) = recover_one(&path, unmarked).await;
+        assert_eq!(code, EXIT_RESTORE_FAILED);
+        assert!(seen.iter().all(|r| r.method == "GET"), "nothing is undone on a guess: {seen:?}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "the journal is left as found");
+    }
+
+    #[tokio::test]
+    async fn recover_proceeds_past_a_torn_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        cordoned(&path);
+        let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        std::io::Write::write_all(&mut file, br#"{"seq":0,"at":"2026-12-02T10:15:01Z","state":"und"#).unwrap();
+        let (code, seen) = recover_one(&path, unmarked).await;
+        assert_eq!(code, EXIT_PASSED);
+        assert_eq!(seen.iter().filter(|r| r.method == "PATCH").count(), 1, "{seen:?}");
+        let contents = crate::safety::journal::read(&path).unwrap();
+        assert_eq!(contents.torn, None);
+        assert!(crate::safety::journal::outstanding(&contents.entries).is_empty());
+    }
+
+    #[tokio::test]
+    async fn recover_reports_a_failed_undo() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        cordoned(&path);
+        let (code, _) = recover_one(&path, |request| match request.method.as_str() {
+            "PATCH" => status(403, "Forbidden"),
+            _ => unmarked(request),
+        })
+        .await;
+        assert_eq!(code, EXIT_RESTORE_FAILED);
+        assert_eq!(crate::safety::journal::outstanding(&crate::safety::journal::read(&path).unwrap().entries).len(), 1);
+    }
+}

@@ -1,0 +1,417 @@
+//! Building a report from a drill and its timeline (a pure function, so a run directory re-renders with today's
+//! logic), and reading one back from a run directory.
+
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+
+use super::fidelity;
+use super::model::{
+    ClusterRecord, DrillIdentity, IncidentFacts, Marker, Notable, OverlapWindow, REPORT_SCHEMA, Report, Rollback,
+    RunKind, StepRecord,
+};
+use crate::domain::{Outcome, RequestsByVerb, StepOutcome};
+use crate::drill::Drill;
+use crate::phases::Boundary;
+use crate::timeline::{Event, NodeRole, Observation};
+
+/// What a report holds that the timeline cannot: the tool, the drill file as it ran, the API server it ran against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunMeta {
+    pub tool_version: String,
+    pub drill_file: String,
+    pub drill_source: String,
+    pub cluster_server: String,
+    pub cluster_version: String,
+}
+
+impl RunMeta {
+    /// The meta a recorded report kept.
+    fn recorded(report: &Report) -> RunMeta {
+        RunMeta {
+            tool_version: report.tool_version.clone(),
+            drill_file: report.drill.file.clone(),
+            drill_source: report.drill.source.clone(),
+            cluster_server: report.cluster.server.clone(),
+            cluster_version: report.cluster.version.clone(),
+        }
+    }
+}
+
+/// A run directory could not be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read {path}: {cause}")]
+    Read { path: String, cause: std::io::Error },
+    #[error("{path} is not a hybrid-drill report: {cause}")]
+    Parse { path: String, cause: serde_json::Error },
+    #[error("{path} has schema `{found}`; this hybrid-drill reads `{REPORT_SCHEMA}`")]
+    Schema { path: String, found: String },
+}
+
+/// The report of a run: a pure function of the drill, what the run observed and the meta the timeline cannot hold.
+/// `started` is the timeline's origin, `finished` the drill's end (or the last observation of a run that never
+/// recorded one).
+pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Report {
+    let incident = IncidentFacts::of(observations);
+    // An incident is measured against the drill's targets and objectives; its steps never ran.
+    let stepless;
+    let drill = match incident {
+        Some(_) => {
+            let mut d = drill.clone();
+            d.spec.steps.clear();
+            stepless = d;
+            &stepless
+        }
+        None => drill,
+    };
+    let analysis = crate::phases::analyse(drill, observations);
+    let (run_id, context) = observations
+        .iter()
+        .find_map(|o| match &o.event {
+            Event::DrillStarted { run_id, context, .. } => Some((run_id.clone(), context.clone())),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let (started, finished) = span(observations);
+    let abort_reason = observations.iter().find_map(|o| match &o.event {
+        Event::Aborted { reason } => Some(reason.clone()),
+        _ => None,
+    });
+    let rollback = observations.iter().rev().find_map(|o| match &o.event {
+        Event::RollbackFinished { undone, failed, verified } => {
+            Some(Rollback { undone: undone.clone(), failed: failed.clone(), verified: verified.clone() })
+        }
+        _ => None,
+    });
+    let outcome = outcome(observations, !analysis.objectives_missed.is_empty(), &rollback, &abort_reason);
+    Report {
+        schema: REPORT_SCHEMA.into(),
+        tool_version: meta.tool_version.clone(),
+        run_id,
+        drill: DrillIdentity {
+            name: drill.metadata.name.clone(),
+            description: drill.metadata.description.clone(),
+            file: meta.drill_file.clone(),
+            source: meta.drill_source.clone(),
+        },
+        cluster: ClusterRecord { context, server: meta.cluster_server.clone(), version: meta.cluster_version.clone() },
+        started,
+        finished,
+        outcome,
+        exit_code: crate::exit::exit_code(outcome),
+        abort_reason,
+        fidelity: incident.as_ref().map_or_else(|| fidelity::statement(drill, observations), IncidentFacts::statement),
+        kind: if incident.is_some() { RunKind::Incident } else { RunKind::Drill },
+        incident,
+        steps: step_records(drill, observations),
+        phases: analysis.phases,
+        milestones: analysis.milestones,
+        objectives_missed: analysis.objectives_missed,
+        fallback: analysis.fallback,
+        startup: analysis.startup,
+        rollback,
+        notable_events: notable(observations),
+        overlap: overlap(observations),
+        watch_gaps: observations.iter().filter(|o| matches!(o.event, Event::WatchGap { .. })).count(),
+        api_requests: requests_sent(observations).map_or(0, |(total, _)| total),
+        api_requests_by_verb: requests_sent(observations).map(|(_, by_verb)| by_verb.clone()).unwrap_or_default(),
+        warnings: observations
+            .iter()
+            .filter_map(|o| match &o.event {
+                Event::Warning { message } => Some(message.clone()),
+                _ => None,
+            })
+            .collect(),
+    }
+}
+
+impl IncidentFacts {
+    /// The facts an incident's timeline holds; `None` for a drill's.
+    pub fn of(observations: &[Observation]) -> Option<IncidentFacts> {
+        let mut facts = observations.iter().find_map(|o| match &o.event {
+            Event::IncidentOpened { cause, nodes, evidence, unknown } => Some(IncidentFacts {
+                cause: *cause,
+                nodes: nodes.clone(),
+                evidence: evidence.clone(),
+                unknown: unknown.clone(),
+                closed: None,
+            }),
+            _ => None,
+        })?;
+        for o in observations {
+            match &o.event {
+                Event::IncidentResumed { last_seen } => facts.unknown.push(format!(
+                    "the watch was not running from {} to {}: what changed meanwhile was not observed",
+                    crate::timeline::rfc3339(last_seen),
+                    crate::timeline::rfc3339(&o.received)
+                )),
+                Event::IncidentClosed { reason } => facts.closed = Some(reason.clone()),
+                Event::IncidentSpread { nodes, evidence } => {
+                    facts.nodes.extend(nodes.iter().cloned());
+                    facts.nodes.sort();
+                    facts.nodes.dedup();
+                    facts.evidence.extend(evidence.iter().cloned());
+                }
+                _ => {}
+            }
+        }
+        Some(facts)
+    }
+
+    /// The report's fidelity statement for an incident: nothing was simulated.
+    pub(super) fn statement(&self) -> String {
+        format!(
+            "a real incident, not a drill: observed read-only by hybrid-drill watch, nothing injected or changed. \
+             Cause: {} ({}). Evidence: {}.{}",
+            self.cause,
+            if self.nodes.is_empty() { "no on-prem node involved".into() } else { self.nodes.join(", ") },
+            if self.evidence.is_empty() { "none".into() } else { self.evidence.join("; ") },
+            if self.unknown.is_empty() { String::new() } else { format!(" Unknown: {}.", self.unknown.join("; ")) }
+        )
+    }
+}
+
+/// The timeline's origin, and the drill's end (or the last observation of a run that never recorded one).
+fn span(observations: &[Observation]) -> (DateTime<Utc>, DateTime<Utc>) {
+    let started =
+        observations.first().map(|o| o.received - chrono::Duration::milliseconds(o.t_ms as i64)).unwrap_or_default();
+    let finished = observations
+        .iter()
+        .rev()
+        .find(|o| matches!(o.event, Event::DrillFinished { .. }))
+        .or(observations.last())
+        .map_or(started, |o| o.received);
+    (started, finished)
+}
+
+/// The run's outcome: the one it recorded, else what its rollback and abort say, else the phases' verdict.
+fn outcome(
+    observations: &[Observation],
+    missed: bool,
+    rollback: &Option<Rollback>,
+    abort_reason: &Option<String>,
+) -> Outcome {
+    let judged = if missed { Outcome::ObjectiveMissed } else { Outcome::Passed };
+    match recorded_outcome(observations) {
+        // Both say every step ran; which of the two is the phases' verdict, so a report rendered again with phases
+        // measured anew judges them anew rather than repeat a verdict its own table contradicts.
+        Some(Outcome::Passed | Outcome::ObjectiveMissed) => judged,
+        Some(recorded) => recorded,
+        None => match (rollback, abort_reason) {
+            (Some(r), _) if !r.failed.is_empty() => Outcome::RestoreFailed,
+            (_, Some(_)) => Outcome::Aborted,
+            _ => judged,
+        },
+    }
+}
+
+/// The outcome the run recorded when the drill finished.
+pub(super) fn recorded_outcome(observations: &[Observation]) -> Option<Outcome> {
+    observations.iter().rev().find_map(|o| match &o.event {
+        Event::DrillFinished { outcome } => Some(*outcome),
+        _ => None,
+    })
+}
+
+/// One record per step of the drill, in its order: never started is skipped, started and never finished is
+/// aborted (a signal, a guard or the deadline stopped it), finished says how and took the time between the two.
+pub(super) fn step_records(drill: &Drill, observations: &[Observation]) -> Vec<StepRecord> {
+    drill
+        .spec
+        .steps
+        .iter()
+        .map(|step| {
+            let started =
+                observations.iter().find(|o| matches!(&o.event, Event::StepStarted { step: id, .. } if *id == step.id));
+            let finished = started.and_then(|s| {
+                observations.iter().find_map(|o| match &o.event {
+                    Event::StepFinished { step: id, outcome, message } if o.seq > s.seq && *id == step.id => {
+                        Some((o.t_ms.saturating_sub(s.t_ms), *outcome, message.clone()))
+                    }
+                    _ => None,
+                })
+            });
+            let (outcome, message, seconds) = match (started, finished) {
+                (_, Some((ms, outcome, message))) => (outcome, message, Some(ms as f64 / 1000.0)),
+                (Some(_), None) => (StepOutcome::Aborted, String::new(), None),
+                (None, None) => (StepOutcome::Skipped, String::new(), None),
+            };
+            StepRecord { id: step.id.clone(), action: step.action.name(), outcome, message, seconds }
+        })
+        .collect()
+}
+
+/// The run's request count, recorded once at its end.
+fn requests_sent(observations: &[Observation]) -> Option<(u64, &RequestsByVerb)> {
+    observations.iter().rev().find_map(|o| match &o.event {
+        Event::RequestsSent { total, by_verb } => Some((*total, by_verb)),
+        _ => None,
+    })
+}
+
+/// Which marker lane an observation belongs to; `None` for observations not worth a line in a report (the full
+/// timeline stays in `timeline.jsonl`).
+fn marker(event: &Event) -> Option<Marker> {
+    let drilled = |role: &NodeRole| *role != NodeRole::Other;
+    Some(match event {
+        Event::FaultInjected { .. }
+        | Event::IncidentOpened { .. }
+        | Event::IncidentSpread { .. }
+        | Event::GuardTripped { .. }
+        | Event::Aborted { .. }
+        | Event::HookRan { .. }
+        | Event::PolicyApplied { .. } => Marker::Fault,
+        Event::EvictionBlocked { .. } | Event::Evicted { .. } => Marker::Eviction,
+        Event::NodeClaimCreated { .. } | Event::NodeClaimCondition { .. } | Event::NodeClaimDeleted { .. } => {
+            Marker::NodeClaim
+        }
+        Event::NodeAdded { .. }
+        | Event::NodeDeleted { .. }
+        | Event::Cordoned { .. }
+        | Event::Uncordoned { .. }
+        | Event::OnPremReady { .. } => Marker::Node,
+        Event::NodeReady { role, .. } if drilled(role) => Marker::Node,
+        Event::NodeTaint { role, .. } if drilled(role) => Marker::Taint,
+        Event::ServiceLost { .. }
+        | Event::ServiceRestored { .. }
+        | Event::FallbackReady { .. }
+        | Event::BackOnPrem { .. }
+        | Event::FallbackEmpty => Marker::Service,
+        Event::ReturnStarted { .. }
+        | Event::RestoreStarted { .. }
+        | Event::FaultRemoved { .. }
+        | Event::RestartTriggered { .. }
+        | Event::UndoDone { .. }
+        | Event::UndoFailed { .. } => Marker::Restore,
+        Event::WatchGap { .. }
+        | Event::WatchResumed { .. }
+        | Event::IncidentResumed { .. }
+        | Event::IncidentClosed { .. } => Marker::Other,
+        Event::StepFinished { outcome, .. } if *outcome != StepOutcome::Passed => Marker::Fault,
+        _ => return None,
+    })
+}
+
+/// Observations worth a line in a report, each with its marker lane.
+pub fn notable(observations: &[Observation]) -> Vec<Notable> {
+    observations
+        .iter()
+        .filter_map(|o| {
+            marker(&o.event).map(|kind| Notable {
+                t_seconds: o.t_ms as f64 / 1000.0,
+                at: o.received,
+                server_time: o.server_time,
+                what: o.event.describe(),
+                kind,
+            })
+        })
+        .collect()
+}
+
+/// The split-brain window of a drill: from the first replacement Ready on a fallback node until every workload pod
+/// that was on-prem at the fault is confirmed gone (deleted: the node back and the pod terminated, or removed by
+/// hand). Only when the API server lost sight of an on-prem node: an evicted pod on a node it still sees is confirmed
+/// gone by its kubelet. `None` when no on-prem node was lost, when the old pods were gone before any replacement
+/// was Ready, or when no replacement became Ready.
+pub fn overlap(observations: &[Observation]) -> Option<OverlapWindow> {
+    let t0 = observations.iter().find(|o| matches!(o.event, Event::FaultInjected { .. }))?;
+    let before_return = |o: &&Observation| !matches!(o.event, Event::ReturnStarted { .. });
+    let mut on_prem: Vec<&str> = Vec::new();
+    for o in observations.iter().take_while(|o| o.seq < t0.seq) {
+        match &o.event {
+            // The pods already there when the drill started have no PodScheduled of their own.
+            Event::Baseline { on_prem_pods, .. } => {
+                for pod in on_prem_pods {
+                    if !on_prem.contains(&pod.as_str()) {
+                        on_prem.push(pod);
+                    }
+                }
+            }
+            Event::PodScheduled { pod, role: NodeRole::OnPrem, .. } if !on_prem.contains(&pod.as_str()) => {
+                on_prem.push(pod)
+            }
+            Event::PodDeleted { pod, .. } => on_prem.retain(|p| p != pod),
+            _ => {}
+        }
+    }
+    let after: Vec<&Observation> = observations.iter().filter(|o| o.seq > t0.seq).take_while(before_return).collect();
+    let lost = after
+        .iter()
+        .any(|o| matches!(&o.event, Event::NodeReady { role: NodeRole::OnPrem, status, .. } if !status.is_true()));
+    if !lost {
+        return None;
+    }
+    let first_ready = after.iter().find(|o| matches!(o.event, Event::PodReady { role: NodeRole::Fallback, .. }))?;
+    let mut gone = None;
+    let mut unconfirmed = on_prem.clone();
+    // Confirmations count until the end: a node back just before the return finishes its old pods just after it.
+    for o in observations.iter().filter(|o| o.seq > t0.seq) {
+        if let Event::PodDeleted { pod, .. } = &o.event
+            && on_prem.contains(&pod.as_str())
+        {
+            unconfirmed.retain(|p| p != pod);
+            gone = Some(o);
+        }
+    }
+    let boundary = Boundary::of;
+    let from = boundary("first replacement Ready on a fallback node", first_ready);
+    if unconfirmed.is_empty() {
+        let gone = gone?;
+        if gone.seq < first_ready.seq {
+            return None;
+        }
+        return Some(OverlapWindow {
+            seconds: Some(gone.t_ms.saturating_sub(first_ready.t_ms) as f64 / 1000.0),
+            from,
+            to: Some(boundary("last on-prem pod confirmed gone", gone)),
+            unconfirmed_pods: Vec::new(),
+        });
+    }
+    Some(OverlapWindow {
+        from,
+        to: None,
+        seconds: None,
+        unconfirmed_pods: unconfirmed.into_iter().map(str::to_string).collect(),
+    })
+}
+
+/// Whether a timeline holds every fact a report needs: runs recorded before the report's facts were timeline
+/// events lack the request count, written once at the end of every run since.
+fn holds_the_report(observations: &[Observation]) -> bool {
+    let has = |f: fn(&Event) -> bool| observations.iter().any(|o| f(&o.event));
+    has(|e| matches!(e, Event::DrillStarted { .. }))
+        && has(|e| matches!(e, Event::DrillFinished { .. }))
+        && has(|e| matches!(e, Event::RequestsSent { .. }))
+}
+
+/// Reads a run directory. The report is computed again from its `drill.yaml` and `timeline.jsonl`, with the meta
+/// `report.json` kept, so an old run re-renders with today's logic. A run whose timeline lacks what [`build`] needs
+/// (recorded by an older hybrid-drill) keeps its recorded report, with markers and the overlap window derived again
+/// where its timeline is there.
+pub fn load(run_dir: &Path) -> Result<Report, LoadError> {
+    let path = if run_dir.is_file() { run_dir.to_path_buf() } else { run_dir.join("report.json") };
+    let text =
+        std::fs::read_to_string(&path).map_err(|cause| LoadError::Read { path: path.display().to_string(), cause })?;
+    let mut report: Report =
+        serde_json::from_str(&text).map_err(|cause| LoadError::Parse { path: path.display().to_string(), cause })?;
+    if report.schema != REPORT_SCHEMA {
+        return Err(LoadError::Schema { path: path.display().to_string(), found: report.schema });
+    }
+    let observations = crate::timeline::read(&path.with_file_name("timeline.jsonl")).unwrap_or_default();
+    if observations.is_empty() {
+        return Ok(report);
+    }
+    let drill_file = path.with_file_name("drill.yaml");
+    let source = std::fs::read_to_string(&drill_file).unwrap_or_else(|_| report.drill.source.clone());
+    match crate::drill::from_source(&drill_file, source) {
+        Ok(loaded) if holds_the_report(&observations) => {
+            Ok(build(&loaded.drill, &observations, &RunMeta::recorded(&report)))
+        }
+        _ => {
+            report.notable_events = notable(&observations);
+            report.overlap = overlap(&observations);
+            Ok(report)
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! What stops a run before anything was touched.
+
+use crate::cluster::ClusterError;
+use crate::plan::PlanError;
+use crate::safety::lock::LockError;
+
+/// Problems found before anything was touched.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error("cannot create the run directory {path}: {source}")]
+    RunDir { path: String, source: std::io::Error },
+    #[error(
+        "refusing to run without confirmation: stdin is not a terminal; review with `hybrid-drill plan FILE`, then pass --yes"
+    )]
+    NeedsYes,
+    #[error("drill not started: confirmation declined")]
+    Declined,
+    #[error("the watches could not list the drilled objects: {0}")]
+    Watches(crate::timeline::watch::SyncError),
+    /// Another drill (or `recover`) holds the cluster's drill lock.
+    #[error(transparent)]
+    Locked(#[from] LockError),
+}
