@@ -63,24 +63,56 @@ impl LabLock {
 /// Takes the first free instance of the pool, waiting for one if all are held; the helpers of this module then act
 /// on it for the rest of the test.
 pub fn lock_lab() -> LabLock {
-    let mut lock = take_instance(&[]);
+    let mut lock = {
+        let _turn = Turnstile::enter();
+        take_instance(&[])
+    };
     HELD.with(|held| held.set(Some(lock.instance)));
     lock.current = true;
     lock
 }
 
-/// A second instance beside the one `held`, for a test about two labs; the helpers keep acting on the first, and
-/// [`on_instance`] and [`with_instance`] reach this one. The first's time held counts from now: waiting for a
-/// second instance is not the test's own time.
-pub fn lock_another_lab(held: &mut LabLock) -> LabLock {
+/// Two instances at once, for a test about two labs; the helpers act on the first, and [`on_instance`] and
+/// [`with_instance`] reach the second. Both are taken inside the turnstile: a test holding one while it waits for the
+/// other would starve (the tests beside it release and retake their instance within microseconds) or, beside a
+/// second such test, deadlock.
+pub fn lock_two_labs() -> (LabLock, LabLock) {
     let pool = instances();
     assert!(
-        pool.iter().any(|i| *i != held.instance && run_dir_of(*i).join("kubeconfig").exists()),
+        pool.iter().filter(|i| run_dir_of(**i).join("kubeconfig").exists()).count() >= 2,
         "this test needs two lab instances up: ./test starts a pool (or LAB_INSTANCES=0,1 after lab/up and lab/up --instance 1)"
     );
-    let second = take_instance(&[held.instance]);
-    held.since = Instant::now();
-    second
+    let (mut first, mut second) = {
+        let _turn = Turnstile::enter();
+        let first = take_instance(&[]);
+        let second = take_instance(&[first.instance]);
+        (first, second)
+    };
+    // Waiting for the second instance is not the test's own time.
+    first.since = Instant::now();
+    second.since = first.since;
+    HELD.with(|held| held.set(Some(first.instance)));
+    first.current = true;
+    (first, second)
+}
+
+/// One test at a time takes instances: whoever waits for one is served first when it frees. Without it a test
+/// waiting for a second instance lost every race to the tests that release one and take the next at once.
+struct Turnstile(std::fs::File);
+
+impl Turnstile {
+    fn enter() -> Turnstile {
+        let path = crate::common::repo().join("lab/.e2e-turnstile.lock");
+        let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).unwrap();
+        file.lock().unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        Turnstile(file)
+    }
+}
+
+impl Drop for Turnstile {
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
+    }
 }
 
 /// Runs `f` with the helpers of this module acting on `instance` instead of the held one.
@@ -218,9 +250,34 @@ pub fn kubectl_apply(yaml: &str) {
 pub fn eventually(what: &str, within: Duration, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + within;
     while !check() {
-        assert!(Instant::now() < deadline, "lab did not reach: {what} within {within:?}");
+        assert!(Instant::now() < deadline, "lab did not reach: {what} within {within:?}\n{}", lab_snapshot());
         std::thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// What a wait that timed out was looking at: the nodes with their readiness and taints, the workload's and the
+/// batch pods with their nodes, the NodeClaims, and the latest events. Best effort: a lab too broken to answer says so.
+pub fn lab_snapshot() -> String {
+    let get = |args: &[&str]| {
+        Command::new("kubectl")
+            .env("KUBECONFIG", kubeconfig())
+            .args(args)
+            .output()
+            .map(|o| format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)))
+            .unwrap_or_else(|e| format!("kubectl did not run: {e}\n"))
+    };
+    let nodes = r#"custom-columns=NODE:.metadata.name,READY:.status.conditions[?(@.type=="Ready")].status,SINCE:.status.conditions[?(@.type=="Ready")].lastTransitionTime,UNSCHEDULABLE:.spec.unschedulable,ZONE:.metadata.labels.topology\.kubernetes\.io/zone,TAINTS:.spec.taints[*].key"#;
+    let mut out = format!("lab instance {} when the wait gave up:\n", instance());
+    out += &get(&["get", "nodes", "-o", nodes]);
+    out += &get(&["get", "pods", "-A", "-o", "wide", "--no-headers"]);
+    out += &get(&["get", "nodeclaims", "-o", "wide", "--no-headers"]);
+    out += &get(&["get", "events", "-A", "--sort-by", ".lastTimestamp"])
+        .lines()
+        .rev()
+        .take(25)
+        .collect::<Vec<_>>()
+        .join("\n");
+    out
 }
 
 /// Nodes cordoned by anyone, or marked by a drill.

@@ -7,7 +7,7 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::common::lab::{
-    eventually, hybrid_drill, kubeconfig, lock_another_lab, lock_lab, on_instance, reset_lab, run_dir_of,
+    eventually, hybrid_drill, kubeconfig, lock_two_labs, on_instance, reset_lab, run_dir_of,
     workload_on_prem_and_fallback_empty,
 };
 use crate::common::repo;
@@ -75,8 +75,7 @@ fn audit_lines(instance: u32) -> usize {
 
 #[test]
 fn a_drill_on_one_lab_instance_changes_nothing_on_another() {
-    let mut lab = lock_lab();
-    let other = lock_another_lab(&mut lab);
+    let (lab, other) = lock_two_labs();
     reset_lab();
     let (mine, theirs) = (lab.instance(), other.instance());
     let (mine_from, theirs_from) = (audit_lines(mine), audit_lines(theirs));

@@ -417,7 +417,7 @@ fn sigint_in_the_middle_of_a_host_cut_lifts_it_and_leaves_nothing() {
     reset();
     let _repair = guard();
     let reports = tempfile::tempdir().unwrap();
-    let child = run(&repo().join("drills/dx-cut.yaml"), reports.path())
+    let mut child = run(&repo().join("drills/dx-cut.yaml"), reports.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -432,8 +432,13 @@ fn sigint_in_the_middle_of_a_host_cut_lifts_it_and_leaves_nothing() {
         })
     };
     eventually("the cut nodes Unknown while the drill waits for the fallback", Duration::from_secs(120), || {
-        timeline_contains(reports.path(), r#""step":"fallback","action""#) && all_unknown()
+        child.try_wait().unwrap().is_some()
+            || timeline_contains(reports.path(), r#""step":"fallback","action""#) && all_unknown()
     });
+    if child.try_wait().unwrap().is_some() {
+        let (out, report) = finish(child);
+        panic!("the drill ended before the test interrupted it: {report:#}\n{}", String::from_utf8_lossy(&out.stderr));
+    }
     assert!(!leftovers().is_empty(), "the cut's policy should be in place");
     assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
     let (out, report) = finish(child);
@@ -584,7 +589,7 @@ fn three_of_four_nodes_of_a_small_zone_failed_are_held_by_zone_disruption_and_re
         "{preflight}"
     );
     let reason = report["abort_reason"].as_str().unwrap();
-    assert!(reason.contains("evictions held by zone disruption: "), "{reason}");
+    assert!(reason.contains("evictions held by zone disruption: "), "{reason}\nreport: {report:#}\nstderr:\n{stderr}");
     assert!(reason.contains("zone onprem/onprem-dc1 has 3 of 4 nodes NotReady"), "{reason}");
     assert!(reason.contains("--unhealthy-zone-threshold 0.55, --large-cluster-size-threshold 50"), "{reason}");
     let eviction = phase(&report, "eviction");

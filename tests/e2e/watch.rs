@@ -11,8 +11,8 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::lab::{
-    KillOnDrop, Repair, eventually, hybrid_drill, hybrid_nodes, kubeconfig, kubectl, kubectl_quiet, lab_tool,
-    lock_another_lab, lock_lab, reset_lab, with_instance,
+    KillOnDrop, Repair, eventually, hybrid_drill, hybrid_nodes, kubeconfig, kubectl, kubectl_quiet, lab_tool, lock_lab,
+    lock_two_labs, reset_lab, with_instance,
 };
 use crate::common::repo;
 use serde_json::Value;
@@ -184,10 +184,9 @@ fn print_phases(what: &str, report: &Value) {
 
 #[test]
 fn a_node_failure_is_one_incident_whose_phases_agree_with_the_drill_and_the_metrics_showed_it() {
-    let mut lab = lock_lab();
     // The node-failure drill on a second lab instance, alike in every setting, at the same time as the incident on
     // this one: the same fault, failing the same nodes, measured by the drill there and by the watch here.
-    let twin = lock_another_lab(&mut lab);
+    let (_lab, twin) = lock_two_labs();
     let twin_instance = twin.instance();
     with_instance(twin_instance, steady);
     steady();
