@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::cluster::marks::RunId;
-use crate::cluster::{Cluster, KubeContext};
+use crate::cluster::{Cluster, KubeContext, ObservedCluster};
 use crate::exit::{EXIT_INVALID, EXIT_LOCKED, EXIT_PASSED, EXIT_RESTORE_FAILED};
 use crate::safety::{self, RestoreScope};
 
@@ -37,6 +37,14 @@ pub(super) async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path
         eprintln!("error: {e}");
         return EXIT_INVALID;
     }
+    // The cluster first: a journal restored against another cluster would "verify" what it never changed there.
+    let journals = match journals_of_this_cluster(&cluster, run_dir.as_deref(), journals).await {
+        Ok(journals) => journals,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return EXIT_INVALID;
+        }
+    };
     // Recover holds the drill lock too: a drill must not start while a recover restores, nor two recovers run.
     let lock = match take_recover_lock(&cluster, run_dir.as_deref(), &journals, reports_dir).await {
         Ok(lock) => lock,
@@ -54,6 +62,41 @@ pub(super) async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path
         eprintln!("warning: the drill lock was not released (it falls free after its duration): {e}");
     }
     code
+}
+
+/// The journals whose run was against the cluster reached, judged on the identity each run recorded
+/// (`cluster.json`: the kube-system UID; a context may name another cluster, and one cluster may have many
+/// contexts). Named run directory of another cluster: refused, naming both, before anything is touched.
+/// Journals found under the reports directory: those of other clusters are left out, each named on stderr. A run that
+/// recorded no identity (made before runs recorded one) is trusted to the context, as before.
+async fn journals_of_this_cluster(
+    cluster: &Cluster,
+    run_dir: Option<&Path>,
+    journals: Vec<PathBuf>,
+) -> Result<Vec<PathBuf>, String> {
+    let recorded = |journal: &PathBuf| journal.parent().and_then(ObservedCluster::read);
+    if journals.iter().all(|j| recorded(j).is_none()) {
+        return Ok(journals);
+    }
+    let here = cluster.observe().await.map_err(|e| e.to_string())?;
+    let mut kept = Vec::new();
+    for journal in journals {
+        match recorded(&journal) {
+            Some(then) if then.kube_system_uid != here.kube_system_uid => {
+                let run = journal.parent().unwrap_or(&journal).display().to_string();
+                if run_dir.is_some() {
+                    return Err(format!(
+                        "run {run} was against {}, but this is {}: nothing was touched; recover it with the kubeconfig and context of its own cluster (--kubeconfig, --context)",
+                        then.describe(),
+                        here.describe()
+                    ));
+                }
+                eprintln!("note: left out {run}: it was against {}, not this cluster", then.describe());
+            }
+            _ => kept.push(journal),
+        }
+    }
+    Ok(kept)
 }
 
 /// Takes the drill lock for `recover`: the run's own (its drill file's `spec.lock`), else the default one. The lock
@@ -214,6 +257,54 @@ mod tests {
         let code = recover_with(&cluster, vec![path.to_path_buf()], &RestoreScope::default(), &marks_journal).await;
         drop(cluster);
         (code, server.await.unwrap())
+    }
+
+    /// A run directory holding a cordon journal and, when `uid` is given, the identity of the cluster it ran against.
+    fn run_of(parent: &Path, name: &str, uid: Option<&str>) -> PathBuf {
+        let dir = parent.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        cordoned(&dir.join("journal.jsonl"));
+        if let Some(uid) = uid {
+            let observed = ObservedCluster {
+                context: "hybrid-lab".into(),
+                server: "https://127.0.0.1:26443/".into(),
+                kube_system_uid: uid.into(),
+            };
+            observed.write(&dir).unwrap();
+        }
+        dir.join("journal.jsonl")
+    }
+
+    async fn of_this_cluster(run_dir: Option<&Path>, journals: Vec<PathBuf>) -> (Result<Vec<PathBuf>, String>, usize) {
+        let (cluster, handle) = Cluster::mock();
+        let server = serve(handle, |request| match request.uri.as_str() {
+            "/api/v1/namespaces/kube-system" => Answer::Json(
+                200,
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-system", "uid": "here"}}),
+            ),
+            _ => status(500, "InternalError"),
+        });
+        let kept = journals_of_this_cluster(&cluster, run_dir, journals).await;
+        drop(cluster);
+        (kept, server.await.unwrap().len())
+    }
+
+    #[tokio::test]
+    async fn a_run_of_another_cluster_is_refused_by_name_and_left_out_of_a_scan() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ours, theirs, older) = (
+            run_of(dir.path(), "a", Some("here")),
+            run_of(dir.path(), "b", Some("there")),
+            run_of(dir.path(), "c", None),
+        );
+        let named = theirs.parent().unwrap();
+        let (refused, _) = of_this_cluster(Some(named), vec![theirs.clone()]).await;
+        let message = refused.unwrap_err();
+        assert!(message.contains("(kube-system UID there)") && message.contains("(kube-system UID here)"), "{message}");
+        let (kept, _) = of_this_cluster(None, vec![ours.clone(), theirs, older.clone()]).await;
+        assert_eq!(kept.unwrap(), vec![ours.clone(), older.clone()], "a run that recorded no cluster is trusted");
+        let (kept, reads) = of_this_cluster(Some(older.parent().unwrap()), vec![older.clone()]).await;
+        assert_eq!((kept.unwrap(), reads), (vec![older], 0), "nothing to compare: no read");
     }
 
     #[tokio::test]

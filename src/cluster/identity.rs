@@ -30,7 +30,45 @@ pub async fn connect(target: &KubeContext, expected: &ExpectedCluster) -> Result
     Ok((cluster, version))
 }
 
+/// The cluster a run was against, as it observed it before its first change: written into the run directory
+/// (`cluster.json`) so that `recover` acts on that cluster alone.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ObservedCluster {
+    /// The kubeconfig context (`in-cluster` in a pod).
+    pub context: String,
+    pub server: String,
+    pub kube_system_uid: String,
+}
+
+impl ObservedCluster {
+    pub const FILE: &'static str = "cluster.json";
+
+    pub fn write(&self, run_dir: &std::path::Path) -> std::io::Result<()> {
+        let json = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
+        std::fs::write(run_dir.join(Self::FILE), json + "\n")
+    }
+
+    /// The identity a run recorded; `None` for a run that recorded none (older runs) or whose file is unreadable.
+    pub fn read(run_dir: &std::path::Path) -> Option<ObservedCluster> {
+        serde_json::from_slice(&std::fs::read(run_dir.join(Self::FILE)).ok()?).ok()
+    }
+
+    /// How a user tells two clusters apart: the context, the server and the UID.
+    pub fn describe(&self) -> String {
+        format!("context `{}` at {} (kube-system UID {})", self.context, self.server, self.kube_system_uid)
+    }
+}
+
 impl Cluster {
+    /// This cluster's identity as a run records it.
+    pub async fn observe(&self) -> Result<ObservedCluster, ClusterError> {
+        Ok(ObservedCluster {
+            context: self.context.clone(),
+            server: self.server.clone(),
+            kube_system_uid: self.kube_system_uid().await?,
+        })
+    }
+
     /// The UID of the cluster's `kube-system` namespace, which names the cluster whatever a kubeconfig calls it.
     pub async fn kube_system_uid(&self) -> Result<String, ClusterError> {
         let namespaces: Api<Namespace> = Api::all(self.client.clone());

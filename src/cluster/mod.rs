@@ -23,7 +23,7 @@ pub mod tolerations;
 pub mod zones;
 
 pub use client::{Cluster, ClusterError, USER_AGENT};
-pub use identity::{ExpectedCluster, connect};
+pub use identity::{ExpectedCluster, ObservedCluster, connect};
 pub use reader::Reader;
 pub use source::KubeContext;
 

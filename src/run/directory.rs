@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use chrono::Utc;
 
 use super::error::SetupError;
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, ObservedCluster};
 use crate::drill::LoadedDrill;
 use crate::plan::Plan;
 use crate::report::{self, Report};
@@ -13,17 +13,20 @@ use crate::safety::Mutator;
 use crate::safety::journal::Journal;
 use crate::timeline::Timeline;
 
-/// The run directory's files: the drill as it ran, the timeline, and the journal the mutator writes before each
-/// change.
+/// The run directory's files: the drill as it ran, the cluster it runs against, the timeline, and the journal the
+/// mutator writes before each change.
 pub(super) fn open_run_files(
     loaded: &LoadedDrill,
     dir: &Path,
     run_id: &str,
     cluster: &Cluster,
+    observed: &ObservedCluster,
     plan: &Plan,
 ) -> Result<(Timeline, Mutator), SetupError> {
     let io = |source| SetupError::RunDir { path: dir.display().to_string(), source };
     std::fs::write(dir.join("drill.yaml"), &loaded.source).map_err(io)?;
+    // Before the journal: whatever a run journals, `recover` finds the cluster it belongs to.
+    observed.write(dir).map_err(io)?;
     let timeline = Timeline::create(&dir.join("timeline.jsonl")).map_err(io)?;
     let journal = Journal::create(&dir.join("journal.jsonl")).map_err(io)?;
     let mutator =

@@ -148,12 +148,13 @@ impl<'a> Run<'a> {
         let drill = &loaded.drill;
         let (cluster, version) = cluster::connect(&opts.target, &drill.spec.cluster).await?;
         let plan = plan::resolve(&cluster, drill).await?;
+        let observed = cluster.observe().await?;
         // Said before the confirmation: a drill that cannot start should not ask for one.
         lock::check(&cluster, &drill.spec.lock, Claim::Run, &this_host()).await?;
         confirm(&plan, loaded, &cluster.context, opts.yes)?;
 
         let (dir, run_id) = run_dir(&opts.reports_dir, &drill.metadata.name)?;
-        let (timeline, mutator) = open_run_files(loaded, &dir, &run_id, &cluster, &plan)?;
+        let (timeline, mutator) = open_run_files(loaded, &dir, &run_id, &cluster, &observed, &plan)?;
         // The lock before anything is touched; refused, the run leaves nothing, its fresh directory included.
         let lock = match mutator.take_lock(&drill.spec.lock, &Claimant::this_process(&run_id, &dir)).await {
             Ok(lock) => lock,

@@ -1,5 +1,5 @@
 //! Two lab instances side by side: a drill on one changes nothing on the other, which is what lets the end-to-end
-//! tests run on several instances at once.
+//! tests run on several instances at once, and a run's recover acts on its own cluster alone.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -7,8 +7,8 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::common::lab::{
-    eventually, hybrid_drill, kubeconfig, lock_two_labs, on_instance, reset_lab, run_dir_of,
-    workload_on_prem_and_fallback_empty,
+    cordoned_or_marked, eventually, hybrid_drill, kubeconfig, lock_two_labs, on_instance, recover, reset_lab,
+    run_dir_of, workload_on_prem_and_fallback_empty,
 };
 use crate::common::repo;
 
@@ -111,4 +111,60 @@ fn a_drill_on_one_lab_instance_changes_nothing_on_another() {
         std::time::Duration::from_secs(120),
         workload_on_prem_and_fallback_empty,
     );
+}
+
+/// A run killed after its first cordon, recovered with the kubeconfig of another cluster that has the same context
+/// name (as two clusters' kubeconfigs often do): refused, naming both, with nothing touched there; then recovered on
+/// its own cluster.
+#[test]
+fn recover_refuses_a_run_of_another_cluster_with_the_same_context_and_touches_nothing_there() {
+    let (lab, other) = lock_two_labs();
+    reset_lab();
+    let (mine, theirs) = (lab.instance(), other.instance());
+    let reports = tempfile::tempdir().unwrap();
+    let out = hybrid_drill()
+        .arg("run")
+        .arg(repo().join("drills/drain.yaml"))
+        .args(["--yes", "--output", "json", "--reports-dir"])
+        .arg(reports.path())
+        .arg("--kubeconfig")
+        .arg(kubeconfig())
+        // The drill lock is mutation 0, the first cordon 1.
+        .env("HYBRID_DRILL_CRASH_AT", "1:after")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), None, "the run should have died: {}", String::from_utf8_lossy(&out.stderr));
+    let drill_dir = std::fs::read_dir(reports.path()).unwrap().flatten().next().unwrap().path();
+    let run_dir = std::fs::read_dir(drill_dir).unwrap().flatten().next().unwrap().path();
+    let recorded: Value = serde_json::from_slice(&std::fs::read(run_dir.join("cluster.json")).unwrap()).unwrap();
+    let port = |instance: u32| format!("127.0.0.1:{}", 26443 + 100 * instance);
+    assert!(recorded["server"].as_str().unwrap().contains(&port(mine)), "{recorded}");
+    assert_eq!(recorded["kube_system_uid"], kubectl_on(mine, &["get", "namespace", "kube-system"])["metadata"]["uid"]);
+    assert!(!cordoned_or_marked().is_empty(), "the dead run's cordon is gone before any recover");
+
+    let (theirs_from, before) = (audit_lines(theirs), state_of(theirs));
+    let out = hybrid_drill()
+        .arg("recover")
+        .arg(&run_dir)
+        .arg("--kubeconfig")
+        .arg(run_dir_of(theirs).join("kubeconfig"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let refusal = stderr.lines().find(|l| l.starts_with("error: run ")).unwrap_or_else(|| panic!("{stderr}"));
+    assert!(
+        refusal.contains(&format!("was against context `hybrid-lab` at https://{}", port(mine)))
+            && refusal.contains(&format!("but this is context `hybrid-lab` at https://{}", port(theirs)))
+            && refusal.contains("nothing was touched"),
+        "{refusal}"
+    );
+    assert_eq!(admin_writes(theirs, theirs_from), Vec::<String>::new(), "writes on instance {theirs}");
+    assert_eq!(state_of(theirs), before, "instance {theirs} changed under a refused recover");
+    assert!(!cordoned_or_marked().is_empty(), "the refused recover changed the run's own cluster");
+
+    let (code, text) = recover(&run_dir);
+    assert_eq!(code, 0, "{text}");
+    assert!(cordoned_or_marked().is_empty(), "recover on the run's own cluster left {:?}", cordoned_or_marked());
+    reset_lab();
 }
