@@ -73,6 +73,19 @@ fn audit_lines(instance: u32) -> usize {
     std::fs::read_to_string(run_dir_of(instance).join("logs/audit.log")).map_or(0, |log| log.lines().count())
 }
 
+/// The lab's drain drill on the held instance, its report on stdout.
+fn drain_drill(reports: &std::path::Path) -> Command {
+    let mut command = hybrid_drill();
+    command
+        .arg("run")
+        .arg(repo().join("drills/drain.yaml"))
+        .args(["--yes", "--output", "json", "--reports-dir"])
+        .arg(reports)
+        .arg("--kubeconfig")
+        .arg(kubeconfig());
+    command
+}
+
 #[test]
 fn a_drill_on_one_lab_instance_changes_nothing_on_another() {
     let (lab, other) = lock_two_labs();
@@ -82,15 +95,7 @@ fn a_drill_on_one_lab_instance_changes_nothing_on_another() {
     let before = state_of(theirs);
 
     let reports = tempfile::tempdir().unwrap();
-    let out = hybrid_drill()
-        .arg("run")
-        .arg(repo().join("drills/drain.yaml"))
-        .args(["--yes", "--output", "json", "--reports-dir"])
-        .arg(reports.path())
-        .arg("--kubeconfig")
-        .arg(kubeconfig())
-        .output()
-        .unwrap();
+    let out = drain_drill(reports.path()).output().unwrap();
     let report: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("no report ({e}); stderr:\n{}", String::from_utf8_lossy(&out.stderr)));
     assert_eq!(out.status.code(), Some(0), "stderr:\n{}", String::from_utf8_lossy(&out.stderr));
@@ -122,17 +127,8 @@ fn recover_refuses_a_run_of_another_cluster_with_the_same_context_and_touches_no
     reset_lab();
     let (mine, theirs) = (lab.instance(), other.instance());
     let reports = tempfile::tempdir().unwrap();
-    let out = hybrid_drill()
-        .arg("run")
-        .arg(repo().join("drills/drain.yaml"))
-        .args(["--yes", "--output", "json", "--reports-dir"])
-        .arg(reports.path())
-        .arg("--kubeconfig")
-        .arg(kubeconfig())
-        // The drill lock is mutation 0, the first cordon 1.
-        .env("HYBRID_DRILL_CRASH_AT", "1:after")
-        .output()
-        .unwrap();
+    // The drill lock is mutation 0, the first cordon 1.
+    let out = drain_drill(reports.path()).env("HYBRID_DRILL_CRASH_AT", "1:after").output().unwrap();
     assert_eq!(out.status.code(), None, "the run should have died: {}", String::from_utf8_lossy(&out.stderr));
     let drill_dir = std::fs::read_dir(reports.path()).unwrap().flatten().next().unwrap().path();
     let run_dir = std::fs::read_dir(drill_dir).unwrap().flatten().next().unwrap().path();
