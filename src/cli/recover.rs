@@ -40,8 +40,8 @@ pub(super) async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path
     // The cluster first: a journal restored against another cluster would "verify" what it never changed there.
     let journals = match journals_of_this_cluster(&cluster, run_dir.as_deref(), journals).await {
         Ok(journals) => journals,
-        Err(message) => {
-            eprintln!("error: {message}");
+        Err(e) => {
+            eprintln!("error: {e}");
             return EXIT_INVALID;
         }
     };
@@ -64,6 +64,19 @@ pub(super) async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path
     code
 }
 
+/// Why `recover` will not act on a run: its cluster is not the one reached, or the one reached cannot be identified.
+#[derive(Debug, thiserror::Error)]
+enum ClusterMismatch {
+    #[error(
+        "run {run} was against {}, but this is {}: nothing was touched; recover it with the kubeconfig and context of its own cluster (--kubeconfig, --context)",
+        then.describe(),
+        here.describe()
+    )]
+    OtherCluster { run: String, then: ObservedCluster, here: ObservedCluster },
+    #[error(transparent)]
+    Unidentified(#[from] crate::cluster::ClusterError),
+}
+
 /// The journals whose run was against the cluster reached, judged on the identity each run recorded
 /// (`cluster.json`: the kube-system UID; a context may name another cluster, and one cluster may have many
 /// contexts). Named run directory of another cluster: refused, naming both, before anything is touched.
@@ -73,23 +86,19 @@ async fn journals_of_this_cluster(
     cluster: &Cluster,
     run_dir: Option<&Path>,
     journals: Vec<PathBuf>,
-) -> Result<Vec<PathBuf>, String> {
+) -> Result<Vec<PathBuf>, ClusterMismatch> {
     let recorded = |journal: &PathBuf| journal.parent().and_then(ObservedCluster::read);
     if journals.iter().all(|j| recorded(j).is_none()) {
         return Ok(journals);
     }
-    let here = cluster.observe().await.map_err(|e| e.to_string())?;
+    let here = cluster.observe().await?;
     let mut kept = Vec::new();
     for journal in journals {
         match recorded(&journal) {
             Some(then) if then.kube_system_uid != here.kube_system_uid => {
                 let run = journal.parent().unwrap_or(&journal).display().to_string();
                 if run_dir.is_some() {
-                    return Err(format!(
-                        "run {run} was against {}, but this is {}: nothing was touched; recover it with the kubeconfig and context of its own cluster (--kubeconfig, --context)",
-                        then.describe(),
-                        here.describe()
-                    ));
+                    return Err(ClusterMismatch::OtherCluster { run, then, here });
                 }
                 eprintln!("note: left out {run}: it was against {}, not this cluster", then.describe());
             }
@@ -275,7 +284,10 @@ mod tests {
         dir.join("journal.jsonl")
     }
 
-    async fn of_this_cluster(run_dir: Option<&Path>, journals: Vec<PathBuf>) -> (Result<Vec<PathBuf>, String>, usize) {
+    async fn of_this_cluster(
+        run_dir: Option<&Path>,
+        journals: Vec<PathBuf>,
+    ) -> (Result<Vec<PathBuf>, ClusterMismatch>, usize) {
         let (cluster, handle) = Cluster::mock();
         let server = serve(handle, |request| match request.uri.as_str() {
             "/api/v1/namespaces/kube-system" => Answer::Json(
@@ -299,7 +311,7 @@ mod tests {
         );
         let named = theirs.parent().unwrap();
         let (refused, _) = of_this_cluster(Some(named), vec![theirs.clone()]).await;
-        let message = refused.unwrap_err();
+        let message = refused.unwrap_err().to_string();
         assert!(message.contains("(kube-system UID there)") && message.contains("(kube-system UID here)"), "{message}");
         let (kept, _) = of_this_cluster(None, vec![ours.clone(), theirs, older.clone()]).await;
         assert_eq!(kept.unwrap(), vec![ours.clone(), older.clone()], "a run that recorded no cluster is trusted");

@@ -255,8 +255,8 @@ pub fn eventually(what: &str, within: Duration, mut check: impl FnMut() -> bool)
     }
 }
 
-/// What a wait that timed out was looking at: the nodes with their readiness and taints, the workload's and the
-/// batch pods with their nodes, the NodeClaims, and the latest events. Best effort: a lab too broken to answer says so.
+/// What a wait that timed out was looking at: the nodes with their readiness and taints, every pod with its node,
+/// the NodeClaims, and the latest events. Best effort: a lab too broken to answer says so.
 pub fn lab_snapshot() -> String {
     let get = |args: &[&str]| {
         Command::new("kubectl")
