@@ -229,7 +229,11 @@ pub fn kubectl_quiet(args: &[&str]) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// `kubectl ARGS -o json`; plain reads are made in-process (see [`super::api`]), as they are most of the polling.
 pub fn kubectl_json(args: &[&str]) -> Value {
+    if let Some(answer) = super::api::get_json(&kubeconfig(), args) {
+        return answer;
+    }
     let mut full = args.to_vec();
     full.extend(["-o", "json"]);
     serde_json::from_str(&kubectl(&full)).unwrap()

@@ -5,6 +5,7 @@
 // Each test crate uses its own subset of these helpers.
 #![allow(dead_code)]
 
+pub mod api;
 pub mod lab;
 
 use std::io::Write;
