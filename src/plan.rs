@@ -1,5 +1,7 @@
 //! A validated drill resolved read-only against a cluster: the nodes, pods and budgets it would touch, and the
-//! set-up problems that must stop it before anything is touched.
+//! set-up problems that must stop it before anything is touched, a permission the run would lack among them.
+
+pub mod access;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -52,6 +54,8 @@ pub enum PlanError {
     DrainRefused(String),
     #[error("hook `{program}` of step `{step}` is not an executable file{hint}")]
     NoHook { step: String, program: String, hint: String },
+    #[error(transparent)]
+    Access(#[from] access::AccessError),
 }
 
 /// Pods (or their template) annotated `hybrid-drill.io/single-writer: "true"` declare that two copies must never
@@ -115,6 +119,8 @@ fn api_error(what: &str, e: kube::Error) -> PlanError {
 
 /// Resolves the drill against the cluster, read-only, refusing with the fix whatever would make it fail part-way.
 pub async fn resolve(cluster: &Cluster, drill: &Drill) -> Result<Plan, PlanError> {
+    // First: a grant the run lacks is named with its rule, rather than found by the read or change it refuses.
+    access::check(&cluster.client, &cluster.context, drill).await?;
     let targets = &drill.spec.targets;
     let (pool_gpu_limit, pool_shapes) = fallback_pools(cluster, drill).await?;
     let (on_prem_nodes, cordoned_already) = on_prem_nodes(cluster, drill).await?;

@@ -328,16 +328,36 @@ impl Watcher<'_> {
             run_id: run_id.clone(),
             context: self.cluster.context.clone(),
         });
-        timeline.record(Event::IncidentOpened { cause, nodes: degraded.nodes(), evidence: lines, unknown });
+        let drill_run = match evidence.iter().find_map(|e| e.drill_run.clone()) {
+            Some(run) => Some(run),
+            None => self.drill_lock_holder().await,
+        };
+        if let Some(run) = &drill_run {
+            lines.push(format!("the hybrid-drill run {run} is under way: recorded as a drill, not an incident"));
+        }
+        let drill_seen = drill_run.is_some();
+        let event = Event::IncidentOpened { cause, nodes: degraded.nodes(), evidence: lines, unknown, drill_run };
+        timeline.record(event);
         let open = OpenEpisode { run_dir: dir.clone(), run_id, opened: seen };
         let marker_path = self.marker_path();
         marker::write(&marker_path, &open).map_err(|e| self.write_error(&marker_path, e))?;
-        eprintln!("hybrid-drill watch: incident opened ({cause}) · run directory {}", dir.display());
+        let what = if drill_seen { "drill seen" } else { "incident opened" };
+        eprintln!("hybrid-drill watch: {what} ({cause}) · run directory {}", dir.display());
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).drill_in_progress = drill_seen;
         self.publish(view, Some(origin));
         // Nodes seen lost or cordoned left the on-prem side broken, though one may be back by now (a short drain
         // uncordoned while the episode opened): the next look then records the return instead of missing it.
         let whole = degraded.nodes().is_empty() && view.read(signs::on_prem_whole);
         Ok(Episode { marker: open, whole: Some(whole), nodes: degraded.nodes().into_iter().collect() })
+    }
+
+    /// The run holding the drill's lock (`spec.lock`), if one does: a drill whose marks the nodes do not carry (a
+    /// node failure's hooks leave none). Unreadable (no grant), it says nothing.
+    async fn drill_lock_holder(&self) -> Option<String> {
+        let lock = &self.loaded.drill.spec.lock;
+        let api: Api<Lease> = Api::namespaced(self.cluster.client.clone(), &lock.namespace);
+        let lease = api.get_opt(&lock.name).await.ok().flatten()?;
+        lease.spec?.holder_identity.filter(|h| !h.is_empty())
     }
 
     /// Each lost or cordoned node and its Lease, read once (get only).
@@ -371,7 +391,8 @@ impl Watcher<'_> {
     fn publish(&self, view: &SharedView, episode_since: Option<DateTime<Utc>>) {
         let (nodes, gpus) = view.read(|v| (v.fallback_nodes().count(), v.fallback_gpus()));
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        s.episode_open = episode_since.is_some();
+        s.episode_open = episode_since.is_some() && !s.drill_in_progress;
+        s.drill_in_progress &= episode_since.is_some();
         s.episode_since = episode_since;
         s.fallback_nodes = nodes;
         s.fallback_gpus = gpus;
@@ -381,6 +402,7 @@ impl Watcher<'_> {
     fn publish_closed(&self, report: Report) {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         s.episode_open = false;
+        s.drill_in_progress = false;
         s.episode_since = None;
         s.episodes_closed += 1;
         s.last = Some(Box::new(report));
@@ -476,6 +498,7 @@ mod tests {
             nodes: vec!["n1".into()],
             evidence: vec!["n1: Ready=Unknown".into()],
             unknown: vec![],
+            drill_run: None,
         });
         let obs = timeline.observations();
         assert!(matches!(obs[0].event, Event::TolerationsRead { .. }), "the state before t0 is kept");
@@ -510,6 +533,26 @@ mod tests {
         assert_eq!(report.incident.unwrap().closed.as_deref(), Some("back"));
     }
 
+    /// A drill the watch recognised (by its marks or its lock) is recorded as a drill, never as an incident.
+    #[test]
+    fn an_episode_of_a_recognised_drill_is_recorded_as_a_drill() {
+        let timeline = Timeline::in_memory();
+        timeline.rebase(Utc::now(), None);
+        timeline.record(Event::IncidentOpened {
+            cause: IncidentCause::Drain,
+            nodes: vec!["n1".into()],
+            evidence: vec!["n1: cordoned".into()],
+            unknown: vec![],
+            drill_run: Some("drain-20261203T100000Z".into()),
+        });
+        timeline.record(Event::IncidentClosed { reason: "back".into() });
+        let report = crate::report::build(&drill(), &timeline.observations(), &meta());
+        assert_eq!(report.kind, RunKind::Drill);
+        assert_eq!(report.incident.unwrap().drill_run.as_deref(), Some("drain-20261203T100000Z"));
+        let json = serde_json::to_value(crate::report::build(&drill(), &timeline.observations(), &meta())).unwrap();
+        assert_eq!(json["kind"], "drill");
+    }
+
     /// Without evidence of when it began, the episode has no t0: phases from t0 are unknown, the rest still cut.
     #[test]
     fn without_evidence_t0_is_unknown_and_later_phases_still_measured() {
@@ -520,6 +563,7 @@ mod tests {
             nodes: vec![],
             evidence: vec![],
             unknown: vec!["t0".into()],
+            drill_run: None,
         });
         timeline.record(Event::PodCreated { pod: "w-2".into() });
         timeline.record(Event::NodeClaimCreated { nodeclaim: "c1".into() });

@@ -75,9 +75,11 @@ pub struct NodeEvidence {
     pub unschedulable: bool,
     /// When `spec.unschedulable` was last written, from the node's managedFields (whole seconds), and by whom.
     pub cordoned: Option<(DateTime<Utc>, String)>,
-    /// The kubelet's last heartbeat: its Lease's renewTime (microseconds, the API server's clock).
+    /// The kubelet's last heartbeat: its Lease's renewTime (microseconds), which the kubelet writes from its own
+    /// clock: the API server stores it as sent and stamps nothing of its own on it.
     pub last_heartbeat: Option<DateTime<Utc>>,
-    /// The hybrid-drill run that marked the node: a drill, not an incident.
+    /// The hybrid-drill run that marked the node (a drain's cordon annotation, a host cut's label): a drill, not an
+    /// incident.
     pub drill_run: Option<String>,
 }
 
@@ -103,12 +105,7 @@ impl NodeEvidence {
             unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
             cordoned,
             last_heartbeat: lease.and_then(|l| l.spec.as_ref()?.renew_time.as_ref()).map(|t| to_utc(&t.0)),
-            drill_run: node
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(crate::cluster::marks::RUN_ANNOTATION))
-                .cloned(),
+            drill_run: drill_mark(node),
         }
     }
 
@@ -144,6 +141,18 @@ impl NodeEvidence {
     }
 }
 
+/// The run a node carries the mark of: the cordon's `hybrid-drill.io/run-id` annotation, or a host cut's
+/// `hybrid-drill.io/cut` label (or a run label).
+fn drill_mark(node: &Node) -> Option<String> {
+    use crate::cluster::marks::{CUT_LABEL, RUN_ANNOTATION};
+    let annotations = node.metadata.annotations.as_ref();
+    let labels = node.metadata.labels.as_ref();
+    annotations
+        .and_then(|a| a.get(RUN_ANNOTATION))
+        .or_else(|| labels.and_then(|l| l.get(CUT_LABEL).or_else(|| l.get(RUN_ANNOTATION))))
+        .cloned()
+}
+
 /// What started the episode, from the nodes' evidence: several nodes lost together or a node without network is the
 /// link; one node lost is a node failure; cordoned Ready nodes are a drain, whether the node still is when its record is
 /// read or only the watch saw it cordoned (a drain over and uncordoned in seconds); otherwise unknown.
@@ -170,7 +179,7 @@ pub fn t0_evidence(cause: IncidentCause, evidence: &[NodeEvidence]) -> Option<(D
             .filter_map(|e| e.last_heartbeat.map(|t| (t, e.name.clone())))
             .min()
             .map(|(t, node)| {
-                (t, format!("t0 is {node}'s last heartbeat (its Lease's renewTime): the failure came after it, within one renew interval"))
+                (t, format!("t0 is {node}'s last heartbeat (its Lease's renewTime, on the kubelet's own clock): the failure came after it, within one renew interval (a quarter of the Lease's duration), and off by the node's clock offset from the API server's"))
             }),
         IncidentCause::Drain => evidence
             .iter()
@@ -222,6 +231,28 @@ status:
         let d = e.describe();
         assert!(d.contains("Ready=Unknown since 2026-12-03T10:00:40.000Z"), "{d}");
         assert!(d.contains("node.kubernetes.io/unreachable:NoExecute"), "{d}");
+    }
+
+    #[test]
+    fn t0_from_the_lease_says_whose_clock_and_its_bound() {
+        let e = NodeEvidence::read(&lost_node(), Some(&lease("2026-12-03T10:00:12.250000Z")));
+        let (_, basis) = t0_evidence(IncidentCause::NodeFailure, &[e]).unwrap();
+        assert!(basis.contains("on the kubelet's own clock"), "{basis}");
+        assert!(basis.contains("within one renew interval") && basis.contains("clock offset"), "{basis}");
+    }
+
+    #[test]
+    fn a_node_marked_by_a_drill_names_its_run_by_the_cordon_annotation_or_the_cut_label() {
+        assert_eq!(NodeEvidence::read(&lost_node(), None).drill_run, None);
+        let mut cut = lost_node();
+        cut.metadata.labels = Some([("hybrid-drill.io/cut".to_string(), "dx-20261203t1000z".to_string())].into());
+        assert_eq!(NodeEvidence::read(&cut, None).drill_run.as_deref(), Some("dx-20261203t1000z"));
+        let mut cordoned = lost_node();
+        let annotation = ("hybrid-drill.io/run-id".to_string(), "drain-20261203T100000Z".to_string());
+        cordoned.metadata.annotations = Some([annotation].into());
+        let e = NodeEvidence::read(&cordoned, None);
+        assert_eq!(e.drill_run.as_deref(), Some("drain-20261203T100000Z"));
+        assert!(e.describe().contains("a drill, not an incident"), "{}", e.describe());
     }
 
     #[test]

@@ -102,7 +102,8 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         exit_code: crate::exit::exit_code(outcome),
         abort_reason,
         fidelity: incident.as_ref().map_or_else(|| fidelity::statement(drill, observations), IncidentFacts::statement),
-        kind: if incident.is_some() { RunKind::Incident } else { RunKind::Drill },
+        // A drill the watch saw is a drill, whoever recorded it: never an incident in history or alerts.
+        kind: if incident.as_ref().is_some_and(|i| i.drill_run.is_none()) { RunKind::Incident } else { RunKind::Drill },
         incident,
         steps: step_records(drill, observations),
         phases: analysis.phases,
@@ -130,12 +131,13 @@ impl IncidentFacts {
     /// The facts an incident's timeline holds; `None` for a drill's.
     pub fn of(observations: &[Observation]) -> Option<IncidentFacts> {
         let mut facts = observations.iter().find_map(|o| match &o.event {
-            Event::IncidentOpened { cause, nodes, evidence, unknown } => Some(IncidentFacts {
+            Event::IncidentOpened { cause, nodes, evidence, unknown, drill_run } => Some(IncidentFacts {
                 cause: *cause,
                 nodes: nodes.clone(),
                 evidence: evidence.clone(),
                 unknown: unknown.clone(),
                 closed: None,
+                drill_run: drill_run.clone(),
             }),
             _ => None,
         })?;

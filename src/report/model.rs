@@ -183,6 +183,9 @@ pub struct IncidentFacts {
     /// Why the episode closed; `None` while it is open.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub closed: Option<String>,
+    /// The hybrid-drill run the watch recognised behind the episode: the report's kind is then `drill`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drill_run: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -191,6 +191,8 @@ pub struct WatchState {
     /// When the episode under way began (its t0, else when it was seen), if one is.
     pub episode_since: Option<chrono::DateTime<chrono::Utc>>,
     pub episode_open: bool,
+    /// An episode is open and it is a hybrid-drill run's (its marks or its drill lock), not an incident.
+    pub drill_in_progress: bool,
     pub fallback_nodes: usize,
     pub fallback_gpus: i64,
     pub episodes_closed: u64,
@@ -207,6 +209,11 @@ pub fn render_watch(drill: &str, state: &WatchState) -> Result<String, std::fmt:
             "watch_episode_in_progress",
             "1 while an incident episode is open (the on-prem side degraded, not yet back and reclaimed).",
             bit(state.episode_open),
+        ),
+        Gauge::single(
+            "watch_drill_in_progress",
+            "1 while the degraded on-prem side is a hybrid-drill run's (its marks on the nodes, or its drill lock held): a drill, not an incident.",
+            bit(state.drill_in_progress),
         ),
         Gauge::single("watch_fallback_nodes", "Cloud fallback nodes now.", state.fallback_nodes as f64),
         Gauge::single("watch_fallback_gpus", "GPUs the fallback NodePool holds now.", state.fallback_gpus as f64),
@@ -277,6 +284,14 @@ mod tests {
                 assert!(l.starts_with(&format!("{declared}{{")), "{l} outside {declared}");
             }
         }
+    }
+
+    #[test]
+    fn a_drill_seen_by_the_watch_is_its_own_gauge_not_an_incident_episode() {
+        let state = WatchState { drill_in_progress: true, ..WatchState::default() };
+        let text = render_watch("d", &state).unwrap();
+        assert!(text.lines().any(|l| l == r#"hybrid_drill_watch_drill_in_progress{drill="d"} 1"#), "{text}");
+        assert!(text.lines().any(|l| l == r#"hybrid_drill_watch_episode_in_progress{drill="d"} 0"#), "{text}");
     }
 
     #[test]

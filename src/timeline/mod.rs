@@ -275,6 +275,10 @@ pub enum Event {
         /// What the watch could not see (it was not running, or no object kept the time): reported as unknown.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         unknown: Vec<String>,
+        /// The hybrid-drill run behind it, recognised by its marks on the nodes or its drill lock: a drill, not an
+        /// incident.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        drill_run: Option<String>,
     },
     /// More on-prem nodes were lost or cordoned after the episode opened: a failure spreading node by node, or a
     /// drain moving on. They join the incident with their own evidence.

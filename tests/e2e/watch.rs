@@ -1,8 +1,9 @@
 //! End-to-end: `hybrid-drill watch` against the lab. A node failure (lab/node-fail, lab/node-recover) is one incident
 //! whose phases agree with the node-failure drill's, its episode seen on the metrics endpoint while it lasted; a plain
 //! `kubectl drain` is one incident caused by a drain; a watch killed mid-episode and restarted writes one report with
-//! what it missed marked unknown. Every on-prem node is failed or drained, as the node-failure drill does: with one of
-//! the four gone its pods would find room on the other three and nothing would fall back.
+//! what it missed marked unknown; a drain drill run while it watches is recorded as a drill, not an incident. Every
+//! on-prem node is failed or drained, as the node-failure drill does: with one of the four gone its pods would find
+//! room on the other three and nothing would fall back.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -315,4 +316,43 @@ fn a_watch_killed_mid_episode_and_restarted_writes_one_report_with_what_it_misse
     assert!(scheduling["seconds"].is_null(), "seen by no watch, never invented: {scheduling}");
     assert!(scheduling["note"].as_str().unwrap().contains("unknown"), "{scheduling}");
     steady();
+}
+
+/// A drill run while the watch runs is recognised by its marks and its lock: recorded as a drill, never an incident,
+/// and shown on its own gauge while the incident gauge stays 0.
+#[test]
+fn a_drill_run_while_the_watch_runs_is_recorded_as_a_drill_not_an_incident() {
+    let _lab = lock_lab();
+    steady();
+    let _repair = Repair(repair_quietly);
+    let reports = tempfile::tempdir().unwrap();
+    let watch = Watch::start(reports.path());
+    let drills = tempfile::tempdir().unwrap();
+    let drill_run = hybrid_drill()
+        .arg("run")
+        .arg("drills/drain.yaml")
+        .args(["--yes", "--output", "json", "--reports-dir"])
+        .arg(drills.path())
+        .arg("--kubeconfig")
+        .arg(kubeconfig())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut drill_run = KillOnDrop::new(drill_run);
+    let gauge = |m: &str, name: &str| m.lines().any(|l| l.starts_with(name) && l.ends_with(" 1"));
+    let mut seen_drill = false;
+    eventually("the watch seeing the drill", Duration::from_secs(120), || {
+        let m = watch.metrics().unwrap_or_default();
+        assert!(!gauge(&m, "hybrid_drill_watch_episode_in_progress{"), "a drill paged as an incident:\n{m}");
+        seen_drill |= gauge(&m, "hybrid_drill_watch_drill_in_progress{");
+        seen_drill
+    });
+    let out = drill_run.take().wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "the drill failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let run = watch.finish(Duration::from_secs(300));
+    let recorded = report(&run);
+    assert_eq!(recorded["kind"], "drill", "{:#}", recorded["incident"]);
+    let drill: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(recorded["incident"]["drill_run"], drill["run_id"], "{:#}", recorded["incident"]);
 }
