@@ -189,6 +189,10 @@ cluster. Touches nothing.")]
         /// Exit 1 on a warning too.
         #[arg(long)]
         strict: bool,
+        /// Judge time-dependent settings (NodePool disruption budgets) at this planned time instead of now, in RFC
+        /// 3339, e.g. 2026-12-08T14:00:00Z.
+        #[arg(long, value_name = "TIME", value_parser = parse_time)]
+        at: Option<chrono::DateTime<chrono::Utc>>,
     },
     /// Restore a cluster from the journal of an interrupted run (after kill -9 or a lost machine).
     Recover {
@@ -229,4 +233,11 @@ pub(super) fn notify_flag(text: &str) -> Result<Webhook, crate::http::UrlError> 
     };
     let url = crate::http::service_url(url)?;
     Ok(Webhook { url, format, timeout: Webhook::DEFAULT_TIMEOUT })
+}
+
+/// An RFC 3339 time, with any offset, as UTC.
+fn parse_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .map_err(|e| format!("{e}: expected RFC 3339, e.g. 2026-12-08T14:00:00Z"))
 }

@@ -105,8 +105,8 @@ pub(super) async fn preflight_command(
     flags: preflight::TargetFlags,
     drain: DrainFlags,
     target: &KubeContext,
-    output: OutputFormat,
-    strict: bool,
+    (output, strict): (OutputFormat, bool),
+    at: Option<chrono::DateTime<chrono::Utc>>,
 ) -> u8 {
     let loaded = match file.map(load).transpose() {
         Ok(l) => l,
@@ -138,6 +138,7 @@ pub(super) async fn preflight_command(
     let mut expect = drill.map(preflight::Expectations::of).unwrap_or_default();
     expect.drain_flags.force |= drain.force;
     expect.drain_flags.delete_empty_dir_data |= drain.delete_empty_dir_data;
+    expect.at = at;
     let report = match preflight::run(&cluster.reader(), &targets, &expect).await {
         Ok(r) => r,
         Err(e) => {

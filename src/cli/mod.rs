@@ -55,10 +55,11 @@ pub fn main() -> ExitCode {
             delete_emptydir_data,
             output,
             strict,
+            at,
         } => {
             let flags = preflight::TargetFlags { nodes, namespace, selector, node_pool };
             let drain = DrainFlags { force, delete_empty_dir_data: delete_emptydir_data };
-            block_on(preflight_command(file.as_deref(), flags, drain, &target, output, strict))
+            block_on(preflight_command(file.as_deref(), flags, drain, &target, (output, strict), at))
         }
         Command::Recover { run_dir, reports_dir } => block_on(recover_command(run_dir, &reports_dir, &target)),
         Command::Identify => block_on(identify_command(&target)),

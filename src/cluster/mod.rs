@@ -9,6 +9,7 @@ pub mod identity;
 pub mod karpenter;
 pub mod lease;
 pub mod marks;
+pub mod nodepool_budgets;
 pub mod paged;
 pub mod policy;
 pub mod quantity;

@@ -29,6 +29,8 @@ pub enum CheckId {
     NodepoolTaint,
     /// It is at 0 NodeClaims and nodes now.
     NodepoolEmpty,
+    /// Its disruption budgets let consolidation reclaim emptied nodes at the drill's time.
+    NodepoolDisruption,
     /// The workload selector matches pods, and their controllers.
     WorkloadFound,
     /// The workload requests `nvidia.com/gpu`.
@@ -62,6 +64,7 @@ impl CheckId {
             CheckId::NodepoolCapacityType => "nodepool-capacity-type",
             CheckId::NodepoolTaint => "nodepool-taint",
             CheckId::NodepoolEmpty => "nodepool-empty",
+            CheckId::NodepoolDisruption => "nodepool-disruption",
             CheckId::WorkloadFound => "workload-found",
             CheckId::WorkloadGpuRequest => "workload-gpu-request",
             CheckId::WorkloadToleration => "workload-toleration",

@@ -103,6 +103,10 @@ pub struct Expectations {
     /// Whether the fault takes the on-prem nodes NotReady (a node failure, a host-level cut), where the node
     /// lifecycle controller's zone rules decide whether they are evicted.
     pub loses_nodes: bool,
+    /// When the drill is planned to run (`preflight --at`); none: now.
+    pub at: Option<chrono::DateTime<chrono::Utc>>,
+    /// How long the drill may run (its deadline guard), over which a disruption budget's window must stay open.
+    pub span: Option<Duration>,
 }
 
 impl Default for Expectations {
@@ -113,6 +117,8 @@ impl Default for Expectations {
             drain_flags: DrainFlags::default(),
             protected_namespaces: vec!["kube-system".into()],
             loses_nodes: true,
+            at: None,
+            span: None,
         }
     }
 }
@@ -133,6 +139,8 @@ impl Expectations {
                 .unwrap_or_default(),
             protected_namespaces: drill.spec.guards.protected_namespaces.clone(),
             loses_nodes: drill.spec.steps.iter().any(|s| s.action.loses_nodes()),
+            at: None,
+            span: Some(drill.spec.guards.deadline),
         }
     }
 }

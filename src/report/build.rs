@@ -124,6 +124,7 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
                 _ => None,
             })
             .collect(),
+        reclaim_blockers: super::blockers::reclaim_blockers(observations),
     }
 }
 
@@ -265,9 +266,10 @@ fn marker(event: &Event) -> Option<Marker> {
         | Event::HookRan { .. }
         | Event::PolicyApplied { .. } => Marker::Fault,
         Event::EvictionBlocked { .. } | Event::Evicted { .. } => Marker::Eviction,
-        Event::NodeClaimCreated { .. } | Event::NodeClaimCondition { .. } | Event::NodeClaimDeleted { .. } => {
-            Marker::NodeClaim
-        }
+        Event::NodeClaimCreated { .. }
+        | Event::NodeClaimCondition { .. }
+        | Event::NodeClaimDeleted { .. }
+        | Event::ReclaimBlocked { .. } => Marker::NodeClaim,
         Event::NodeAdded { .. }
         | Event::NodeDeleted { .. }
         | Event::Cordoned { .. }
@@ -413,6 +415,7 @@ pub fn load(run_dir: &Path) -> Result<Report, LoadError> {
         _ => {
             report.notable_events = notable(&observations);
             report.overlap = overlap(&observations);
+            report.reclaim_blockers = super::blockers::reclaim_blockers(&observations);
             Ok(report)
         }
     }

@@ -189,6 +189,13 @@ fn restore(md: &mut String, report: &Report) -> fmt::Result {
             writeln!(md, "- {w}")?;
         }
     }
+    if !report.reclaim_blockers.is_empty() {
+        writeln!(md, "\n## Reclaim blockers\n")?;
+        for b in &report.reclaim_blockers {
+            let node = b.node.as_ref().map(|n| format!(" on {n}")).unwrap_or_default();
+            writeln!(md, "- t={:.0}s {}{node}: {}: {}", b.t_seconds, b.cause, b.object, b.message)?;
+        }
+    }
     Ok(())
 }
 

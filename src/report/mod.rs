@@ -1,6 +1,7 @@
 //! Reports of a run: the versioned `report.json` model (`model`), its building from a timeline (`build`), and one
 //! renderer per format, each a pure function of the model, sharing their wording (`words`).
 
+mod blockers;
 mod build;
 pub mod fidelity;
 pub mod history;
@@ -21,6 +22,7 @@ mod words;
 use std::path::{Path, PathBuf};
 
 pub use crate::domain::Outcome;
+pub use blockers::{ReclaimBlocker, reclaim_blockers};
 pub use build::{LoadError, RunMeta, build, load, notable, overlap};
 pub use model::{
     ClusterRecord, DrillIdentity, IncidentFacts, Marker, Notable, OverlapWindow, REPORT_SCHEMA, Report, Rollback,

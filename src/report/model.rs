@@ -133,6 +133,9 @@ pub struct Report {
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub api_requests_by_verb: RequestsByVerb,
     pub warnings: Vec<String>,
+    /// Why the fallback was not reclaimed, each reason as first seen; empty when nothing held it.
+    #[serde(default)]
+    pub reclaim_blockers: Vec<super::blockers::ReclaimBlocker>,
 }
 
 impl Report {

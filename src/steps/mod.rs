@@ -7,6 +7,7 @@ pub mod drain;
 pub mod node_failure;
 pub mod nodes;
 pub mod preflight;
+pub mod reclaim_blockers;
 pub mod restore;
 pub mod return_to_on_prem;
 pub mod wait;

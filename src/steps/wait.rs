@@ -1,5 +1,6 @@
 //! Watch-driven waits on the drill's derived states, always bounded by the step's deadline.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -8,11 +9,13 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 
+use super::reclaim_blockers::{self, Blocker};
 use super::{StepContext, StepError, StepSuccess};
 use crate::cluster::tolerations;
 use crate::cluster::zones::{HELD_BY_ZONE_DISRUPTION, LARGE_CLUSTER_SIZE_THRESHOLD, ZoneState, zone_of, zone_state};
 use crate::drill::WaitCondition;
 use crate::monitor::Derived;
+use crate::timeline::{Event, NodeRole};
 
 fn holds(condition: WaitCondition, d: &Derived) -> bool {
     match condition {
@@ -41,6 +44,18 @@ fn status(condition: WaitCondition, d: &Derived, needed: u32) -> String {
             format!("fallback still holds {} NodeClaims ({} GPUs)", d.nodeclaims, d.fallback_gpus)
         }
     }
+}
+
+/// How often the reclaim wait re-reads what blocks consolidation (budgets and annotations change without an event
+/// the drill watches).
+const BLOCKERS_EVERY: Duration = Duration::from_secs(5);
+
+/// The blockers seen last, for the live line and a timed-out step's message.
+fn blocked_by(blocked: &[Blocker]) -> String {
+    if blocked.is_empty() {
+        return String::new();
+    }
+    format!("; blocked by {}", blocked.iter().map(Blocker::line).collect::<Vec<_>>().join("; "))
 }
 
 /// How long a lost on-prem node may stay NotReady without the NoExecute taint, its zone partially disrupted, before
@@ -100,6 +115,42 @@ fn held_verdict(held: &[String], zone: &str, down: usize, size: usize) -> StepEr
     ))
 }
 
+/// The fallback's nodes (node -> NodePool) and their NodeClaims (node -> claim), as the drill's watches see them.
+fn fallback_nodes(ctx: &StepContext<'_>) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    ctx.view.read(|v| {
+        let nodes = v
+            .nodes
+            .values()
+            .filter(|n| n.role == NodeRole::Fallback)
+            .map(|n| (n.name.clone(), n.node_pool.clone().unwrap_or_default()))
+            .collect();
+        let claims = v.claims.values().filter_map(|c| Some((c.node.clone()?, c.name.clone()))).collect();
+        (nodes, claims)
+    })
+}
+
+/// Reads why the fallback stays, records each blocker once in the timeline, and returns those seen now. A failed
+/// read leaves the blockers unknown this round: the wait itself goes on.
+async fn reclaim_blockers(ctx: &StepContext<'_>, seen: &mut BTreeSet<Blocker>) -> Vec<Blocker> {
+    let (nodes, claims) = fallback_nodes(ctx);
+    if nodes.is_empty() {
+        return Vec::new();
+    }
+    let Ok(observed) = reclaim_blockers::observe(ctx.reader, nodes, claims, ctx.timeline.started_at()).await else {
+        return Vec::new();
+    };
+    let now = reclaim_blockers::find(&observed, Utc::now());
+    for b in now.iter().filter(|b| seen.insert((*b).clone())) {
+        ctx.timeline.record(Event::ReclaimBlocked {
+            node: b.node.clone(),
+            cause: b.cause,
+            object: b.object.clone(),
+            message: b.message.clone(),
+        });
+    }
+    now
+}
+
 pub async fn wait_for(
     ctx: &mut StepContext<'_>,
     condition: WaitCondition,
@@ -110,6 +161,9 @@ pub async fn wait_for(
     // Only a fault that loses nodes meets the zone rule, and only a wait for the fallback or the restore waits on it.
     let may_be_held = matches!(condition, WaitCondition::FallbackReady | WaitCondition::WorkloadRestored)
         && ctx.drill.spec.steps.iter().any(|s| s.action.loses_nodes());
+    // Only the reclaim waits on Karpenter's consolidation, whose blockers no watch shows.
+    let reclaiming = condition == WaitCondition::FallbackEmpty;
+    let (mut seen, mut blocked, mut next_look) = (BTreeSet::new(), Vec::new(), Instant::now());
     loop {
         let current = ctx.derived.borrow_and_update().clone();
         if holds(condition, &current) {
@@ -121,8 +175,17 @@ pub async fn wait_for(
         {
             return Err(held_verdict(&held, &zone, down, size));
         }
-        ctx.progress.waiting(&format!("waiting for {condition}: {}", status(condition, &current, needed)));
-        let wake = if may_be_held { deadline.min(Instant::now() + HELD_CHECK_EVERY) } else { deadline };
+        if reclaiming && Instant::now() >= next_look {
+            blocked = reclaim_blockers(ctx, &mut seen).await;
+            next_look = Instant::now() + BLOCKERS_EVERY;
+        }
+        let why = blocked_by(&blocked);
+        ctx.progress.waiting(&format!("waiting for {condition}: {}{why}", status(condition, &current, needed)));
+        let wake = match (may_be_held, reclaiming) {
+            (true, _) => deadline.min(Instant::now() + HELD_CHECK_EVERY),
+            (_, true) => deadline.min(next_look),
+            _ => deadline,
+        };
         match tokio::time::timeout_at(wake, ctx.derived.changed()).await {
             Ok(Ok(())) => {}
             Ok(Err(_)) => return Err(StepError::Failed("the drill's monitor stopped".into())),
@@ -130,7 +193,11 @@ pub async fn wait_for(
             Err(_) => {
                 return Err(StepError::Timeout {
                     after: timeout,
-                    detail: format!("{condition} never held; last: {}", status(condition, &current, needed)),
+                    detail: format!(
+                        "{condition} never held; last: {}{}",
+                        status(condition, &current, needed),
+                        blocked_by(&blocked)
+                    ),
                 });
             }
         }

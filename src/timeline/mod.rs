@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cluster::karpenter::ClaimCondition;
 
-pub use crate::domain::{ConditionStatus, FaultKind, IncidentCause, Outcome, StepOutcome, UnknownFault};
+pub use crate::domain::{BlockerCause, ConditionStatus, FaultKind, IncidentCause, Outcome, StepOutcome, UnknownFault};
 
 /// Where a node sits in the hybrid design.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -221,6 +221,15 @@ pub enum Event {
         ready_pods: usize,
     },
     FallbackEmpty,
+    /// A reason the fallback is not reclaimed, first seen while the drill waits for it; `node` is absent for a
+    /// NodePool's budget, which holds every node of its pool.
+    ReclaimBlocked {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node: Option<String>,
+        cause: BlockerCause,
+        object: String,
+        message: String,
+    },
     FallbackReady {
         nodeclaims: usize,
     },
@@ -610,6 +619,12 @@ impl Event {
                 format!("workload back on-prem ({ready_pods} pods Ready)")
             }
             Event::FallbackEmpty => "fallback reclaimed to 0".into(),
+            Event::ReclaimBlocked { node: Some(node), cause, object, message } => {
+                format!("reclaim of {node} blocked ({cause}): {object}: {message}")
+            }
+            Event::ReclaimBlocked { node: None, cause, object, message } => {
+                format!("reclaim blocked ({cause}): {object}: {message}")
+            }
             Event::FallbackReady { nodeclaims } => {
                 format!("fallback ready ({nodeclaims} NodeClaims initialized)")
             }

@@ -3,6 +3,7 @@
 
 mod budget;
 mod device_plugin;
+mod disruption;
 mod karpenter;
 mod node_pool;
 mod rto;
@@ -54,6 +55,7 @@ pub fn evaluate(s: &Snapshot, targets: &PreflightTargets, expect: &Expectations)
     };
     device_plugin::device_plugin_scope(s, &on_prem, fallback.as_ref(), targets, &mut out);
     node_pool::node_pool(s, targets, &mut out);
+    disruption::nodepool_disruption(s, targets, expect, &mut out);
     workload::workloads(s, targets, &on_prem, fallback.as_ref(), expect, &mut out);
     budget::drain_pods(s, expect, &mut out);
     zones::zone_disruption(s, expect, &mut out);

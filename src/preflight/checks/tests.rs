@@ -188,7 +188,7 @@ fn the_lab_as_set_up_passes_every_check() {
     assert!(with(&findings, Status::Warn).is_empty(), "{findings:#?}");
     assert!(with(&findings, Status::Skip).is_empty(), "{findings:#?}");
     let seen: BTreeSet<CheckId> = findings.iter().map(|f| f.check).collect();
-    assert_eq!(seen.len(), 20, "every check reports: {seen:?}");
+    assert_eq!(seen.len(), 21, "every check reports: {seen:?}");
     let floor = findings.iter().find(|f| f.check == CheckId::RtoFloor).unwrap();
     assert_eq!(floor.status, Status::Info);
     assert!(floor.message.contains("about 80s after the fault"), "{}", floor.message);
@@ -589,4 +589,39 @@ fn a_displaced_pod_the_fallback_pool_cannot_take_counts_against_no_limit() {
     let f = findings.iter().find(|f| f.check == CheckId::WorkloadFitsLimit).unwrap();
     assert_eq!(f.status, Status::Pass, "{}", f.message);
     assert!(f.message.contains("needs 16 GPUs"), "{}", f.message);
+}
+
+#[test]
+fn a_disruption_budget_of_zero_at_the_drills_time_warns_with_its_window_and_one_that_never_opens_fails() {
+    let at = |s: &str| chrono::DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&chrono::Utc);
+    let mut s = lab();
+    let PoolLookup::Found(p) = &mut s.pool else { unreachable!() };
+    // Business hours on weekdays allow no node; the rest of the week every node.
+    p.spec.disruption.as_mut().unwrap().budgets =
+        obj("[{nodes: '100%'}, {nodes: '0', schedule: '0 9 * * 1-5', duration: 8h, reasons: [Empty, Underutilized]}]");
+    let judge = |s: &Snapshot, when: &str, span: u64| {
+        let expect =
+            Expectations { at: Some(at(when)), span: Some(Duration::from_secs(span)), ..Expectations::default() };
+        evaluate(s, &targets(), &expect).into_iter().find(|f| f.check == CheckId::NodepoolDisruption).unwrap()
+    };
+    // Monday noon: blocked until 17:00.
+    let noon = judge(&s, "2026-12-07T12:00:00Z", 2700);
+    assert_eq!(noon.status, Status::Warn, "{noon:?}");
+    assert!(noon.message.contains("budget 1 (nodes: 0, schedule: \"0 9 * * 1-5\" for 8h"), "{}", noon.message);
+    assert!(noon.message.contains("2026-12-07T17:00:00Z until 2026-12-08T09:00:00Z"), "{}", noon.message);
+    // Monday evening: open, and the drill's 45 minutes end long before 09:00.
+    assert_eq!(judge(&s, "2026-12-07T19:00:00Z", 2700).status, Status::Pass);
+    // Monday 08:30: open now, closed from 09:00, within the drill's deadline.
+    let early = judge(&s, "2026-12-07T08:30:00Z", 2700);
+    assert_eq!(early.status, Status::Warn);
+    assert!(early.message.contains("from 2026-12-07T09:00:00Z"), "{}", early.message);
+    // A budget of 0 nodes for the reason Empty at all times: never reclaimed.
+    let PoolLookup::Found(p) = &mut s.pool else { unreachable!() };
+    p.spec.disruption.as_mut().unwrap().budgets = obj("[{nodes: '0', reasons: [Empty]}]");
+    let never = judge(&s, "2026-12-07T19:00:00Z", 2700);
+    assert_eq!(never.status, Status::Fail, "{never:?}");
+    // The same for Drifted only leaves reclaim alone.
+    let PoolLookup::Found(p) = &mut s.pool else { unreachable!() };
+    p.spec.disruption.as_mut().unwrap().budgets = obj("[{nodes: '0', reasons: [Drifted]}]");
+    assert_eq!(judge(&s, "2026-12-07T19:00:00Z", 2700).status, Status::Pass);
 }
