@@ -6,6 +6,7 @@ mod device_plugin;
 mod karpenter;
 mod node_pool;
 mod rto;
+mod stateful;
 mod support;
 mod taints;
 #[cfg(test)]
@@ -57,5 +58,6 @@ pub fn evaluate(s: &Snapshot, targets: &PreflightTargets, expect: &Expectations)
     workload::workloads(s, targets, &on_prem, fallback.as_ref(), expect, &mut out);
     budget::drain_pods(s, expect, &mut out);
     zones::zone_disruption(s, expect, &mut out);
+    stateful::statefulset_failover(s, expect, &mut out);
     out.0
 }
