@@ -215,7 +215,7 @@ fallback_nodeclaims() { names nodeclaims -l "karpenter.sh/nodepool in (${FALLBAC
 batch_pods() {
   kc -n batch get pods -l app=embeddings -o jsonpath='{range .items[*]}{.metadata.name}{"|"}{.spec.nodeName}{"|"}{.status.conditions[?(@.type=="Ready")].status}{"|"}{.metadata.deletionTimestamp}{"\n"}{end}'
 }
-# What else lives on the hybrid nodes: 2 batch pods Ready there, the bare pod and the emptyDir pod running there.
+# What else lives on the hybrid nodes: 2 batch pods Ready there, the bare, emptyDir and StatefulSet pods running there.
 batch_on_hybrid() {
   local hybrid ready total p out=""
   hybrid=$(names nodes -l eks.amazonaws.com/compute-type=hybrid | tr '\n' ' ')
@@ -227,6 +227,8 @@ batch_on_hybrid() {
     out+="batch: the bare pod gpu-burn-in is not Running (a forced drain deletes it for good: lab/up re-creates it)"$'\n'
   [ "$(kc -n batch get pods -l app=feature-cache -o jsonpath='{.items[*].status.phase}' 2>/dev/null)" = Running ] ||
     out+="batch: the emptyDir pod feature-cache is not Running (alone) on its hybrid node"$'\n'
+  [ "$(kc -n batch get pods -l app=vector-index -o jsonpath='{.items[*].status.phase}{range .items[*]}{.metadata.deletionTimestamp}{end}' 2>/dev/null)" = Running ] ||
+    out+="batch: the StatefulSet pod vector-index-0 is not Running (alone, not Terminating) on a hybrid node"$'\n'
   [ -z "$out" ] || { printf '%s' "$out"; return 1; }
 }
 # The policies lab/host-firewall-stand-in enforces, as KIND/NAME.

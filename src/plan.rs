@@ -11,7 +11,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 
-use crate::cluster::drain_selection::{DrainFlags, DrainPod, DrainSelection, displaced};
+use crate::cluster::drain_selection::{self, DrainFlags, DrainPod, DrainSelection, displaced};
 use crate::cluster::karpenter::{GPU_RESOURCE, NodePool};
 use crate::cluster::marks::CUT_LABEL;
 use crate::cluster::policy;
@@ -142,7 +142,12 @@ pub async fn resolve(cluster: &Cluster, drill: &Drill) -> Result<Plan, PlanError
     let pods_by_node = pods_by_node(cluster, &on_prem_nodes).await?;
     let protected = &drill.spec.guards.protected_namespaces;
     let (pods_to_evict, pods_protected) = match drain {
-        Some((step, flags)) => drain_targets(&pods_by_node, protected, step, flags)?,
+        Some((step, flags)) => {
+            let missing = drain_selection::missing_daemonsets(&cluster.client, pods_by_node.values().flatten())
+                .await
+                .map_err(|e| api_error("the DaemonSets of the on-prem nodes' pods", e))?;
+            drain_targets(&pods_by_node, protected, step, flags, missing)?
+        }
         None => (Vec::new(), Vec::new()),
     };
     let displaced_gpu_pods = if drill.spec.steps.iter().any(|s| s.action.is_fault()) {
@@ -320,8 +325,9 @@ fn drain_targets(
     protected: &[String],
     step: &str,
     flags: DrainFlags,
+    missing_daemonsets: BTreeSet<String>,
 ) -> Result<(Vec<PodTarget>, Vec<PodTarget>), PlanError> {
-    let mut selection = DrainSelection::default();
+    let mut selection = DrainSelection::knowing(missing_daemonsets);
     for (node, pods) in pods_by_node {
         selection.add_node(node, pods.clone(), protected, flags);
     }
@@ -387,6 +393,20 @@ fn host_cut_line(step: &str, cut: &CutAction) -> String {
 effect\" if no node is NotReady within {}; last resort: {last_resort}\n",
         humantime::format_duration(cut.effect_within)
     )
+}
+
+/// Every cut of the drill, for the lines saying what each blocks and what it does not.
+fn cuts(drill: &Drill) -> impl Iterator<Item = (&str, &CutAction)> {
+    drill.spec.steps.iter().filter_map(|s| match &s.action {
+        Action::Cut(cut) => Some((s.id.as_str(), cut)),
+        _ => None,
+    })
+}
+
+/// What a cut's policy blocks, for which endpoints, and what it leaves, as the plan shows it.
+fn cut_reach_lines(step: &str, cut: &CutAction) -> String {
+    let e = cut.enforcement;
+    format!("  cut `{step}` ({}) blocks: {}\n    does not block: {}\n", e.policy_type(), e.blocks(), e.leaves())
 }
 
 /// Why the workload must not run twice: StatefulSet pods, or pods that declare themselves single-writer.
@@ -509,6 +529,9 @@ will abort the drill once the fallback holds them; raise the ceiling or move tho
         for (step, cut) in host_cuts(drill) {
             out.push_str(&host_cut_line(step, cut));
         }
+        for (step, cut) in cuts(drill) {
+            out.push_str(&cut_reach_lines(step, cut));
+        }
         out.push_str("  steps, in order:\n");
         for s in &drill.spec.steps {
             let action = s.action.name();
@@ -567,17 +590,18 @@ mod tests {
             pod("ds", "n", "h1", Some("DaemonSet"), json!({})),
         ];
         let (evict, protected) =
-            drain_targets(&on("h1", pods), &["kube-system".into()], "d", DrainFlags::default()).unwrap();
+            drain_targets(&on("h1", pods), &["kube-system".into()], "d", DrainFlags::default(), Default::default())
+                .unwrap();
         let names =
             |t: &[PodTarget]| t.iter().map(|p| format!("{}/{} {}", p.namespace, p.name, p.gpus)).collect::<Vec<_>>();
         assert_eq!(names(&evict), ["n/a 2"], "a DaemonSet's pod is never evicted");
         assert_eq!(names(&protected), ["kube-system/agent 2"]);
 
         let bare = on("h1", vec![pod("lonely", "n", "h1", None, json!({}))]);
-        let refused = drain_targets(&bare, &[], "d", DrainFlags::default()).unwrap_err();
+        let refused = drain_targets(&bare, &[], "d", DrainFlags::default(), Default::default()).unwrap_err();
         assert!(matches!(&refused, PlanError::DrainRefused(why) if why.contains("lonely")), "{refused}");
         let force = DrainFlags { force: true, ..DrainFlags::default() };
-        let (evict, _) = drain_targets(&bare, &[], "d", force).unwrap();
+        let (evict, _) = drain_targets(&bare, &[], "d", force, Default::default()).unwrap();
         assert!(evict[0].loss.is_some(), "evicted with force, the pod is lost and the plan says so");
     }
 
@@ -591,5 +615,23 @@ mod tests {
                 && hint.contains("relative to")),
             "{missing}"
         );
+    }
+
+    #[test]
+    fn the_plan_says_what_each_cut_blocks_and_what_it_does_not_per_policy_type() {
+        let cut = |enforcement| CutAction {
+            enforcement,
+            allow_cidrs: Vec::new(),
+            effect_within: std::time::Duration::from_secs(120),
+            last_resort: None,
+        };
+        let cilium = cut_reach_lines("cut", &cut(CutEnforcement::Host(crate::domain::Cni::Cilium)));
+        assert!(cilium.starts_with("  cut `cut` (Cilium host policy) blocks: the on-prem nodes' own traffic"));
+        assert!(cilium.contains("\n    does not block: the pods' own traffic: a Cilium host policy"), "{cilium}");
+        let calico = cut_reach_lines("cut", &cut(CutEnforcement::Host(crate::domain::Cni::Calico)));
+        assert!(calico.contains("does not block: Calico's failsafe ports"), "{calico}");
+        let pods = cut_reach_lines("cut", &cut(CutEnforcement::PodNetwork));
+        assert!(pods.starts_with("  cut `cut` (Kubernetes NetworkPolicy) blocks: the traffic of the workload's pods"));
+        assert!(pods.contains("does not block: the nodes' own traffic"), "{pods}");
     }
 }

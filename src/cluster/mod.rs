@@ -4,6 +4,7 @@
 
 pub mod budgets;
 pub mod client;
+pub mod displacement;
 pub mod drain_selection;
 pub mod identity;
 pub mod karpenter;
@@ -44,7 +45,7 @@ pub const PERMISSIONS: &[(&str, &str, &[&str])] = &[
     ("karpenter.sh", "nodeclaims", &["list", "watch"]),
     ("apps", "deployments", &["get", "patch"]),
     ("apps", "statefulsets", &["get", "patch"]),
-    ("apps", "daemonsets", &["list"]),
+    ("apps", "daemonsets", &["get", "list"]),
     ("apps", "replicasets", &["get"]),
     ("karpenter.k8s.aws", "ec2nodeclasses", &["get"]),
     ("eks.amazonaws.com", "nodeclasses", &["get"]),

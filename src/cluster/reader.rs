@@ -74,6 +74,11 @@ impl Reader {
         Ok(Api::<Pod>::all(self.client.clone()).list(&params).await?.items)
     }
 
+    /// Every pod of one namespace.
+    pub async fn pods_in(&self, namespace: &str) -> Result<Vec<Pod>, kube::Error> {
+        Ok(Api::<Pod>::namespaced(self.client.clone(), namespace).list(&ListParams::default()).await?.items)
+    }
+
     /// Returns once the pod with this uid is gone, watch-driven; callers bound it with their deadline.
     pub async fn pod_deleted(&self, namespace: &str, name: &str, uid: &str) -> Result<(), kube::runtime::wait::Error> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);

@@ -379,6 +379,60 @@ pub enum CutEnforcement {
     PodNetwork,
 }
 
+impl CutEnforcement {
+    /// The policy this cut creates, by type, as the report and the plan name it.
+    pub fn policy_type(self) -> &'static str {
+        match self {
+            CutEnforcement::Host(Cni::Cilium) => "Cilium host policy",
+            CutEnforcement::Host(Cni::Calico) => "Calico GlobalNetworkPolicy on host endpoints",
+            CutEnforcement::PodNetwork => "Kubernetes NetworkPolicy",
+        }
+    }
+
+    /// What the cut blocks, for which endpoints. Each CNI filters a different layer: a Cilium host policy (a
+    /// clusterwide policy with a nodeSelector) only the host endpoint, a Calico host endpoint policy with
+    /// applyOnForward the host and what it forwards, a NetworkPolicy only the pods it selects.
+    pub fn blocks(self) -> &'static str {
+        match self {
+            CutEnforcement::Host(Cni::Cilium) => {
+                "the on-prem nodes' own traffic (the host endpoint: kubelet, host-network pods, node agents) to and \
+                 from everything but the nodes themselves and allowCidrs, so their kubelets lose the API server"
+            }
+            CutEnforcement::Host(Cni::Calico) => {
+                "the on-prem nodes' own traffic (kubelet, host-network pods) to and from everything but allowCidrs, \
+                 so their kubelets lose the API server, and, as the policy applies on forward, the pods' traffic \
+                 that leaves or enters through those nodes' host interfaces"
+            }
+            CutEnforcement::PodNetwork => {
+                "the traffic of the workload's pods on the on-prem nodes (labelled for the run) to and from \
+                 everything but each other and allowCidrs, where the CNI enforces NetworkPolicy (Cilium and Calico \
+                 enforce it as a pod policy on those pods' endpoints)"
+            }
+        }
+    }
+
+    /// What the cut does not block, which a real DX/VPN cut would.
+    pub fn leaves(self) -> &'static str {
+        match self {
+            CutEnforcement::Host(Cni::Cilium) => {
+                "the pods' own traffic: a Cilium host policy filters the host endpoint, not pod endpoints (that \
+                 takes a Cilium pod policy, an endpointSelector, which this cut does not create), so the workload's \
+                 pods on those nodes keep reaching the cloud side and their clients keep reaching them"
+            }
+            CutEnforcement::Host(Cni::Calico) => {
+                "Calico's failsafe ports (FailsafeInboundHostPorts and FailsafeOutboundHostPorts: SSH, DHCP, BGP, \
+                 etcd, Typha and the API server's 6443 by default), traffic between pods on the same node, and any \
+                 node without a host endpoint"
+            }
+            CutEnforcement::PodNetwork => {
+                "the nodes' own traffic (the kubelets keep reporting: the nodes stay Ready, nothing is evicted and \
+                 the cut does not trigger the fallback), host-network pods, the other pods on those nodes, and pods \
+                 created after the cut"
+            }
+        }
+    }
+}
+
 impl CutAction {
     pub fn fidelity(&self) -> CutFidelity {
         match self.enforcement {

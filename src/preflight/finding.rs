@@ -48,6 +48,8 @@ pub enum CheckId {
     /// A drain would evict no pod kubectl drain refuses without a flag (bare pods, emptyDir data).
     DrainPods,
     ZoneDisruption,
+    /// A fault that loses the on-prem nodes leaves no StatefulSet pod behind (they never fail over by themselves).
+    StatefulsetFailover,
 }
 
 impl CheckId {
@@ -74,6 +76,7 @@ impl CheckId {
             CheckId::RtoFloor => "rto-floor",
             CheckId::DrainPods => "drain-pods",
             CheckId::ZoneDisruption => "zone-disruption",
+            CheckId::StatefulsetFailover => "statefulset-failover",
         }
     }
 }

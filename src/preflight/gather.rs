@@ -1,5 +1,7 @@
 //! The read-only look-ups preflight needs, taken once into a [`Snapshot`] that the checks read without a cluster.
 
+use std::collections::BTreeSet;
+
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod, PodTemplateSpec};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -10,6 +12,7 @@ use kube::{Api, Client, ResourceExt};
 use super::checks::{reads_daemonset, reads_node};
 use super::snapshot::{NodeClassLookup, PoolLookup, Snapshot, Workload};
 use super::targets::PreflightTargets;
+use crate::cluster::drain_selection::{daemonset_of, is_finished};
 use crate::cluster::karpenter::{NODEPOOL_LABEL, NodeClaim, NodeClassReference, NodePool};
 use crate::cluster::paged::list_paged;
 use crate::cluster::readiness::is_not_ready;
@@ -34,6 +37,11 @@ async fn pods_on(client: &Client, node: &str) -> Result<Vec<Pod>, PreflightError
     let pods: Api<Pod> = Api::all(client.clone());
     let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
     Ok(pods.list(&params).await.map_err(|e| api_error(&format!("pods on {node}"), e))?.items)
+}
+
+/// The DaemonSets that control live pods among `pods` but are not among `existing`.
+fn orphans(pods: &[Pod], existing: &BTreeSet<String>) -> BTreeSet<String> {
+    pods.iter().filter(|p| !is_finished(p)).filter_map(daemonset_of).filter(|ds| !existing.contains(ds)).collect()
 }
 
 pub async fn gather(client: &Client, targets: &PreflightTargets) -> Result<Snapshot, PreflightError> {
@@ -83,8 +91,15 @@ pub async fn gather(client: &Client, targets: &PreflightTargets) -> Result<Snaps
         let daemonsets = daemonsets.clone();
         async move { daemonsets.list(&params).await }
     };
-    let keep = |ds: DaemonSet| reads_daemonset(&ds).then_some(ds);
-    s.daemonsets = list_paged(&ListParams::default(), fetch, keep).await.map_err(|e| api_error("DaemonSets", e))?;
+    // Every DaemonSet's name, for the drain's orphans; only the device plugin's family kept whole.
+    let keep = |ds: DaemonSet| {
+        let name = format!("{}/{}", ds.namespace().unwrap_or_default(), ds.name_any());
+        Some((name, reads_daemonset(&ds).then_some(ds)))
+    };
+    let read = list_paged(&ListParams::default(), fetch, keep).await.map_err(|e| api_error("DaemonSets", e))?;
+    let existing: BTreeSet<String> = read.iter().map(|(name, _)| name.clone()).collect();
+    s.daemonsets = read.into_iter().filter_map(|(_, ds)| ds).collect();
+    s.missing_daemonsets = orphans(&s.pods_on_prem, &existing);
 
     fallback(client, targets, &groups, &mut s).await?;
 

@@ -72,6 +72,8 @@ pub struct Snapshot {
     pub on_prem: BTreeSet<String>,
     /// Pods bound to the on-prem nodes.
     pub pods_on_prem: Vec<Pod>,
+    /// DaemonSets (`namespace/name`) that control pods on the on-prem nodes but no longer exist: a drain's orphans.
+    pub missing_daemonsets: BTreeSet<String>,
     /// The DaemonSets of the NVIDIA device plugin's family (`checks::reads_daemonset`), from every namespace.
     pub daemonsets: Vec<DaemonSet>,
     pub pool: PoolLookup,

@@ -265,7 +265,7 @@ fn marker(event: &Event) -> Option<Marker> {
         | Event::Aborted { .. }
         | Event::HookRan { .. }
         | Event::PolicyApplied { .. } => Marker::Fault,
-        Event::EvictionBlocked { .. } | Event::Evicted { .. } => Marker::Eviction,
+        Event::EvictionBlocked { .. } | Event::Evicted { .. } | Event::WorkloadsDisplaced { .. } => Marker::Eviction,
         Event::NodeClaimCreated { .. }
         | Event::NodeClaimCondition { .. }
         | Event::NodeClaimDeleted { .. }

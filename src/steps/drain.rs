@@ -1,6 +1,6 @@
 //! The native drain, kubectl drain's semantics: cordon, then evict through the Eviction API exactly the pods the
-//! plan listed (the shared selection: no DaemonSet, mirror, finished or protected-namespace pod; bare and emptyDir
-//! pods only with their flag), all nodes at once, pods under one budget one after another. A budget's block is retried
+//! plan listed (the shared selection: no DaemonSet, mirror or protected-namespace pod; finished pods too; bare,
+//! orphaned and emptyDir pods only with their flag; pods already Terminating waited for), all nodes at once, pods under one budget one after another. A budget's block is retried
 //! the moment the budget's status allows a disruption (watched), with a timer as the safety net, until the step's
 //! deadline; throttling after its Retry-After; any other refusal fails the step at once.
 
@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::{StepContext, StepError, StepSuccess};
 use crate::cluster::budgets::BudgetWatch;
-use crate::cluster::drain_selection::{DrainFlags, DrainPod, DrainSelection};
+use crate::cluster::drain_selection::{DrainFlags, DrainPod, DrainSelection, is_finished, missing_daemonsets};
 use crate::safety::{Eviction, Mutator, eviction_refusal};
 use crate::timeline::{Event, FaultKind};
 
@@ -43,13 +43,20 @@ pub async fn drain(
     for node in ctx.on_prem_nodes {
         ctx.mutator.cordon(node).await?;
     }
-    let mut selection = DrainSelection::default();
+    let mut by_node = Vec::new();
     for node in ctx.on_prem_nodes {
         let pods = ctx
             .reader
             .pods_on(node)
             .await
             .map_err(|e| StepError::Failed(format!("cannot list pods on {node}: {e}")))?;
+        by_node.push((node, pods));
+    }
+    let missing = missing_daemonsets(ctx.reader.client(), by_node.iter().flat_map(|(_, pods)| pods))
+        .await
+        .map_err(|e| StepError::Failed(format!("cannot read the DaemonSets of the pods on the on-prem nodes: {e}")))?;
+    let mut selection = DrainSelection::knowing(missing);
+    for (node, pods) in by_node {
         selection.add_node(node, pods, &ctx.drill.spec.guards.protected_namespaces, flags);
     }
     // A pod that arrived after the plan (the nodes were not cordoned then) is refused as the plan would have.
@@ -96,7 +103,9 @@ pub async fn drain(
             .join("; ");
         return Err(StepError::Timeout { after: timeout, detail });
     }
-    all_gone(ctx, targets, deadline, timeout).await?;
+    // Pods already Terminating when the drain began are waited for too, as kubectl drain waits for them.
+    let leaving: Vec<DrainPod> = targets.iter().chain(&selection.terminating).cloned().collect();
+    all_gone(ctx, &leaving, deadline, timeout).await?;
     Ok(StepSuccess::ok(summary(ctx.on_prem_nodes, &selection)))
 }
 
@@ -137,7 +146,16 @@ async fn all_gone(
 
 /// What the drain did, what it cost beyond restarts, and what it left alone on purpose.
 fn summary(nodes: &[String], selection: &DrainSelection) -> String {
-    let mut message = format!("drained {}: {} pods evicted", nodes.join(", "), selection.evict.len());
+    let finished = selection.evict.iter().filter(|p| is_finished(&p.pod)).count();
+    let live = selection.evict.len() - finished;
+    let mut message = format!("drained {}: {live} pods evicted", nodes.join(", "));
+    if finished > 0 {
+        message.push_str(&format!(", {finished} finished pods deleted"));
+    }
+    if !selection.terminating.is_empty() {
+        let names: Vec<String> = selection.terminating.iter().map(DrainPod::name).collect();
+        message.push_str(&format!(", waited for {} already Terminating ({})", names.len(), names.join(", ")));
+    }
     for p in selection.evict.iter().filter(|p| !p.loss.is_none()) {
         message.push_str(&format!("; {} on {}: {}", p.name(), p.node, p.loss));
     }

@@ -1,11 +1,14 @@
 //! The end of a fault: the cut's policies and pod labels removed, or the nodes' recovery hooks run; then a
 //! watch-driven wait, bounded by the step's deadline, until every on-prem node is Ready, and the restored-state check.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
+use kube::ResourceExt;
 use tokio::time::Instant;
 
 use super::{StepContext, StepError, StepSuccess};
+use crate::cluster::displacement;
 use crate::drill::RestoreTarget;
 use crate::safety::journal::Mutation;
 use crate::timeline::Event;
@@ -28,6 +31,9 @@ pub async fn restore(
 ) -> Result<StepSuccess, StepError> {
     let mut changes = ctx.view.changes();
     ctx.timeline.record(Event::RestoreStarted { step: step.into(), what: target });
+    if ctx.drill.spec.steps.iter().any(|s| s.action.loses_nodes()) {
+        record_displaced(ctx).await;
+    }
     let outcome = ctx.mutator.revert(|m| ends(target, m)).await;
     if !outcome.restored() {
         let failed: Vec<String> = outcome.failed.iter().map(|(what, why)| format!("{what}: {why}")).collect();
@@ -68,4 +74,30 @@ pub async fn restore(
         return Err(StepError::Failed(format!("{what}, but the restore did not hold: {}", left.join("; "))));
     }
     Ok(StepSuccess::ok(format!("{what}; on-prem nodes Ready: {}", ctx.on_prem_nodes.join(", "))))
+}
+
+/// Records, while the fault still holds, which workloads on the lost nodes were replaced elsewhere and which were not
+/// (a StatefulSet waits for its old pods). Best effort: a failed read leaves the report without it, the restore goes
+/// on.
+async fn record_displaced(ctx: &StepContext<'_>) {
+    let mut on_lost = Vec::new();
+    for node in ctx.on_prem_nodes {
+        match ctx.reader.pods_on(node).await {
+            Ok(pods) => on_lost.extend(pods),
+            Err(e) => return ctx.progress.waiting(&format!("cannot read the pods left on {node}: {e}")),
+        }
+    }
+    let namespaces: BTreeSet<String> = on_lost.iter().filter_map(|p| p.namespace()).collect();
+    let mut everywhere = Vec::new();
+    for namespace in &namespaces {
+        match ctx.reader.pods_in(namespace).await {
+            Ok(pods) => everywhere.extend(pods),
+            Err(e) => return ctx.progress.waiting(&format!("cannot read the pods of {namespace}: {e}")),
+        }
+    }
+    let protected = &ctx.drill.spec.guards.protected_namespaces;
+    let workloads = displacement::moves(&on_lost, &everywhere, ctx.on_prem_nodes, protected);
+    if !workloads.is_empty() {
+        ctx.timeline.record(Event::WorkloadsDisplaced { workloads });
+    }
 }

@@ -101,6 +101,11 @@ pub enum Event {
         step: String,
         what: String,
     },
+    /// Read as a restore began, the fault still in place: each workload with pods on the lost on-prem nodes, and
+    /// whether its controller replaced them elsewhere.
+    WorkloadsDisplaced {
+        workloads: Vec<crate::cluster::displacement::WorkloadMove>,
+    },
     /// Every on-prem node Ready again after a restore.
     OnPremReady {
         nodes: usize,
@@ -563,6 +568,13 @@ impl Event {
                 tolerations.iter().map(|t| t.describe()).collect::<Vec<_>>().join("; ")
             ),
             Event::PolicyApplied { policy } => format!("cut policy {policy} applied"),
+            Event::WorkloadsDisplaced { workloads } => {
+                let each: Vec<String> = workloads
+                    .iter()
+                    .map(|w| format!("{} {}", w.workload, if w.moved() { "moved" } else { "did not move" }))
+                    .collect();
+                format!("workloads on the lost nodes: {}", each.join(", "))
+            }
             Event::RestoreStarted { what, .. } => format!("restore of the {what} started"),
             Event::FaultRemoved { what, .. } => what.clone(),
             Event::OnPremReady { nodes } => format!("on-prem nodes Ready ({nodes})"),

@@ -313,7 +313,8 @@ pub fn workload_on_prem_and_fallback_empty() -> bool {
     ready_on_prem == 4 && pods.len() == 4 && claims == 0
 }
 
-/// The lab's steady state: the workload on-prem, the batch, bare and emptyDir pods on-prem, no NodeClaim at all.
+/// The lab's steady state: the workload on-prem, the batch, bare, emptyDir and StatefulSet pods on-prem, no NodeClaim
+/// at all.
 fn lab_steady() -> bool {
     workload_on_prem_and_fallback_empty()
         && batch_on_prem()
@@ -338,8 +339,8 @@ pub fn hybrid_nodes() -> Vec<String> {
         .collect()
 }
 
-/// The rest of what lab/up puts on the hybrid nodes (manifests/45-batch.yaml): the 2 batch pods, the bare pod and
-/// the emptyDir pod, each Ready there.
+/// The rest of what lab/up puts on the hybrid nodes (manifests/45-batch.yaml, 47-statefulset.yaml): the 2 batch
+/// pods, the bare pod, the emptyDir pod and the StatefulSet's pod, each Ready there.
 fn batch_on_prem() -> bool {
     let hybrid = hybrid_nodes();
     let pods = kubectl_json(&["get", "pods", "-n", "batch"]);
@@ -352,6 +353,8 @@ fn batch_on_prem() -> bool {
         && ready("gpu-burn-in") == 1
         && ready("feature-cache") == 1
         && count("feature-cache") == 1
+        && ready("vector-index") == 1
+        && count("vector-index") == 1
 }
 
 /// Sets the workload's PodDisruptionBudget (2 in steady state: one hybrid node's worth); quiet, for repairs too.
@@ -375,6 +378,7 @@ pub fn reset_lab() {
         if !batch_on_prem() {
             kubectl(&["rollout", "restart", "deployment/embeddings", "-n", "batch"]);
             kubectl(&["apply", "-f", repo().join("lab/manifests/45-batch.yaml").to_str().unwrap()]);
+            kubectl(&["apply", "-f", repo().join("lab/manifests/47-statefulset.yaml").to_str().unwrap()]);
         }
         eventually("the lab's steady state (workloads on-prem, no NodeClaim)", Duration::from_secs(300), lab_steady);
     }

@@ -535,6 +535,25 @@ fn the_node_failure_drill_passes_with_its_hooks() {
     let report = report_of(&out);
     assert_eq!(out.status.code(), Some(0), "report: {report:#}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr));
     print_phases(&report);
+    // The lab's StatefulSet on a hybrid node: preflight said it would not fail over, and the report says it did not,
+    // beside the Deployments whose replacements run elsewhere.
+    let fidelity = report["fidelity"].as_str().unwrap();
+    let steps = report["steps"].as_array().unwrap();
+    let preflight = steps.iter().find(|s| s["id"] == "preflight").unwrap()["message"].as_str().unwrap();
+    assert!(
+        preflight.contains("statefulset-failover: StatefulSet batch/vector-index: its pods (vector-index-0 on ")
+            && preflight.contains("will stay Terminating on the lost nodes"),
+        "{preflight}"
+    );
+    let stuck = "StatefulSet batch/vector-index (vector-index-0 on ";
+    assert!(fidelity.contains("(Terminating); 0 elsewhere: a StatefulSet creates no replacement"), "{fidelity}");
+    let at = |needle: &str| fidelity.find(needle).unwrap_or_else(|| panic!("no {needle:?} in {fidelity}"));
+    let workload = at("Deployment inference/llm-inference (");
+    assert!(at("replaced elsewhere: ") < workload && workload < at("; DID NOT MOVE: "), "{fidelity}");
+    assert!(at("; DID NOT MOVE: ") < at(stuck), "{fidelity}");
+    println!("fidelity: {fidelity}");
+    let md = std::fs::read_to_string(run_dir(reports.path()).unwrap().join("report.md")).unwrap();
+    assert!(md.contains(stuck), "{md}");
     // The tool stamps the fault and the restore as it starts their hooks (the moment it asked the BMC); the lab's
     // hooks are kubectl writes that land within the hooks' run, which scripts/fidelity maps them to.
     assert_fidelity(&run_dir(reports.path()).unwrap());
@@ -546,12 +565,7 @@ fn the_node_failure_drill_passes_with_its_hooks() {
     for hook in ["lab/node-fail hybrid-gpu-1", "lab/node-fail hybrid-gpu-2", "lab/node-recover hybrid-gpu-1"] {
         assert!(timeline.contains(&format!(r#""command":"{hook}","exit_code":0"#)), "{hook} did not run");
     }
-    assert!(
-        report["fidelity"]
-            .as_str()
-            .unwrap()
-            .starts_with("node failure: the drill's own hooks (`lab/node-fail {node}`)")
-    );
+    assert!(fidelity.starts_with("node failure: the drill's own hooks (`lab/node-fail {node}`)"), "{fidelity}");
     assert_nothing_left();
     eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
 }

@@ -38,7 +38,7 @@ pub(super) fn drain_pods(s: &Snapshot, expect: &Expectations, out: &mut Findings
     if !expect.drains {
         return out.add(id, Status::Skip, object, "not checked: the drill does not drain");
     }
-    let mut selection = DrainSelection::default();
+    let mut selection = DrainSelection::knowing(s.missing_daemonsets.clone());
     for (node, pods) in on_prem_pods_by_node(s) {
         selection.add_node(&node, pods, &expect.protected_namespaces, expect.drain_flags);
     }

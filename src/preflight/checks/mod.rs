@@ -7,6 +7,7 @@ mod disruption;
 mod karpenter;
 mod node_pool;
 mod rto;
+mod stateful;
 mod support;
 mod taints;
 #[cfg(test)]
@@ -59,5 +60,6 @@ pub fn evaluate(s: &Snapshot, targets: &PreflightTargets, expect: &Expectations)
     workload::workloads(s, targets, &on_prem, fallback.as_ref(), expect, &mut out);
     budget::drain_pods(s, expect, &mut out);
     zones::zone_disruption(s, expect, &mut out);
+    stateful::statefulset_failover(s, expect, &mut out);
     out.0
 }

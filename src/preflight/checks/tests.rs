@@ -120,6 +120,7 @@ spec:
         zones: [("(no zone label)".to_string(), crate::cluster::zones::ZoneTally { size: 3, not_ready: 0 })].into(),
         on_prem: ["hybrid-gpu-1".to_string(), "hybrid-gpu-2".to_string()].into(),
         pods_on_prem: vec![workload_pod("llm-1", "hybrid-gpu-1"), workload_pod("llm-2", "hybrid-gpu-2"), ds_pod],
+        missing_daemonsets: Default::default(),
         daemonsets: vec![device_plugin],
         pool: PoolLookup::Found(Box::new(pool())),
         more_pools: Vec::new(),
@@ -188,7 +189,7 @@ fn the_lab_as_set_up_passes_every_check() {
     assert!(with(&findings, Status::Warn).is_empty(), "{findings:#?}");
     assert!(with(&findings, Status::Skip).is_empty(), "{findings:#?}");
     let seen: BTreeSet<CheckId> = findings.iter().map(|f| f.check).collect();
-    assert_eq!(seen.len(), 21, "every check reports: {seen:?}");
+    assert_eq!(seen.len(), 22, "every check reports: {seen:?}");
     let floor = findings.iter().find(|f| f.check == CheckId::RtoFloor).unwrap();
     assert_eq!(floor.status, Status::Info);
     assert!(floor.message.contains("about 80s after the fault"), "{}", floor.message);
@@ -624,4 +625,54 @@ fn a_disruption_budget_of_zero_at_the_drills_time_warns_with_its_window_and_one_
     let PoolLookup::Found(p) = &mut s.pool else { unreachable!() };
     p.spec.disruption.as_mut().unwrap().budgets = obj("[{nodes: '0', reasons: [Drifted]}]");
     assert_eq!(judge(&s, "2026-12-07T19:00:00Z", 2700).status, Status::Pass);
+}
+
+#[test]
+fn a_statefulset_on_prem_warns_that_it_will_not_fail_over_when_the_nodes_are_lost() {
+    let mut s = lab();
+    s.pods_on_prem.push(on_prem_pod(
+        "metadata: {name: vector-index-0, namespace: batch, ownerReferences: [{apiVersion: apps/v1, kind: StatefulSet, name: vector-index, uid: v, controller: true}]}\n\
+         spec: {nodeName: hybrid-gpu-2, containers: [{name: c}]}",
+    ));
+    s.pods_on_prem.push(on_prem_pod(
+        "metadata: {name: etcd-0, namespace: kube-system, ownerReferences: [{apiVersion: apps/v1, kind: StatefulSet, name: etcd, uid: e, controller: true}]}\n\
+         spec: {nodeName: hybrid-gpu-1, containers: [{name: c}]}",
+    ));
+    let findings = run(&s);
+    assert_eq!(
+        with(&findings, Status::Warn),
+        [(CheckId::StatefulsetFailover, "StatefulSet batch/vector-index".into())]
+    );
+    let f = findings.iter().find(|f| f.check == CheckId::StatefulsetFailover).unwrap();
+    assert!(f.message.starts_with("its pods (vector-index-0 on hybrid-gpu-2) will stay Terminating"), "{}", f.message);
+    assert!(f.fix.as_deref().unwrap().contains("node.kubernetes.io/out-of-service"), "{f:?}");
+
+    // A drain evicts it through the API, and its controller re-creates it: nothing to warn about.
+    let drain = evaluate(&s, &targets(), &Expectations { loses_nodes: false, ..Expectations::default() });
+    let f = drain.iter().find(|f| f.check == CheckId::StatefulsetFailover).unwrap();
+    assert_eq!(f.status, Status::Skip, "{f:?}");
+    let f = run(&lab()).into_iter().find(|f| f.check == CheckId::StatefulsetFailover).unwrap();
+    assert_eq!((f.status, f.message.as_str()), (Status::Pass, "no StatefulSet pod runs on the on-prem nodes"));
+}
+
+#[test]
+fn an_orphaned_daemonset_pod_fails_drain_pods_without_force_as_kubectl_drain_refuses_it() {
+    let mut s = lab();
+    s.pods_on_prem.push(on_prem_pod(
+        "metadata: {name: old-agent-x, namespace: monitoring, ownerReferences: [{apiVersion: apps/v1, kind: DaemonSet, name: old-agent, uid: o, controller: true}]}\n\
+         spec: {nodeName: hybrid-gpu-1, containers: [{name: c}]}",
+    ));
+    // Its DaemonSet exists: left alone, as kubectl drain --ignore-daemonsets leaves it.
+    assert!(with(&run(&s), Status::Fail).is_empty());
+    s.missing_daemonsets = ["monitoring/old-agent".to_string()].into();
+    let f = only_failure(&s);
+    assert_eq!((f.check, f.object.as_str()), (CheckId::DrainPods, "Pod monitoring/old-agent-x on hybrid-gpu-1"));
+    assert!(
+        f.message.contains("without `force`: its DaemonSet monitoring/old-agent no longer exists"),
+        "{}",
+        f.message
+    );
+    let mut flags = Expectations::default();
+    flags.drain_flags.force = true;
+    assert!(with(&evaluate(&s, &targets(), &flags), Status::Fail).is_empty());
 }
