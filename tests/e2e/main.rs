@@ -9,5 +9,6 @@ mod common;
 mod concurrent;
 mod cut;
 mod drills;
+mod permissions;
 mod preflight;
 mod watch;
