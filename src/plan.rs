@@ -117,10 +117,16 @@ fn api_error(what: &str, e: kube::Error) -> PlanError {
     PlanError::Api { what: what.into(), error: e }
 }
 
-/// Resolves the drill against the cluster, read-only, refusing with the fix whatever would make it fail part-way.
+/// Resolves the drill against the cluster for a run, read-only, refusing with the fix whatever would make it fail
+/// part-way.
 pub async fn resolve(cluster: &Cluster, drill: &Drill) -> Result<Plan, PlanError> {
+    resolve_for(cluster, drill, access::Scope::Run).await
+}
+
+/// [`resolve`], for a run or for `plan` alone (which needs only the run's reads).
+pub async fn resolve_for(cluster: &Cluster, drill: &Drill, scope: access::Scope) -> Result<Plan, PlanError> {
     // First: a grant the run lacks is named with its rule, rather than found by the read or change it refuses.
-    access::check(&cluster.client, &cluster.context, drill).await?;
+    access::check(&cluster.client, &cluster.context, drill, scope).await?;
     let targets = &drill.spec.targets;
     let (pool_gpu_limit, pool_shapes) = fallback_pools(cluster, drill).await?;
     let (on_prem_nodes, cordoned_already) = on_prem_nodes(cluster, drill).await?;

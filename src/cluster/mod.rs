@@ -29,32 +29,60 @@ pub use identity::{ExpectedCluster, ObservedCluster, connect};
 pub use reader::Reader;
 pub use source::KubeContext;
 
-/// Every (API group, resource, verb) the tool uses; deploy/clusterrole.yaml must grant exactly these. `resource[name]`
-/// is the one object of that name (a rule's `resourceNames`).
-pub const PERMISSIONS: &[(&str, &str, &[&str])] = &[
-    ("", "nodes", &["get", "list", "watch", "patch"]),
-    ("", "pods", &["get", "list", "watch", "patch"]),
-    ("", "pods/eviction", &["create"]),
+/// A permission table: (API group, resource, verbs); `resource[name]` is the one object of that name (a rule's
+/// `resourceNames`).
+pub type Permissions = &'static [(&'static str, &'static str, &'static [&'static str])];
+
+/// Every cluster-wide read of `plan`, `preflight` and `identify`, and of a run and `recover` besides their writes;
+/// deploy/clusterrole.yaml's `hybrid-drill-read` grants exactly these. `tiers` and `tier.globalnetworkpolicies` are
+/// what a tiered Calico (3.29 and later) authorizes a GlobalNetworkPolicy request against, never requested as such.
+pub const READ_PERMISSIONS: Permissions = &[
+    ("", "nodes", &["get", "list", "watch"]),
+    ("", "pods", &["get", "list", "watch"]),
     ("", "events", &["list", "watch"]),
-    ("", "configmaps", &["get"]),
     ("", "namespaces[kube-system]", &["get"]),
-    ("", "endpoints", &["get"]),
-    ("discovery.k8s.io", "endpointslices", &["list"]),
     ("policy", "poddisruptionbudgets", &["list", "watch"]),
     ("karpenter.sh", "nodepools", &["list", "watch"]),
     ("karpenter.sh", "nodeclaims", &["list", "watch"]),
-    ("apps", "deployments", &["get", "patch"]),
-    ("apps", "statefulsets", &["get", "patch"]),
-    ("apps", "daemonsets", &["get", "list"]),
+    ("apps", "deployments", &["get"]),
+    ("apps", "statefulsets", &["get"]),
     ("apps", "replicasets", &["get"]),
+    ("apps", "daemonsets", &["get", "list"]),
     ("karpenter.k8s.aws", "ec2nodeclasses", &["get"]),
     ("eks.amazonaws.com", "nodeclasses", &["get"]),
-    ("networking.k8s.io", "networkpolicies", &["list", "create", "delete"]),
-    ("cilium.io", "ciliumclusterwidenetworkpolicies", &["list", "create", "delete"]),
-    ("projectcalico.org", "globalnetworkpolicies", &["list", "create", "delete"]),
-    ("crd.projectcalico.org", "globalnetworkpolicies", &["list", "create", "delete"]),
+    ("networking.k8s.io", "networkpolicies", &["list"]),
+    ("cilium.io", "ciliumclusterwidenetworkpolicies", &["list"]),
+    ("projectcalico.org", "globalnetworkpolicies", &["list"]),
+    ("crd.projectcalico.org", "globalnetworkpolicies", &["list"]),
+    ("projectcalico.org", "tiers[default]", &["get"]),
+    ("projectcalico.org", "tier.globalnetworkpolicies[default.*]", &["get", "list", "watch"]),
     ("crd.projectcalico.org", "hostendpoints", &["list"]),
-    ("crd.projectcalico.org", "kubecontrollersconfigurations", &["get"]),
+    ("crd.projectcalico.org", "kubecontrollersconfigurations[default]", &["get"]),
+];
+
+/// What a run and `recover` change, cluster-wide: deploy/clusterrole.yaml's `hybrid-drill` grants exactly these, and
+/// nothing else (a run needs [`READ_PERMISSIONS`] too).
+pub const RUN_PERMISSIONS: Permissions = &[
+    ("", "nodes", &["patch"]),
+    ("", "pods", &["patch"]),
+    ("", "pods/eviction", &["create"]),
+    ("networking.k8s.io", "networkpolicies", &["create", "delete"]),
+    ("cilium.io", "ciliumclusterwidenetworkpolicies", &["create", "delete"]),
+    ("projectcalico.org", "globalnetworkpolicies", &["create", "delete"]),
+    ("crd.projectcalico.org", "globalnetworkpolicies", &["create", "delete"]),
+    ("projectcalico.org", "tier.globalnetworkpolicies[default.*]", &["create", "delete"]),
+];
+
+/// What the tool reads or changes in one namespace, by Role (namespace, Role, permissions): deploy/roles.yaml grants
+/// exactly these. The restart's namespace and name are the scheduled drill's `return.restart` target.
+pub const NAMESPACED_PERMISSIONS: &[(&str, &str, Permissions)] = &[
+    ("kube-system", "hybrid-drill-read", &[("", "configmaps[cilium-config]", &["get"])]),
+    (
+        "default",
+        "hybrid-drill-read",
+        &[("", "endpoints[kubernetes]", &["get"]), ("discovery.k8s.io", "endpointslices", &["list"])],
+    ),
+    ("inference", "hybrid-drill-restart", &[("apps", "deployments[llm-inference]", &["patch"])]),
 ];
 
 /// An error with its causes, `outer: inner: root`, repeated causes folded.
@@ -118,18 +146,88 @@ pub(crate) fn used_by(table: &[(&str, &str, &[&str])]) -> std::collections::BTre
         .collect()
 }
 
+/// The documents of a multi-document YAML file of deploy/.
+#[cfg(test)]
+pub(crate) fn deploy_documents(file: &str) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy").join(file))
+        .unwrap_or_else(|e| panic!("deploy/{file}: {e}"));
+    text.split("\n---\n").map(|d| crate::drill::parse::parse_document(d).unwrap().value).collect()
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{PERMISSIONS, granted_by, used_by};
+    use super::{NAMESPACED_PERMISSIONS, READ_PERMISSIONS, RUN_PERMISSIONS, deploy_documents, granted_by, used_by};
 
-    #[test]
-    fn the_committed_role_grants_exactly_what_the_code_uses() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/clusterrole.yaml");
-        let role = crate::drill::parse::parse_document(&std::fs::read_to_string(path).unwrap()).unwrap().value;
-        let (granted, used) = (granted_by(&role), used_by(PERMISSIONS));
+    fn assert_grants(file: &str, role: &serde_json::Value, table: super::Permissions) {
+        let (granted, used) = (granted_by(role), used_by(table));
+        let name = &role["metadata"]["name"];
         let missing: Vec<_> = used.difference(&granted).collect();
         let extra: Vec<_> = granted.difference(&used).collect();
-        assert!(missing.is_empty(), "deploy/clusterrole.yaml lacks {missing:?}");
-        assert!(extra.is_empty(), "deploy/clusterrole.yaml grants more than the tool uses: {extra:?}");
+        assert!(missing.is_empty(), "deploy/{file}'s {name} lacks {missing:?}");
+        assert!(extra.is_empty(), "deploy/{file}'s {name} grants more than the tool uses: {extra:?}");
+    }
+
+    #[test]
+    fn the_committed_roles_grant_exactly_what_the_code_uses_split_by_command() {
+        let roles = deploy_documents("clusterrole.yaml");
+        let names: Vec<&str> = roles.iter().map(|r| r["metadata"]["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["hybrid-drill-read", "hybrid-drill"]);
+        assert_grants("clusterrole.yaml", &roles[0], READ_PERMISSIONS);
+        assert_grants("clusterrole.yaml", &roles[1], RUN_PERMISSIONS);
+        for (_, resource, verb) in granted_by(&roles[0]) {
+            assert!(["get", "list", "watch"].contains(&verb.as_str()), "hybrid-drill-read may {verb} {resource}");
+        }
+        for (_, resource, verb) in granted_by(&roles[1]) {
+            assert!(!["get", "list", "watch"].contains(&verb.as_str()), "a read ({verb} {resource}) in the run role");
+        }
+        let namespaced: Vec<serde_json::Value> =
+            deploy_documents("roles.yaml").into_iter().filter(|d| d["kind"] == "Role").collect();
+        assert_eq!(namespaced.len(), NAMESPACED_PERMISSIONS.len());
+        for (role, (namespace, name, table)) in namespaced.iter().zip(NAMESPACED_PERMISSIONS) {
+            assert_eq!(
+                (&role["metadata"]["namespace"], &role["metadata"]["name"]),
+                (&(*namespace).into(), &(*name).into())
+            );
+            assert_grants("roles.yaml", role, table);
+        }
+    }
+
+    /// Every grant is bound to the ServiceAccount of the scheduled drill, and nothing else is.
+    #[test]
+    fn the_scheduled_drills_service_account_holds_every_role() {
+        let bindings: Vec<serde_json::Value> = ["clusterrolebinding.yaml", "roles.yaml", "lock-role.yaml"]
+            .iter()
+            .flat_map(|f| deploy_documents(f))
+            .filter(|d| d["kind"].as_str().unwrap().ends_with("Binding"))
+            .collect();
+        let bound: Vec<String> = bindings
+            .iter()
+            .map(|b| {
+                format!(
+                    "{}/{}",
+                    b["metadata"]["namespace"].as_str().unwrap_or(""),
+                    b["roleRef"]["name"].as_str().unwrap()
+                )
+            })
+            .collect();
+        assert_eq!(
+            bound,
+            [
+                "/hybrid-drill-read",
+                "/hybrid-drill",
+                "kube-system/hybrid-drill-read",
+                "default/hybrid-drill-read",
+                "inference/hybrid-drill-restart",
+                "kube-system/hybrid-drill-lock"
+            ]
+        );
+        for binding in &bindings {
+            let subjects = binding["subjects"].as_array().unwrap();
+            assert_eq!(subjects.len(), 1, "{binding}");
+            assert_eq!(
+                (&subjects[0]["name"], &subjects[0]["namespace"]),
+                (&"hybrid-drill".into(), &"hybrid-drill".into())
+            );
+        }
     }
 }

@@ -15,6 +15,10 @@ pub use crate::domain::{Cni, CutFidelity, RestoreTarget};
 pub use diagnostics::{Diagnostic, Location};
 pub use model::*;
 
+/// The namespace deploy/ runs the scheduled drill and the watch in: protected in every drill, so a drain never evicts
+/// the tool's own pod.
+pub const TOOL_NAMESPACE: &str = "hybrid-drill";
+
 /// A drill read from disk and proven valid; nothing invalid gets past this type.
 #[derive(Debug, Clone)]
 pub struct LoadedDrill {

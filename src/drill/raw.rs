@@ -268,13 +268,14 @@ pub struct Guards {
     /// Abort when the service stays unavailable (its `restoredWhen` criterion failing) longer than this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_service_down: Option<HumanDuration>,
-    /// Namespaces the drill never touches: their pods are not evicted. Default `[kube-system]`.
+    /// Namespaces the drill never touches: their pods are not evicted. Default `[kube-system, hybrid-drill]`; the
+    /// tool's own namespace is protected whatever the list says.
     #[serde(default = "default_protected")]
     pub protected_namespaces: Vec<String>,
 }
 
 fn default_protected() -> Vec<String> {
-    vec!["kube-system".to_string()]
+    vec!["kube-system".to_string(), crate::drill::TOOL_NAMESPACE.to_string()]
 }
 
 fn default_max_nodes() -> u32 {

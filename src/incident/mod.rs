@@ -46,17 +46,20 @@ const IDLE_OBSERVATIONS: usize = 20_000;
 
 /// Every (API group, resource, verb) the watch uses, cluster-wide; deploy/watch/rbac.yaml's ClusterRole grants exactly
 /// these. Only reads: the watch never changes the cluster.
-pub const PERMISSIONS: &[(&str, &str, &[&str])] = &[
+pub const PERMISSIONS: cluster::Permissions = &[
     ("", "nodes", &["get", "list", "watch"]),
-    ("", "pods", &["list", "watch"]),
-    ("", "events", &["list", "watch"]),
     ("", "namespaces[kube-system]", &["get"]),
     ("karpenter.sh", "nodepools", &["list", "watch"]),
     ("karpenter.sh", "nodeclaims", &["list", "watch"]),
 ];
 
-/// The same in `kube-node-lease`: a lost node's heartbeat.
-pub const LEASE_PERMISSIONS: &[(&str, &str, &[&str])] = &[("coordination.k8s.io", "leases", &["get"])];
+/// The watch's reads in one namespace each, by deploy/watch/rbac.yaml's Roles: the workload's pods and Events (the
+/// manifest's drill's namespace), the NodeClaims' Events, a lost node's heartbeat.
+pub const NAMESPACED_PERMISSIONS: &[(&str, cluster::Permissions)] = &[
+    ("inference", &[("", "pods", &["list", "watch"]), ("", "events", &["list", "watch"])]),
+    ("default", &[("", "events", &["list", "watch"])]),
+    ("kube-node-lease", &[("coordination.k8s.io", "leases", &["get"])]),
+];
 
 #[derive(Debug, Clone)]
 pub struct WatchOptions {
@@ -447,15 +450,17 @@ mod tests {
             text.split("\n---\n").map(|d| crate::drill::parse::parse_document(d).unwrap().value).collect();
         let roles: Vec<&serde_json::Value> =
             docs.iter().filter(|d| d["kind"] == "ClusterRole" || d["kind"] == "Role").collect();
-        assert_eq!(roles.len(), 2);
+        assert_eq!(roles.len(), 1 + NAMESPACED_PERMISSIONS.len());
         for role in &roles {
             for (group, resource, verb) in crate::cluster::granted_by(role) {
                 assert!(["get", "list", "watch"].contains(&verb.as_str()), "{group}/{resource}: {verb} is a write");
             }
         }
         assert_eq!(crate::cluster::granted_by(roles[0]), crate::cluster::used_by(PERMISSIONS));
-        assert_eq!(roles[1]["metadata"]["namespace"], "kube-node-lease");
-        assert_eq!(crate::cluster::granted_by(roles[1]), crate::cluster::used_by(LEASE_PERMISSIONS));
+        for (role, (namespace, table)) in roles[1..].iter().zip(NAMESPACED_PERMISSIONS) {
+            assert_eq!(role["metadata"]["namespace"], *namespace);
+            assert_eq!(crate::cluster::granted_by(role), crate::cluster::used_by(table));
+        }
     }
 
     fn drill() -> crate::drill::Drill {

@@ -379,10 +379,26 @@ pub async fn missing(client: &Client, needs: &[Need]) -> Result<Vec<Missing>, ku
     answers.into_iter().filter_map(Result::transpose).collect()
 }
 
-/// Refuses the drill, before anything is touched, when the identity lacks any permission the run will use.
-pub async fn check(client: &Client, context: &str, drill: &Drill) -> Result<(), AccessError> {
+/// Who asks: a run needs every permission; `plan` only reads, so a read-only identity (deploy/'s
+/// `hybrid-drill-read`) may plan any drill, and is refused only for a read it lacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Run,
+    Plan,
+}
+
+impl Scope {
+    fn covers(self, need: &Need) -> bool {
+        // The drill lock is the run's alone: a plan neither reads nor takes it.
+        self == Scope::Run || (matches!(need.verb, "get" | "list" | "watch") && need.resource != "leases")
+    }
+}
+
+/// Refuses the drill, before anything is touched, when the identity lacks any permission the scope will use.
+pub async fn check(client: &Client, context: &str, drill: &Drill, scope: Scope) -> Result<(), AccessError> {
     let served = served(client).await.map_err(|error| AccessError::Review { error })?;
-    let missing = missing(client, &needs(drill, &served)).await.map_err(|error| AccessError::Review { error })?;
+    let needs: Vec<Need> = needs(drill, &served).into_iter().filter(|need| scope.covers(need)).collect();
+    let missing = missing(client, &needs).await.map_err(|error| AccessError::Review { error })?;
     if missing.is_empty() {
         return Ok(());
     }

@@ -58,7 +58,7 @@ pub struct RunResult {
 pub async fn plan_only(loaded: &LoadedDrill, target: &KubeContext) -> Result<String, SetupError> {
     let drill = &loaded.drill;
     let (cluster, version) = cluster::connect(target, &drill.spec.cluster).await?;
-    let plan = plan::resolve(&cluster, drill).await?;
+    let plan = plan::resolve_for(&cluster, drill, plan::access::Scope::Plan).await?;
     let targets = preflight::PreflightTargets::of(drill);
     let verdict = match preflight::run(&cluster.reader(), &targets, &preflight::Expectations::of(drill)).await {
         Ok(report) => format!("{}{}\n", preflight::render::table(&report), preflight::plan_note(drill, &report)),

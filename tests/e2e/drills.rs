@@ -484,7 +484,9 @@ fn least_privilege_kubeconfig(dir: &Path) -> (PathBuf, String) {
     ] {
         assert!(dry_run.contains(object), "deploy/ lacks {object}:\n{dry_run}");
     }
-    for file in ["deploy/clusterrole.yaml", "deploy/clusterrolebinding.yaml", "deploy/lock-role.yaml"] {
+    for file in
+        ["deploy/clusterrole.yaml", "deploy/clusterrolebinding.yaml", "deploy/roles.yaml", "deploy/lock-role.yaml"]
+    {
         kubectl_apply(&std::fs::read_to_string(repo().join(file)).unwrap());
     }
     let token =

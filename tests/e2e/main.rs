@@ -12,4 +12,5 @@ mod cut;
 mod drills;
 mod permissions;
 mod preflight;
+mod tiers;
 mod watch;

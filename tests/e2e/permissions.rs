@@ -1,147 +1,161 @@
-//! End-to-end: a drill whose identity lacks a permission the run would use is refused before anything is touched,
-//! naming each missing rule and the rule to add. The lab meets Calico with policy tiers (lab/calico-tiers.yaml: its
-//! authorization stand-in answers 403 to a GlobalNetworkPolicy request without the tier's permissions) through the
-//! exec-plugin operator, who holds deploy/'s roles only.
+//! End-to-end: deploy/'s manifests against the lab. Everything in deploy/ and deploy/watch/ passes the API server's
+//! own checks (`kubectl apply --dry-run=server`: schemas, admission, Pod Security of the `restricted` namespace); the
+//! viewer, bound to the read roles alone, plans and preflights every shipped drill and may change nothing; the
+//! operators may change only what the run role and the admission policy let them (a drill as an operator is
+//! tests/e2e/drills.rs's exec-plugin test).
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
-use std::time::Duration;
+use std::process::{Command, Output};
 
-use crate::common::lab::{
-    Repair, cordoned_or_marked, eventually, hybrid_drill, instance, kubectl, kubectl_json, kubectl_quiet, lock_lab,
-    run_dir_of,
-};
+use crate::common::lab::{cordoned_or_marked, hybrid_drill, kubeconfig, kubectl, kubectl_apply, lock_lab, reset_lab};
 use crate::common::repo;
 
-/// The rules the lab's tier model wants, granted to the operators' group once the refusal is seen.
-const TIER_GRANT: &str = r#"
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: hybrid-lab-calico-tier}
-rules:
-  - apiGroups: [projectcalico.org]
-    resources: [tiers]
-    resourceNames: [default]
-    verbs: [get]
-  - apiGroups: [projectcalico.org]
-    resources: [tier.globalnetworkpolicies]
-    resourceNames: [default.*]
-    verbs: [list, create, delete]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: hybrid-lab-calico-tier}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: hybrid-lab-calico-tier}
-subjects:
-  - {apiGroup: rbac.authorization.k8s.io, kind: Group, name: hybrid-drill-operators}
-"#;
+/// What `kubectl rollout restart` (and a return step) patches into a Deployment; `rollout restart` has no dry run.
+const RESTART: &str = r#"{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":"2026-12-06T00:00:00Z"}}}}}"#;
 
-fn lab_file(name: &str) -> String {
-    repo().join("lab").join(name).display().to_string()
+/// The lab's viewer (user hybrid-lab-viewer, a client certificate): deploy/'s read roles only.
+fn viewer_kubeconfig() -> PathBuf {
+    kubeconfig().with_file_name("pki").join("hybrid-lab-viewer.kubeconfig")
 }
 
-/// Takes the tier model and the grant away again: the rest of the lab knows Calico by its backing CRD only.
-fn remove_tiers() {
-    kubectl_quiet(&["delete", "clusterrolebinding,clusterrole", "hybrid-lab-calico-tier", "--ignore-not-found"]);
-    kubectl_quiet(&["delete", "-f", &lab_file("calico-tiers.yaml"), "--ignore-not-found"]);
+/// The lab's operators (group hybrid-drill-operators, exec-plugin tokens): the read and run roles, restart and lock.
+fn operator_kubeconfig() -> PathBuf {
+    kubeconfig().with_file_name("kubeconfig-exec")
 }
 
-fn apply_file(path: &Path) {
-    kubectl(&["apply", "-f", path.to_str().unwrap()]);
+fn kubectl_as(config: &Path, args: &[&str]) -> Output {
+    Command::new("kubectl").env("KUBECONFIG", config).args(args).output().expect("kubectl runs")
 }
 
-fn operator() -> PathBuf {
-    run_dir_of(instance()).join("kubeconfig-exec")
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
-fn as_operator(args: &[&str]) -> Output {
-    std::process::Command::new("kubectl").arg("--kubeconfig").arg(operator()).args(args).output().unwrap()
+fn drills() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("drills"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 4, "{files:?}");
+    files
 }
 
-fn variant(name: &str, dir: &Path, from: &str, to: &str) -> PathBuf {
-    let source = std::fs::read_to_string(repo().join("drills").join(name)).unwrap();
-    assert!(source.contains(from), "drills/{name} lacks {from:?}");
-    let path = dir.join(name);
-    std::fs::write(&path, source.replacen(from, to, 1)).unwrap();
-    path
-}
-
-fn tool(args: &[&str], file: &Path) -> Output {
-    hybrid_drill().args(args).arg(file).arg("--kubeconfig").arg(operator()).output().unwrap()
+/// `kubectl apply --dry-run=server` of every manifest in deploy/ and deploy/watch/, in the namespace deploy/ makes
+/// (applied for real: its Pod Security labels judge the pod templates): every object accepted, no warning.
+fn dry_run_deploy() {
+    let namespace = std::fs::read_to_string(repo().join("deploy/namespace.yaml")).unwrap();
+    kubectl_apply(namespace.split("\n---\n").next().unwrap());
+    let (deploy, watch) = (repo().join("deploy"), repo().join("deploy/watch"));
+    let out = kubectl_as(
+        &kubeconfig(),
+        &["apply", "--dry-run=server", "-f", deploy.to_str().unwrap(), "-f", watch.to_str().unwrap()],
+    );
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stderr.trim().is_empty(), "warnings (Pod Security, deprecations):\n{stderr}");
+    for object in [
+        "namespace/hybrid-drill",
+        "persistentvolumeclaim/hybrid-drill-reports",
+        "cronjob.batch/hybrid-drill-quarterly",
+        "cronjob.batch/hybrid-drill-recover",
+        "deployment.apps/hybrid-drill-watch",
+        "prometheusrule.monitoring.coreos.com/hybrid-drill",
+        "networkpolicy.networking.k8s.io/hybrid-drill-ingress",
+        "validatingadmissionpolicy.admissionregistration.k8s.io/hybrid-drill-cut-policies",
+        "clusterrole.rbac.authorization.k8s.io/hybrid-drill-read",
+        "role.rbac.authorization.k8s.io/hybrid-drill-restart",
+        "role.rbac.authorization.k8s.io/hybrid-drill-watch",
+    ] {
+        assert!(stdout.contains(&format!("{object} ")), "deploy/ lacks {object}:\n{stdout}");
+    }
+    let documents: usize = ["deploy", "deploy/watch"]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(repo().join(d)).unwrap())
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .map(|p| std::fs::read_to_string(p).unwrap().split("\n---\n").count())
+        .sum();
+    assert_eq!(stdout.lines().filter(|l| l.ends_with("(server dry run)")).count(), documents, "{stdout}");
 }
 
 #[test]
-fn a_calico_cut_by_an_identity_without_the_tier_permission_is_refused_at_preflight_naming_the_rule() {
+fn deploy_applies_and_the_viewer_plans_and_preflights_every_drill_and_the_operators_change_only_their_own() {
     let _lab = lock_lab();
-    let _repair = Repair(remove_tiers);
-    apply_file(&repo().join("lab/calico-tiers.yaml"));
-    kubectl(&["wait", "--for", "condition=Established", "--timeout", "30s", "crd/tiers.projectcalico.org"]);
-    kubectl(&[
-        "wait",
-        "--for",
-        "condition=Established",
-        "--timeout",
-        "30s",
-        "crd/globalnetworkpolicies.projectcalico.org",
-    ]);
-    apply_file(&repo().join("lab/calico-default-tier.yaml"));
-    // The model: the operator's role grants globalnetworkpolicies, not the tier, and the LIST answers 403.
-    eventually("a tiered Calico refusing the operator's LIST", Duration::from_secs(20), || {
-        let out = as_operator(&["get", "globalnetworkpolicies.projectcalico.org"]);
-        !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("may not get tier \"default\"")
-    });
+    reset_lab();
+    dry_run_deploy();
+    let (viewer, operator) = (viewer_kubeconfig(), operator_kubeconfig());
 
-    let dir = tempfile::tempdir().unwrap();
-    let calico = variant("dx-cut.yaml", dir.path(), "cni: cilium", "cni: calico");
-    let reports = tempfile::tempdir().unwrap();
-    let plan = tool(&["plan"], &calico);
-    let reports_dir = reports.path().to_str().unwrap();
-    let run = tool(&["run", "--yes", "--reports-dir", reports_dir], &calico);
-    // Not only a cut: a drain's restore check lists the policies of every kind served, the tiered ones too.
-    let drain = tool(&["plan"], &repo().join("drills/drain.yaml"));
-    for (what, out) in [("plan", &plan), ("run", &run), ("drain", &drain)] {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{what}: {stderr}");
-        assert_eq!(stderr.trim().lines().count(), 1, "{what}: {stderr}");
-        for expected in [
-            "error: context `hybrid-lab` lacks ",
-            "list projectcalico.org/tier.globalnetworkpolicies `default.*` cluster-wide (",
-            "get projectcalico.org/tiers `default` cluster-wide",
-            "ClusterRole: {apiGroups: [\"projectcalico.org\"], resources: [tiers], resourceNames: [\"default\"], verbs: [get]}",
-        ] {
-            assert!(stderr.contains(expected), "{what}: no `{expected}` in {stderr}");
+    for file in drills() {
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        let plan = hybrid_drill().arg("plan").arg(&file).arg("--kubeconfig").arg(&viewer).output().unwrap();
+        assert_eq!(plan.status.code(), Some(0), "plan {name} as the viewer: {}", text(&plan));
+        // The viewer's verdict is the admin's: nothing it reads is refused.
+        let preflight =
+            |config: &Path| hybrid_drill().arg("preflight").arg(&file).arg("--kubeconfig").arg(config).output();
+        let (as_viewer, as_admin) = (preflight(&viewer).unwrap(), preflight(&kubeconfig()).unwrap());
+        assert_eq!(as_viewer.status.code(), as_admin.status.code(), "preflight {name}: {}", text(&as_viewer));
+        assert!(matches!(as_viewer.status.code(), Some(0 | 1)), "preflight {name}: {}", text(&as_viewer));
+        for out in [&plan, &as_viewer] {
+            assert!(!text(out).contains("forbidden"), "{name} as the viewer: {}", text(out));
         }
     }
-    let restore_check =
-        "list projectcalico.org/tier.globalnetworkpolicies `default.*` cluster-wide (the restore's check";
-    assert!(
-        String::from_utf8_lossy(&drain.stderr).contains(restore_check),
-        "{}",
-        String::from_utf8_lossy(&drain.stderr)
-    );
-    for out in [&plan, &run] {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let rule =
-            "resources: [tier.globalnetworkpolicies], resourceNames: [\"default.*\"], verbs: [list, create, delete]";
-        assert!(stderr.contains(rule), "{stderr}");
-        assert!(stderr.contains("create projectcalico.org/tier.globalnetworkpolicies `default.*`"), "{stderr}");
-    }
-    // Nothing touched: no run directory, no policy, no label, no cordon.
-    assert_eq!(std::fs::read_dir(reports.path()).unwrap().count(), 0, "a refused run left a run directory");
-    let policies = kubectl_json(&["get", "globalnetworkpolicies.projectcalico.org"]);
-    assert_eq!(policies["items"].as_array().unwrap().len(), 0, "{policies:#}");
-    let cut = kubectl_json(&["get", "nodes", "-l", "hybrid-drill.io/cut"]);
-    assert_eq!(cut["items"].as_array().unwrap().len(), 0, "{cut:#}");
-    assert!(cordoned_or_marked().is_empty());
 
-    // With the rules it named granted, the same identity passes.
-    let grant = dir.path().join("grant.yaml");
-    std::fs::write(&grant, TIER_GRANT).unwrap();
-    apply_file(&grant);
-    eventually("the operator's plan of the Calico cut going through", Duration::from_secs(20), || {
-        tool(&["plan"], &calico).status.success()
-    });
-    let drain = tool(&["plan"], &repo().join("drills/drain.yaml"));
-    assert_eq!(drain.status.code(), Some(0), "{}", String::from_utf8_lossy(&drain.stderr));
-    assert!(as_operator(&["get", "globalnetworkpolicies.projectcalico.org"]).status.success());
+    // The viewer may start no drill: the lock is the first thing a run writes, and it is refused.
+    let run = hybrid_drill()
+        .args(["run", "drills/drain.yaml", "--yes", "--reports-dir"])
+        .arg(tempfile::tempdir().unwrap().path())
+        .arg("--kubeconfig")
+        .arg(&viewer)
+        .output()
+        .unwrap();
+    assert_ne!(run.status.code(), Some(0), "{}", text(&run));
+    assert!(text(&run).contains("forbidden"), "{}", text(&run));
+    assert!(cordoned_or_marked().is_empty(), "{:?}", cordoned_or_marked());
+    for args in [
+        &["cordon", "hybrid-gpu-1", "--dry-run=server"][..],
+        &["-n", "inference", "patch", "deployment/llm-inference", "-p", RESTART, "--dry-run=server"],
+    ] {
+        // kubectl cordon reports a refused node on stderr and still exits 0: the answer is the proof.
+        let out = kubectl_as(&viewer, args);
+        assert!(text(&out).contains("is forbidden"), "viewer {args:?}: {}", text(&out));
+    }
+
+    // The operators: the return step's restart of its one Deployment, not of another; cut policies by their
+    // prefix only; a pod's hybrid-drill.io/ labels only (the admission policy, where RBAC cannot name).
+    let pod = kubectl(&["get", "pods", "-n", "inference", "-l", "app=llm-inference", "-o", "name"]);
+    let pod = pod.lines().next().unwrap();
+    let cut = |name: &str| {
+        format!(
+            "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {{name: {name}, namespace: inference}}\nspec: {{podSelector: {{}}}}\n"
+        )
+    };
+    let allowed: [&[&str]; 3] = [
+        &["-n", "inference", "patch", "deployment/llm-inference", "-p", RESTART, "--dry-run=server"],
+        &["-n", "inference", "label", pod, "hybrid-drill.io/run-id=x", "--dry-run=server"],
+        &["cordon", "hybrid-gpu-1", "--dry-run=server"],
+    ];
+    for args in allowed {
+        let out = kubectl_as(&operator, args);
+        assert!(out.status.success() && !text(&out).contains("error"), "operator {args:?}: {}", text(&out));
+    }
+    let refused: [(&[&str], &str); 2] = [
+        (&["-n", "batch", "patch", "deployment/embeddings", "-p", RESTART, "--dry-run=server"], "forbidden"),
+        (&["-n", "inference", "label", pod, "tier=stolen", "--dry-run=server"], "hybrid-drill.io/ labels"),
+    ];
+    for (args, why) in refused {
+        let out = kubectl_as(&operator, args);
+        assert!(!out.status.success() && text(&out).contains(why), "operator {args:?}: {}", text(&out));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (name, ok) in [("hybrid-drill-cut-e2e", true), ("allow-all", false)] {
+        let file = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(&file, cut(name)).unwrap();
+        let out = kubectl_as(&operator, &["create", "--dry-run=server", "-f", file.to_str().unwrap()]);
+        assert_eq!(out.status.success(), ok, "operator creates NetworkPolicy {name}: {}", text(&out));
+        if !ok {
+            assert!(text(&out).contains("only its cut policies"), "{}", text(&out));
+        }
+    }
 }

@@ -45,7 +45,7 @@ impl Validator<'_> {
             max_fallback_gpus: guards.max_fallback_gpus,
             deadline: guards.deadline.0,
             max_service_down: guards.max_service_down.map(|d| d.0),
-            protected_namespaces: guards.protected_namespaces.clone(),
+            protected_namespaces: with_tool_namespace(&guards.protected_namespaces),
         }
     }
 
@@ -78,4 +78,14 @@ impl Validator<'_> {
         }
         Objectives { rto: objectives.rto.map(|d| d.0), phases }
     }
+}
+
+/// The declared protected namespaces and the tool's own: a drain that evicted the scheduled drill's pod (or the
+/// watch's) would stop the run mid-fault, so no drill file can leave it out.
+fn with_tool_namespace(declared: &[String]) -> Vec<String> {
+    let mut namespaces = declared.to_vec();
+    if !namespaces.iter().any(|n| n == crate::drill::TOOL_NAMESPACE) {
+        namespaces.push(crate::drill::TOOL_NAMESPACE.to_string());
+    }
+    namespaces
 }

@@ -228,6 +228,16 @@ fn a_cluster_is_named_by_context_kube_system_uid_or_both_and_the_lock_has_defaul
     assert_eq!(messages, ["the lock's name must not be empty", "the lock's duration must be at least 3s"]);
 }
 
+#[test]
+fn the_tools_own_namespace_is_protected_by_default_and_whatever_the_drill_lists() {
+    let steps = "    - {id: s, pause: 1s}\n";
+    assert_eq!(valid("", steps).spec.guards.protected_namespaces, ["kube-system", "hybrid-drill"]);
+    let listed = valid("  guards: {protectedNamespaces: [kube-system, gpu-operator]}\n", steps);
+    assert_eq!(listed.spec.guards.protected_namespaces, ["kube-system", "gpu-operator", "hybrid-drill"]);
+    let once = valid("  guards: {protectedNamespaces: [hybrid-drill]}\n", steps);
+    assert_eq!(once.spec.guards.protected_namespaces, ["hybrid-drill"]);
+}
+
 fn valid(spec: &str, steps: &str) -> Drill {
     crate::drill::from_source(std::path::Path::new("d.yaml"), drill_source(spec, steps)).unwrap().drill
 }
