@@ -10,4 +10,5 @@ mod concurrent;
 mod cut;
 mod drills;
 mod preflight;
+mod secrets;
 mod watch;
