@@ -199,7 +199,7 @@ impl Alertmanager {
     }
 
     async fn send(&self, request: reqwest::RequestBuilder, url: &reqwest::Url) -> Result<String, AlertmanagerError> {
-        let shown = url.to_string();
+        let shown = crate::http::bare(url);
         let response = request
             .send()
             .await
@@ -243,7 +243,7 @@ impl Alertmanager {
         }
         serde_json::from_str::<Created>(&body)
             .map(|c| c.silence_id)
-            .map_err(|e| AlertmanagerError::Answer { url: url.to_string(), reason: e.to_string() })
+            .map_err(|e| AlertmanagerError::Answer { url: crate::http::bare(&url), reason: e.to_string() })
     }
 
     /// Every silence Alertmanager holds, expired ones included.
@@ -251,7 +251,7 @@ impl Alertmanager {
         let url = self.url("api/v2/silences");
         let body = self.send(self.client.get(url.clone()), &url).await?;
         serde_json::from_str(&body)
-            .map_err(|e| AlertmanagerError::Answer { url: url.to_string(), reason: e.to_string() })
+            .map_err(|e| AlertmanagerError::Answer { url: crate::http::bare(&url), reason: e.to_string() })
     }
 
     /// Expires one silence; one already gone or expired counts as expired.

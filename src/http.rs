@@ -13,11 +13,17 @@ pub enum UrlError {
     Scheme,
     #[error("not a base URL")]
     NotBase,
+    #[error("{0}")]
+    Secret(#[from] crate::secrets::SecretError),
 }
 
-/// A URL given for a service: absolute, http or https, able to take a path below it.
+/// A URL given for a service: absolute, http or https, able to take a path below it. Its secret references are read
+/// (`http://am:${env:AM_PASSWORD}@alertmanager:9093`), and its credentials remembered so that no report or log shows
+/// them.
 pub fn service_url(text: &str) -> Result<reqwest::Url, UrlError> {
+    let text = crate::secrets::resolve(text)?;
     let url = reqwest::Url::parse(text.trim()).map_err(|e| UrlError::Syntax(e.to_string()))?;
+    crate::secrets::remember_url(&url);
     if !matches!(url.scheme(), "http" | "https") {
         return Err(UrlError::Scheme);
     }
@@ -32,6 +38,15 @@ pub fn client(timeout: Duration) -> Result<reqwest::Client, reqwest::Error> {
     // reqwest is built without a TLS provider of its own; the binary installs ring's at start, a test may not have.
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder().timeout(timeout).build()
+}
+
+/// A URL as an error names it: without its userinfo and query, which may hold its credentials.
+pub fn bare(url: &reqwest::Url) -> String {
+    let mut bare = url.clone();
+    let _ = bare.set_username("");
+    let _ = bare.set_password(None);
+    bare.set_query(None);
+    bare.to_string()
 }
 
 /// A URL as warnings and reports show it: scheme, host and port only, as a webhook's path is often its secret.
@@ -58,5 +73,7 @@ mod tests {
         let url = reqwest::Url::parse("https://hooks.example.com/services/T0/B0/secret").unwrap();
         assert_eq!(shown(&url), "https://hooks.example.com/…");
         assert_eq!(shown(&reqwest::Url::parse("http://127.0.0.1:9/").unwrap()), "http://127.0.0.1:9");
+        let with_credentials = reqwest::Url::parse("http://u:p4ss@am:9093/api/v2/silences?token=t0k").unwrap();
+        assert_eq!(bare(&with_credentials), "http://am:9093/api/v2/silences");
     }
 }

@@ -18,5 +18,6 @@ mod pushgateway;
 pub mod report;
 pub mod run;
 pub mod safety;
+pub mod secrets;
 pub mod steps;
 pub mod timeline;

@@ -41,12 +41,14 @@ impl Progress {
     fn redraw(&self) {
         if let Some(bar) = &self.bar {
             let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-            bar.set_message(format!("{} · {} · last: {}", s.step, s.waiting, s.latest));
+            let message = format!("{} · {} · last: {}", s.step, s.waiting, s.latest);
+            bar.set_message(crate::secrets::redact(&message).into_owned());
         }
     }
 
     /// A line that stays on screen above the spinner.
     pub fn line(&self, text: &str) {
+        let text = &*crate::secrets::redact(text);
         match &self.bar {
             Some(bar) => bar.println(text),
             None if !self.quiet => eprintln!("{text}"),

@@ -37,7 +37,7 @@ fn group_url(base: &str, drill: &str) -> Result<reqwest::Url, PushError> {
 pub async fn push(base: &str, report: &Report) -> Result<(), PushError> {
     let url = group_url(base, &report.drill.name)?;
     let metrics = prometheus::render(report).map_err(PushError::Encode)?;
-    let shown = url.to_string();
+    let shown = crate::http::bare(&url);
     let client = crate::http::client(Duration::from_secs(10))
         .map_err(|e| PushError::Send { url: shown.clone(), reason: error_chain(&e) })?;
     let response = client

@@ -94,7 +94,7 @@ pub(super) async fn plan_command(file: &Path, target: &KubeContext) -> u8 {
             EXIT_PASSED
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
             EXIT_INVALID
         }
     }
@@ -116,7 +116,7 @@ pub(super) async fn preflight_command(
     let targets = match preflight::PreflightTargets::resolve(drill, flags) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
             return EXIT_INVALID;
         }
     };
@@ -131,7 +131,7 @@ pub(super) async fn preflight_command(
     let cluster = match connected {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
             return EXIT_INVALID;
         }
     };
@@ -142,7 +142,7 @@ pub(super) async fn preflight_command(
     let report = match preflight::run(&cluster.reader(), &targets, &expect).await {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
             return EXIT_INVALID;
         }
     };
@@ -164,14 +164,16 @@ pub(super) async fn run_command(file: &Path, opts: RunOptions) -> u8 {
     match run::run(&loaded, &opts).await {
         Ok(result) => {
             if opts.json {
-                println!("{}", serde_json::to_string_pretty(&result.report).unwrap_or_default());
+                let json = serde_json::to_string_pretty(&result.report).unwrap_or_default();
+                println!("{}", crate::secrets::redact(&json));
             } else {
-                print!("{}", terminal::render(&result.report, &result.run_dir.display().to_string()));
+                let table = terminal::render(&result.report, &result.run_dir.display().to_string());
+                print!("{}", crate::secrets::redact(&table));
             }
             result.report.exit_code as u8
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
             if matches!(&e, run::SetupError::Locked(l) if l.is_held()) { EXIT_LOCKED } else { EXIT_INVALID }
         }
     }
@@ -185,7 +187,7 @@ pub(super) async fn watch_command(file: &Path, opts: crate::incident::WatchOptio
     match crate::incident::watch(&loaded, &opts).await {
         Ok(()) => EXIT_PASSED,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
             EXIT_INVALID
         }
     }
@@ -195,23 +197,23 @@ pub(super) fn report_command(run_dir: &Path, format: Format, pushgateway: Option
     let report = match crate::report::load(run_dir) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
             return EXIT_INVALID;
         }
     };
     match format.render(&report) {
-        Ok(text) => print!("{text}"),
+        Ok(text) => print!("{}", crate::secrets::redact(&text)),
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
             return EXIT_INVALID;
         }
     }
     if let Some(url) = pushgateway {
         if let Err(e) = block_on_result(crate::pushgateway::push(url, &report)) {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
             return EXIT_INVALID;
         }
-        eprintln!("pushed the metrics of {} to {url}", report.run_id);
+        eprintln!("pushed the metrics of {} to {}", report.run_id, crate::secrets::redact(url));
     }
     EXIT_PASSED
 }
@@ -250,7 +252,7 @@ pub(super) async fn identify_command(target: &KubeContext) -> u8 {
             EXIT_PASSED
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
             EXIT_INVALID
         }
     }
@@ -260,7 +262,7 @@ pub(super) fn history_command(reports_dir: &Path, format: HistoryFormat) -> u8 {
     let (runs, warnings) = match history::collect(reports_dir) {
         Ok(found) => found,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
             return EXIT_INVALID;
         }
     };

@@ -29,19 +29,19 @@ pub(super) async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path
     let cluster = match Cluster::connect(target).await {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
             return EXIT_INVALID;
         }
     };
     if let Err(e) = cluster.ping().await {
-        eprintln!("error: {e}");
+        eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
         return EXIT_INVALID;
     }
     // The cluster first: a journal restored against another cluster would "verify" what it never changed there.
     let journals = match journals_of_this_cluster(&cluster, run_dir.as_deref(), journals).await {
         Ok(journals) => journals,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
             return EXIT_INVALID;
         }
     };
@@ -49,12 +49,12 @@ pub(super) async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path
     let lock = match take_recover_lock(&cluster, run_dir.as_deref(), &journals, reports_dir).await {
         Ok(lock) => lock,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
             return if e.is_held() { EXIT_LOCKED } else { EXIT_INVALID };
         }
     };
     if let Some(warning) = &lock.took_over {
-        eprintln!("warning: {warning}");
+        eprintln!("warning: {}", crate::secrets::redact(warning));
     }
     let scope = RestoreScope { nodes: on_prem_nodes_of(&cluster, run_dir.as_deref()).await, run: run_id.clone() };
     let code = recover_with(&cluster, journals, &scope, &marks_journal).await;
@@ -184,13 +184,13 @@ async fn recover_with(cluster: &Cluster, journals: Vec<PathBuf>, scope: &Restore
                 }
                 for (u, why) in &outcome.failed {
                     anything = true;
-                    println!("NOT RESTORED: {u}: {why} (from {source})");
+                    println!("NOT RESTORED: {u}: {} (from {source})", crate::secrets::redact(why));
                     code = EXIT_RESTORE_FAILED;
                 }
             }
             Err(e) => {
                 anything = true;
-                eprintln!("error: {e}");
+                eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
                 code = EXIT_RESTORE_FAILED;
             }
         }

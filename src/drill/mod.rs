@@ -7,6 +7,7 @@ mod model;
 pub mod parse;
 pub mod placeholders;
 mod raw;
+mod references;
 pub mod validate;
 
 use std::path::{Path, PathBuf};
@@ -67,7 +68,14 @@ pub fn from_source(path: &Path, source: String) -> Result<LoadedDrill, DrillErro
         source_text: source_text.to_string(),
         diagnostics,
     };
-    let (raw, spans) = parse::parse_drill(&source).map_err(|d| invalid(vec![d], &source))?;
+    // Secret references first: one that cannot be read is named where it stands, before anything reads the file.
+    if let Ok(doc) = parse::parse_document(&source) {
+        let problems = references::check(&doc.value, &doc.spans, &source);
+        if !problems.is_empty() {
+            return Err(invalid(problems, &source));
+        }
+    }
+    let (raw, spans) = parse::parse_drill(&source).map_err(|d| invalid(d, &source))?;
     let drill = validate::validate(&raw, &spans).map_err(|problems| invalid(problems, &source))?;
     Ok(LoadedDrill { drill, path: path.to_path_buf(), source })
 }

@@ -370,6 +370,8 @@ pub struct LastResortHook {
     pub command: Vec<String>,
     pub after: Duration,
     pub timeout: Duration,
+    /// What the hook may read of the tool's environment, by name, besides `PATH` and `HOME`.
+    pub env: Vec<String>,
 }
 
 /// Who enforces a cut: a CNI's host firewall on the nodes, or a NetworkPolicy around the workload's pods.
@@ -451,6 +453,8 @@ pub struct NodeFailureAction {
     pub fail: Vec<String>,
     pub recover: Vec<String>,
     pub hook_timeout: Duration,
+    /// What the hook may read of the tool's environment, by name, besides `PATH` and `HOME`.
+    pub env: Vec<String>,
 }
 
 impl NodeFailureAction {
@@ -511,4 +515,6 @@ pub struct ExecAction {
     pub command: Vec<String>,
     /// Run when the drill is aborted after this step ran.
     pub undo: Option<Vec<String>>,
+    /// What the hook may read of the tool's environment, by name, besides `PATH` and `HOME`.
+    pub env: Vec<String>,
 }

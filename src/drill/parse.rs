@@ -222,12 +222,12 @@ pub fn parse_document(source: &str) -> Result<Document, Diagnostic> {
 }
 
 /// Parses and type-checks a drill file; semantic checks come after, in `validate`.
-pub(super) fn parse_drill(source: &str) -> Result<(Drill, SpanMap), Diagnostic> {
-    let doc = parse_document(source)?;
+pub(super) fn parse_drill(source: &str) -> Result<(Drill, SpanMap), Vec<Diagnostic>> {
+    let doc = parse_document(source).map_err(|d| vec![d])?;
     let result: Result<Drill, _> = serde_path_to_error::deserialize(&doc.value);
     match result {
         Ok(drill) => Ok((drill, doc.spans)),
-        Err(err) => Err(type_error(&err, &doc.spans)),
+        Err(err) => Err(vec![type_error(&err, &doc.spans)]),
     }
 }
 

@@ -447,6 +447,10 @@ pub struct LastResortHook {
     /// Bound on the hook's run. Default 2m.
     #[serde(default = "default_hook_timeout")]
     pub timeout: HumanDuration,
+    /// The environment variables the hook is given from the tool's own, by name (a name not set is left out); the
+    /// hook gets these, `PATH` and `HOME`, nothing else.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
 }
 
 /// A node failure caused by the drill's own hooks; no shell unless you name one (`[sh, -c, "..."]`).
@@ -462,6 +466,10 @@ pub struct NodeFailureAction {
     /// Bound on each run of a hook. Default 2m.
     #[serde(default = "default_hook_timeout")]
     pub hook_timeout: HumanDuration,
+    /// The environment variables the hook is given from the tool's own, by name (a name not set is left out); the
+    /// hook gets these, `PATH` and `HOME`, nothing else.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
 }
 
 fn default_hook_timeout() -> HumanDuration {
@@ -492,6 +500,10 @@ pub struct ExecAction {
     /// Command to run when the drill is aborted after this step ran (e.g. power the server back on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub undo: Option<Vec<String>>,
+    /// The environment variables the hook is given from the tool's own, by name (a name not set is left out); the
+    /// hook gets these, `PATH` and `HOME`, nothing else.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
 }
 
 /// A duration written the human way: `90s`, `5m`, `1h 30m`.

@@ -310,7 +310,8 @@ impl Watcher<'_> {
         };
         timeline.rebase(origin, first);
         let (dir, run_id) = crate::run::run_dir(&self.opts.reports_dir, &drill.metadata.name)?;
-        std::fs::write(dir.join("drill.yaml"), &self.loaded.source).map_err(|e| self.write_error(&dir, e))?;
+        let source = crate::secrets::redact(&self.loaded.source);
+        std::fs::write(dir.join("drill.yaml"), source.as_bytes()).map_err(|e| self.write_error(&dir, e))?;
         let path = dir.join("timeline.jsonl");
         timeline.persist(&path).map_err(|e| self.write_error(&path, e))?;
         let mut lines: Vec<String> = evidence.iter().map(NodeEvidence::describe).collect();

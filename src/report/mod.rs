@@ -83,7 +83,7 @@ pub fn write_all(dir: &Path, report: &Report) -> std::io::Result<Vec<PathBuf>> {
     for format in Format::ALL {
         let text = format.render(report).map_err(std::io::Error::other)?;
         let path = dir.join(format.file_name());
-        std::fs::write(&path, text)?;
+        std::fs::write(&path, crate::secrets::redact(&text).as_bytes())?;
         written.push(path);
     }
     Ok(written)

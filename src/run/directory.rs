@@ -24,7 +24,7 @@ pub(super) fn open_run_files(
     plan: &Plan,
 ) -> Result<(Timeline, Mutator), SetupError> {
     let io = |source| SetupError::RunDir { path: dir.display().to_string(), source };
-    std::fs::write(dir.join("drill.yaml"), &loaded.source).map_err(io)?;
+    std::fs::write(dir.join("drill.yaml"), crate::secrets::redact(&loaded.source).as_bytes()).map_err(io)?;
     // Before the journal: whatever a run journals, `recover` finds the cluster it belongs to.
     observed.write(dir).map_err(io)?;
     let timeline = Timeline::create(&dir.join("timeline.jsonl")).map_err(io)?;

@@ -285,8 +285,9 @@ impl<'a> Run<'a> {
         let mut stopped = Stopped { stop, restore_failed: false };
         let reason = match &stopped.stop {
             Stop::Completed => {
-                self.expire_silences().await;
+                // The silences outlive the restore check of what the steps left: its own alerts must not page.
                 stopped.restore_failed = !self.leave_nothing_behind().await;
+                self.expire_silences().await;
                 return stopped;
             }
             Stop::Refused(reason) => {
@@ -380,7 +381,7 @@ impl<'a> Run<'a> {
             return true;
         }
         self.progress.line(&format!("undoing what the steps left in place: {}", left.join(", ")));
-        let outcome = self.mutator.rollback_verified(safety::restore_wait(&self.cluster)).await;
+        let outcome = self.mutator.undo_left_in_place(safety::restore_wait(&self.cluster)).await;
         if !outcome.undone.is_empty() {
             self.warnings.raise(format!(
                 "the drill's steps left changes in place; undone at its end: {}",
@@ -513,7 +514,7 @@ pub(crate) fn run_meta(loaded: &LoadedDrill, cluster: &Cluster, version: &str) -
     RunMeta {
         tool_version: env!("CARGO_PKG_VERSION").into(),
         drill_file: loaded.path.display().to_string(),
-        drill_source: loaded.source.clone(),
+        drill_source: crate::secrets::redact(&loaded.source).into_owned(),
         cluster_server: cluster.server.clone(),
         cluster_version: version.to_string(),
     }

@@ -23,7 +23,14 @@ pub enum Mutation {
     /// A rollout restart; the rollout itself is the repair, so there is nothing to undo.
     Restart { namespace: String, kind: String, name: String },
     /// A user command; undone by its `undo` command when it has one.
-    Exec { step: String, command: Vec<String>, undo: Option<Vec<String>> },
+    Exec {
+        step: String,
+        command: Vec<String>,
+        undo: Option<Vec<String>>,
+        /// The environment the hooks are given by name (see [`super::process::run_command`]).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        env: Vec<String>,
+    },
     /// Create a deny policy of a link cut; undone by deleting it.
     CreatePolicy { policy: PolicyRef },
     /// Label a pod with the run's id so a pod-network cut's policy selects it; undone by removing the label.
@@ -46,6 +53,8 @@ pub enum Mutation {
         command: Vec<String>,
         recover: Vec<String>,
         timeout_seconds: u64,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        env: Vec<String>,
     },
     /// Take the drill lock (a Lease) for the run: released by the run at its end (journalled `undoing`, `undone`),
     /// never by a rollback, which runs under it; `recover` takes it over once the run's process is gone.
@@ -68,6 +77,8 @@ pub struct LastResort {
     /// How long the node may stay not Ready after its cut is lifted before the hook runs.
     pub after_seconds: u64,
     pub timeout_seconds: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
 }
 
 impl Mutation {
@@ -193,7 +204,10 @@ impl Journal {
         note: Option<String>,
     ) -> std::io::Result<()> {
         let entry = Entry { seq, at: Utc::now(), state, mutation: mutation.clone(), note };
-        let mut line = serde_json::to_string(&entry).map_err(std::io::Error::other)?;
+        // The journal holds hooks and URLs as written, their references unread; the mask is for what an error or a
+        // note quoted of a value.
+        let mut line =
+            crate::secrets::redact(&serde_json::to_string(&entry).map_err(std::io::Error::other)?).into_owned();
         line.push('\n');
         self.file.write_all(line.as_bytes())?;
         self.file.sync_data()

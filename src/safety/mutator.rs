@@ -235,9 +235,10 @@ impl Mutator {
         command: &[String],
         undo: Option<Vec<String>>,
         timeout: Duration,
+        env: &[String],
     ) -> Result<i32, MutationError> {
-        let m = Mutation::Exec { step: step.into(), command: command.to_vec(), undo };
-        super::process::run_hook(&self.ledger, &m, step, command, timeout).await
+        let m = Mutation::Exec { step: step.into(), command: command.to_vec(), undo, env: env.to_vec() };
+        super::process::run_hook(&self.ledger, &m, step, command, timeout, env).await
     }
 
     /// Creates one of a link cut's deny policies; its undo deletes it.
@@ -312,6 +313,7 @@ impl Mutator {
         command: &[String],
         recover: &[String],
         timeout: Duration,
+        env: &[String],
     ) -> Result<i32, MutationError> {
         let m = Mutation::FailNode {
             step: step.into(),
@@ -319,8 +321,9 @@ impl Mutator {
             command: command.to_vec(),
             recover: recover.to_vec(),
             timeout_seconds: timeout.as_secs().max(1),
+            env: env.to_vec(),
         };
-        super::process::run_hook(&self.ledger, &m, step, command, timeout).await
+        super::process::run_hook(&self.ledger, &m, step, command, timeout, env).await
     }
 
     /// Takes the drill lock for the run, journalled first (`Claim::Run`: a free lock, or one whose holder stopped
@@ -380,7 +383,7 @@ impl Mutator {
 
     /// Expires the drill's silences at its end: journalled as reverted, like a restore step's undo.
     pub async fn expire_silences(&self) -> RollbackOutcome {
-        self.revert(|m| matches!(m, Mutation::Silence { .. })).await
+        self.revert(is_silence).await
     }
 
     /// Undoes, as a step of the drill, the outstanding mutations `which` selects (the `restore` of a cut or a node
@@ -389,11 +392,13 @@ impl Mutator {
         undo::undo_journalled(&self.ledger, &self.cluster, which, UndoBy::Drill).await
     }
 
-    /// The mutations still outstanding in the journal, newest first, as the report names them.
+    /// The mutations the steps left outstanding in the journal, newest first, as the report names them; the silences,
+    /// which the end of the run expires after the restore check, are not among them.
     pub async fn outstanding(&self) -> Result<Vec<String>, MutationError> {
         let entries = journal::read(&self.ledger.journal_path().await)?.entries;
         Ok(journal::outstanding(&entries)
             .into_iter()
+            .filter(|(_, m)| !is_silence(m))
             .map(|(_, m)| {
                 let (action, target) = m.describe();
                 format!("{action} {target}")
@@ -407,9 +412,17 @@ impl Mutator {
     }
 
     /// The rollback of a run, checked: every outstanding mutation undone, then the restored-state check for up to
-    /// `wait`. What is left fails the outcome and stays outstanding in the journal.
+    /// `wait`, and only then the silences expired (see [`undo::rollback_then_unsilence`]). What is left fails the
+    /// outcome and stays outstanding in the journal.
     pub async fn rollback_verified(&self, wait: Duration) -> RollbackOutcome {
-        let mut outcome = self.rollback().await;
+        undo::rollback_then_unsilence(&self.ledger, &self.cluster, &self.scope(), wait, UndoBy::Rollback).await
+    }
+
+    /// What the steps left in place undone and checked, the silences kept: the end of a completed run expires them
+    /// itself once this returns ([`Mutator::expire_silences`]).
+    pub async fn undo_left_in_place(&self, wait: Duration) -> RollbackOutcome {
+        let mut outcome =
+            undo::undo_journalled(&self.ledger, &self.cluster, |m| !is_silence(m), UndoBy::Rollback).await;
         undo::verify_after(&self.ledger, &self.cluster, &self.scope(), wait, &mut outcome).await;
         outcome
     }
@@ -421,6 +434,10 @@ impl Mutator {
         undo::verify_after(&self.ledger, &self.cluster, &self.scope(), wait, &mut outcome).await;
         outcome
     }
+}
+
+fn is_silence(m: &Mutation) -> bool {
+    matches!(m, Mutation::Silence { .. })
 }
 
 /// Sorts an error answer to an eviction, before the budgets are looked up: a 429 is a budget's block when it says

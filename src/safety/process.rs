@@ -1,4 +1,5 @@
-//! Running a user's commands, the drill's hooks and their undo commands: no shell, a deadline, output to stderr.
+//! Running a user's commands, the drill's hooks and their undo commands: no shell, a deadline, output to stderr, and
+//! only the environment each hook declares.
 
 use std::time::Duration;
 
@@ -14,14 +15,26 @@ impl Transient for MutationError {
     }
 }
 
-/// Runs a program (no shell) with a deadline, its output passed through to the terminal's stderr.
-pub(super) async fn run_command(command: &[String], timeout: Duration) -> Result<i32, MutationError> {
+/// What every hook gets of the tool's environment besides what it declares: finding programs and a home.
+const ALWAYS_PASSED: [&str; 2] = ["PATH", "HOME"];
+
+/// Runs a program (no shell) with a deadline, its output passed through to the terminal's stderr. Its secret
+/// references (`${env:NAME}`, `${file:PATH}`) are read now, so only the command as written is ever recorded; its
+/// environment is `PATH`, `HOME` and the variables `env` names, as the tool has them: a webhook's or a kubeconfig's
+/// credentials in the tool's environment are not a hook's to read unless the drill says so.
+pub(super) async fn run_command(command: &[String], timeout: Duration, env: &[String]) -> Result<i32, MutationError> {
     let shown = command.join(" ");
-    let Some((program, args)) = command.split_first() else {
+    let resolved: Result<Vec<String>, _> = command.iter().map(|a| crate::secrets::resolve(a)).collect();
+    let resolved = resolved.map_err(|e| MutationError::Spawn { command: shown.clone(), message: e.to_string() })?;
+    let Some((program, args)) = resolved.split_first() else {
         return Err(MutationError::Spawn { command: shown, message: "empty command".into() });
     };
+    let passed = ALWAYS_PASSED.iter().copied().chain(env.iter().map(String::as_str));
+    let vars: Vec<(&str, String)> = passed.filter_map(|k| std::env::var(k).ok().map(|v| (k, v))).collect();
     let mut child = tokio::process::Command::new(program)
         .args(args)
+        .env_clear()
+        .envs(vars)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::inherit())
         .stderr(std::process::Stdio::inherit())
@@ -45,6 +58,7 @@ pub(super) async fn run_hook(
     step: &str,
     command: &[String],
     timeout: Duration,
+    env: &[String],
 ) -> Result<i32, MutationError> {
     let settle = |outcome: &Result<i32, MutationError>| {
         let exit_code = outcome.as_ref().ok().copied();
@@ -56,5 +70,5 @@ pub(super) async fn run_hook(
             Ok(_) => settled,
         }
     };
-    ledger.perform(Stage::Forward, m, None, || run_command(command, timeout), settle).await.checked()?
+    ledger.perform(Stage::Forward, m, None, || run_command(command, timeout, env), settle).await.checked()?
 }

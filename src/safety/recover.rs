@@ -28,9 +28,7 @@ pub async fn recover(
 ) -> Result<RollbackOutcome, MutationError> {
     journal::read(journal_path)?;
     let ledger = Ledger::new(open(journal_path)?, None);
-    let mut outcome = undo::undo_journalled(&ledger, cluster, |_| true, UndoBy::Recover).await;
-    undo::verify_after(&ledger, cluster, scope, restore_wait(cluster), &mut outcome).await;
-    Ok(outcome)
+    Ok(undo::rollback_then_unsilence(&ledger, cluster, scope, restore_wait(cluster), UndoBy::Recover).await)
 }
 
 /// Restores what the cluster itself says a run changed, for when its journal is gone: every node still carrying

@@ -302,6 +302,7 @@ async fn a_node_not_back_after_its_cut_is_lifted_gets_its_last_resort_hook_in_th
             command: vec![hook.into(), node.into()],
             after_seconds: 1,
             timeout_seconds: 10,
+            env: Vec::new(),
         }),
     };
     journal_of(&path, &[labelled("back", "false"), labelled("locked-out", "true")]);
@@ -370,6 +371,7 @@ async fn the_last_resorts_of_one_host_cut_run_side_by_side() {
             command: ["sh", "-c", script, &marks, node, other].map(String::from).to_vec(),
             after_seconds: 1,
             timeout_seconds: 30,
+            env: Vec::new(),
         }),
     };
     journal_of(&path, &[labelled("rack-a", "rack-b"), labelled("rack-b", "rack-a")]);

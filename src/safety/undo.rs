@@ -32,7 +32,7 @@ pub(super) enum Undo {
     DeletePolicy(PolicyRef),
     Unlabel { namespace: String, pod: String, label: String },
     UnlabelNode { node: String, label: String, last_resort: Option<LastResort> },
-    Run { command: Vec<String>, timeout: Duration },
+    Run { command: Vec<String>, timeout: Duration, env: Vec<String> },
     ExpireSilence { alertmanager: String, matchers: Vec<Matcher>, comment: String },
 }
 
@@ -50,8 +50,8 @@ impl Mutation {
             Mutation::Evict { .. } => Undo::Nothing,
             // A rollout restart is its own repair.
             Mutation::Restart { .. } => Undo::Nothing,
-            Mutation::Exec { undo: Some(command), .. } => {
-                Undo::Run { command: command.clone(), timeout: EXEC_UNDO_TIMEOUT }
+            Mutation::Exec { undo: Some(command), env, .. } => {
+                Undo::Run { command: command.clone(), timeout: EXEC_UNDO_TIMEOUT, env: env.clone() }
             }
             // The drill gave the command no undo.
             Mutation::Exec { undo: None, .. } => Undo::Nothing,
@@ -62,8 +62,8 @@ impl Mutation {
             Mutation::LabelNode { node, label, last_resort, .. } => {
                 Undo::UnlabelNode { node: node.clone(), label: label.clone(), last_resort: last_resort.clone() }
             }
-            Mutation::FailNode { recover, timeout_seconds, .. } => {
-                Undo::Run { command: recover.clone(), timeout: Duration::from_secs(*timeout_seconds) }
+            Mutation::FailNode { recover, timeout_seconds, env, .. } => {
+                Undo::Run { command: recover.clone(), timeout: Duration::from_secs(*timeout_seconds), env: env.clone() }
             }
             // The lock changes nothing the drill is about: its holder releases it at its end (safety/lock.rs), and a
             // rollback, which runs under it, must never free it.
@@ -152,7 +152,7 @@ impl Undo {
                 let am = Alertmanager::new(alertmanager).map_err(UndoError::Alertmanager)?;
                 am.expire_matching(matchers, comment).await.map(drop).map_err(UndoError::Alertmanager)
             }
-            Undo::Run { command, timeout } => match run_command(command, *timeout).await {
+            Undo::Run { command, timeout, env } => match run_command(command, *timeout, env).await {
                 Ok(0) => Ok(()),
                 Ok(code) => Err(UndoError::Exited { command: command.join(" "), code }),
                 Err(e) => Err(UndoError::Command(e)),
@@ -194,7 +194,7 @@ async fn unlabel_node(
         code,
         outcome,
     };
-    match run_command(&hook.command, Duration::from_secs(hook.timeout_seconds)).await {
+    match run_command(&hook.command, Duration::from_secs(hook.timeout_seconds), &hook.env).await {
         Ok(0) => Ok(Some(command.clone())),
         Ok(code) => Err(failed(Some(code), format!("exited {code}"))),
         Err(e) => Err(failed(None, format!("failed: {e}"))),
@@ -356,6 +356,26 @@ fn settled(m: &Mutation, by: UndoBy, result: &Result<Option<String>, UndoError>)
     }
 }
 
+/// A rollback (or a recovery) in the order the on-call needs: every change but the silences undone, the restored-state
+/// check for up to `wait`, and only then the silences expired, whether the check held or its wait ran out. The restore
+/// itself pages (nodes coming back, pods rescheduled), so a silence expired before the check would page the on-call
+/// for the drill's own restore.
+pub(super) async fn rollback_then_unsilence(
+    ledger: &Ledger,
+    cluster: &Cluster,
+    scope: &RestoreScope,
+    wait: Duration,
+    by: UndoBy,
+) -> RollbackOutcome {
+    let is_silence = |m: &Mutation| matches!(m, Mutation::Silence { .. });
+    let mut outcome = undo_journalled(ledger, cluster, |m| !is_silence(m), by).await;
+    verify_after(ledger, cluster, scope, wait, &mut outcome).await;
+    let silences = undo_journalled(ledger, cluster, is_silence, by).await;
+    outcome.undone.extend(silences.undone);
+    outcome.failed.extend(silences.failed);
+    outcome
+}
+
 /// Ends a rollback or a recovery with the restored-state check: what it read back goes into the outcome; what is left
 /// fails it, one failure per node, and reopens the journal's undone changes for a later `recover`.
 pub(super) async fn verify_after(
@@ -374,8 +394,13 @@ pub(super) async fn verify_after(
         return;
     }
     match verify::check(cluster, scope, &entries, wait).await {
-        Ok(checked) => outcome.verified = checked,
+        Ok(checked) => {
+            outcome.verified = checked;
+            ledger.record(Event::RestoreChecked { held: true, left: Vec::new() });
+        }
         Err(left) => {
+            let shown = left.iter().map(|l| format!("{}: {}", l.object, l.left)).collect();
+            ledger.record(Event::RestoreChecked { held: false, left: shown });
             let waited = humantime::format_duration(wait);
             outcome.failed.extend(left.iter().map(|l| (l.object.clone(), format!("{} after {waited}", l.left))));
             if let Err(e) = verify::reopen(ledger, &left).await {

@@ -44,6 +44,7 @@ async fn host(
                 command: last_resort_for(ctx, &hook.command, node).await?,
                 after_seconds: hook.after.as_secs().max(1),
                 timeout_seconds: hook.timeout.as_secs().max(1),
+                env: hook.env.clone(),
             }),
             None => None,
         };

@@ -78,7 +78,7 @@ pub async fn run_step(ctx: &mut StepContext<'_>, step: &Step) -> Result<StepSucc
         Action::WaitFor(condition) => wait::wait_for(ctx, *condition, deadline, timeout).await,
         Action::Return(ret) => return_to_on_prem::return_to_on_prem(ctx, &step.id, ret).await,
         Action::Exec(exec) => {
-            let code = ctx.mutator.exec(&step.id, &exec.command, exec.undo.clone(), timeout).await?;
+            let code = ctx.mutator.exec(&step.id, &exec.command, exec.undo.clone(), timeout, &exec.env).await?;
             if code == 0 {
                 Ok(StepSuccess::ok(format!("`{}` exited 0", exec.command.join(" "))))
             } else {

@@ -59,11 +59,10 @@ pub async fn node_failure(
     ctx.timeline.record(Event::FaultInjected { step: step.into(), kind: FaultKind::NodeFailure });
     ctx.progress.waiting(&format!("running the failure hook: {}", action.fail.join(" ")));
     // All at once, as a rack losing power would: a sequence would skew t0 across the nodes.
-    let results =
-        join_all(runs.iter().map(|(node, fail, recover)| {
-            ctx.mutator.fail_node(step, node.as_deref(), fail, recover, action.hook_timeout)
-        }))
-        .await;
+    let results = join_all(runs.iter().map(|(node, fail, recover)| {
+        ctx.mutator.fail_node(step, node.as_deref(), fail, recover, action.hook_timeout, &action.env)
+    }))
+    .await;
     let mut failed = Vec::new();
     for ((_, fail, _), result) in runs.iter().zip(results) {
         match result {

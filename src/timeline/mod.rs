@@ -278,6 +278,13 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         verified: Vec<String>,
     },
+    /// The restored-state check of a rollback, a restore or a recovery ended: it held, or its bounded wait ran out
+    /// with what is `left`. The run's silences are expired only after it.
+    RestoreChecked {
+        held: bool,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        left: Vec<String>,
+    },
     /// `hybrid-drill watch` saw the on-prem side degrade: an incident's episode opens. Its t0, when the evidence
     /// gives one, is the `FaultInjected` placed at the evidence's server time.
     IncidentOpened {
@@ -430,7 +437,7 @@ impl Timeline {
             && let Ok(line) = serde_json::to_string(&obs)
         {
             // One write per line, unbuffered: a crash of the tool loses nothing already seen.
-            let _ = writeln!(file, "{line}");
+            let _ = writeln!(file, "{}", crate::secrets::redact(&line));
         }
         inner.listeners.retain(|l| l.send(obs.clone()).is_ok());
         inner.observations.push(obs.clone());
@@ -476,7 +483,8 @@ impl Timeline {
         let mut inner = self.lock();
         let mut file = File::create(path)?;
         for o in &inner.observations {
-            writeln!(file, "{}", serde_json::to_string(o).map_err(std::io::Error::other)?)?;
+            let line = serde_json::to_string(o).map_err(std::io::Error::other)?;
+            writeln!(file, "{}", crate::secrets::redact(&line))?;
         }
         inner.file = Some(file);
         Ok(())
@@ -653,6 +661,8 @@ impl Event {
             Event::RollbackFinished { undone, failed, .. } => {
                 format!("rollback finished: {} undone, {} failed", undone.len(), failed.len())
             }
+            Event::RestoreChecked { held: true, .. } => "restore checked: it held".into(),
+            Event::RestoreChecked { left, .. } => format!("restore checked: not restored: {}", left.join("; ")),
             Event::RequestsSent { total, .. } => format!("{total} API requests sent"),
             Event::IncidentOpened { cause, nodes, .. } => {
                 format!("incident opened ({cause}) on {}", if nodes.is_empty() { "-".into() } else { nodes.join(", ") })

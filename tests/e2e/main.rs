@@ -12,5 +12,6 @@ mod cut;
 mod drills;
 mod permissions;
 mod preflight;
+mod secrets;
 mod tiers;
 mod watch;

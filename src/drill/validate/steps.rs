@@ -172,6 +172,7 @@ impl Validator<'_> {
                 command: h.command.clone(),
                 after: h.after.0,
                 timeout: h.timeout.0,
+                env: h.env.clone(),
             }),
         })
     }
@@ -205,6 +206,7 @@ impl Validator<'_> {
             if let Err((arg, e)) = placeholders::check(&hook.command) {
                 self.problem(&index(&join(&at, "command"), arg), e.to_string());
             }
+            self.hook_env(&at, &hook.env);
         }
         self.problems.len() == before
     }
@@ -239,6 +241,7 @@ impl Validator<'_> {
                 ),
             );
         }
+        self.hook_env(at, &failure.env);
         if failure.hook_timeout.0.is_zero() {
             self.problem(&join(at, "hookTimeout"), "hookTimeout must be longer than zero");
         }
@@ -255,6 +258,7 @@ impl Validator<'_> {
             fail: failure.fail.clone(),
             recover: failure.recover.clone(),
             hook_timeout: failure.hook_timeout.0,
+            env: failure.env.clone(),
         })
     }
 
@@ -302,7 +306,25 @@ impl Validator<'_> {
             valid = false;
             self.problem(&join(at, "undo"), "undo, when given, needs a command");
         }
-        valid.then(|| ExecAction { command: exec.command.clone(), undo: exec.undo.clone() })
+        valid &= self.hook_env(at, &exec.env);
+        valid.then(|| ExecAction { command: exec.command.clone(), undo: exec.undo.clone(), env: exec.env.clone() })
+    }
+
+    /// A hook's `env` names variables: letters, digits and `_`, not starting with a digit.
+    fn hook_env(&mut self, at: &str, names: &[String]) -> bool {
+        let mut valid = true;
+        for (i, name) in names.iter().enumerate() {
+            let ok = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !ok {
+                valid = false;
+                self.problem(
+                    &index(&join(at, "env"), i),
+                    format!("`{name}` is not an environment variable's name: letters, digits and `_`"),
+                );
+            }
+        }
+        valid
     }
 }
 

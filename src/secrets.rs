@@ -1,0 +1,255 @@
+//! Secrets: the references a drill file makes to them (`${env:NAME}`, `${file:/path}`), resolved only where a value
+//! is used, and the redaction every file and line a run writes passes through.
+//!
+//! The drill file, the journal and the timeline keep the references as written, so a run directory never holds the
+//! value; the value is read when a request is sent or a hook is started. Whatever was resolved, and any URL's userinfo
+//! or token parameter, is replaced by [`MASK`] in what the tool writes or prints.
+
+use std::borrow::Cow;
+use std::sync::{LazyLock, RwLock};
+
+/// What a secret is replaced by wherever the tool writes or prints.
+pub const MASK: &str = "***";
+
+/// Why a reference could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecretError {
+    #[error("unterminated secret reference: close it with `}}`")]
+    Unterminated,
+    #[error("unknown secret source `{0}`: use `${{env:NAME}}` or `${{file:/path}}`")]
+    Source(String),
+    #[error("empty secret reference: name the variable or the file")]
+    Empty,
+    #[error("environment variable `{0}` is not set")]
+    Unset(String),
+    #[error("cannot read secret file {path}: {cause}")]
+    File { path: String, cause: String },
+}
+
+/// A reference found in a text: its byte range and the error reading it, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub start: usize,
+    pub end: usize,
+    pub error: SecretError,
+}
+
+/// Where secret references start: a shell's `${VAR}` (no source prefix) is left alone.
+const OPENERS: [&str; 2] = ["${env:", "${file:"];
+
+fn next_reference(text: &str, from: usize) -> Option<usize> {
+    let rest = &text[from..];
+    let at = rest.find("${")?;
+    let after = &rest[at..];
+    let known = OPENERS.iter().any(|o| after.starts_with(o));
+    let sourced = after[2..].find([':', '}']).is_some_and(|i| after.as_bytes()[2 + i] == b':')
+        && after[2..].split(':').next().is_some_and(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_lowercase()));
+    if known || sourced { Some(from + at) } else { next_reference(text, from + at + 2) }
+}
+
+/// Reads one reference `${source:arg}` starting at `start`: its end and its value.
+fn read_one(text: &str, start: usize) -> Result<(usize, String), (usize, SecretError)> {
+    let body = &text[start + 2..];
+    let Some(close) = body.find('}') else { return Err((text.len(), SecretError::Unterminated)) };
+    let end = start + 2 + close + 1;
+    let (source, arg) = body[..close].split_once(':').unwrap_or((&body[..close], ""));
+    let arg = arg.trim();
+    if arg.is_empty() && (source == "env" || source == "file") {
+        return Err((end, SecretError::Empty));
+    }
+    let value = match source {
+        "env" => std::env::var(arg).map_err(|_| (end, SecretError::Unset(arg.into())))?,
+        // A mounted Secret's file ends with the newline its author's editor added.
+        "file" => std::fs::read_to_string(arg)
+            .map(|v| v.trim_end_matches(['\n', '\r']).to_string())
+            .map_err(|e| (end, SecretError::File { path: arg.into(), cause: e.to_string() }))?,
+        other => return Err((end, SecretError::Source(other.into()))),
+    };
+    Ok((end, value))
+}
+
+/// Whether `text` holds a secret reference.
+pub fn has_reference(text: &str) -> bool {
+    next_reference(text, 0).is_some()
+}
+
+/// Every reference of `text` that cannot be read, located; none when all of them can.
+pub fn check(text: &str) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    let mut at = 0;
+    while let Some(start) = next_reference(text, at) {
+        match read_one(text, start) {
+            Ok((end, _)) => at = end,
+            Err((end, error)) => {
+                problems.push(Problem { start, end, error });
+                at = end.max(start + 2);
+            }
+        }
+        if at >= text.len() {
+            break;
+        }
+    }
+    problems
+}
+
+/// `text` with every reference replaced by its value, each value remembered for [`redact`].
+pub fn resolve(text: &str) -> Result<String, SecretError> {
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    while let Some(start) = next_reference(text, at) {
+        let (end, value) = read_one(text, start).map_err(|(_, e)| e)?;
+        out.push_str(&text[at..start]);
+        out.push_str(&value);
+        remember(&value);
+        at = end;
+    }
+    out.push_str(&text[at..]);
+    Ok(out)
+}
+
+/// Every secret value the process has read: known once resolved, masked in everything written after.
+static KNOWN: RwLock<Vec<String>> = RwLock::new(Vec::new());
+
+/// Values shorter than this are not masked by value: a one-letter password would mask every such letter of a report.
+/// Their references still keep them out of every file; only a hook or service echoing one is left unmasked.
+const SHORTEST_MASKED: usize = 4;
+
+/// Remembers a secret value so [`redact`] masks it from now on. The store is process-wide because every writer
+/// (journal, timeline, reports, progress, stdout) must mask it, and the value is known only once a reference is read.
+pub fn remember(value: &str) {
+    let value = value.trim();
+    if value.chars().count() < SHORTEST_MASKED {
+        return;
+    }
+    let mut known = KNOWN.write().unwrap_or_else(|e| e.into_inner());
+    if !known.iter().any(|k| k == value) {
+        known.push(value.to_string());
+        // Longest first, so a secret containing another is masked whole.
+        known.sort_by_key(|k| std::cmp::Reverse(k.len()));
+    }
+}
+
+/// Remembers the userinfo and token parameters of a URL given on the command line or resolved from a reference.
+pub fn remember_url(url: &reqwest::Url) {
+    remember(url.password().unwrap_or_default());
+    let user = percent_decoded(url.username());
+    if url.password().is_none() && user.len() >= 16 {
+        // A long bare user name is a token (`https://TOKEN@host`); one beside a password is only a name.
+        remember(&user);
+    }
+    for (key, value) in url.query_pairs() {
+        if is_token_key(&key) {
+            remember(&value);
+        }
+    }
+}
+
+fn percent_decoded(text: &str) -> String {
+    let url = reqwest::Url::parse(&format!("http://{text}@x/")).ok();
+    url.map(|u| u.username().to_string()).unwrap_or_else(|| text.to_string())
+}
+
+fn is_token_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    ["token", "secret", "password", "passwd", "apikey", "api_key", "api-key", "key", "sig", "signature", "auth"]
+        .iter()
+        .any(|k| key == *k || key.ends_with(&format!("_{k}")) || key.ends_with(&format!("-{k}")))
+}
+
+/// A URL's userinfo (`scheme://user:pass@`).
+static USERINFO: LazyLock<regex::Regex> =
+    LazyLock::new(|| regex::Regex::new(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@\x22']+@").expect("a valid pattern"));
+/// A token-like query parameter (`?token=...`, `&api_key=...`).
+static TOKEN_PARAM: LazyLock<regex::Regex> = LazyLock::new(|| {
+    regex::Regex::new(
+        r"(?i)([?&](?:[a-z0-9_-]*[_-])?(?:token|secret|password|passwd|apikey|api_key|api-key|key|sig|signature|auth)=)[^&\s\x22'#]+",
+    )
+    .expect("a valid pattern")
+});
+/// An HTTP authorization value (`Bearer ...`, `Basic ...`).
+static AUTHORIZATION: LazyLock<regex::Regex> =
+    LazyLock::new(|| regex::Regex::new(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}").expect("a valid pattern"));
+
+/// `text` with every remembered secret, URL userinfo, token parameter and authorization value masked.
+pub fn redact(text: &str) -> Cow<'_, str> {
+    let known = KNOWN.read().unwrap_or_else(|e| e.into_inner());
+    let mut out = Cow::Borrowed(text);
+    for secret in known.iter() {
+        if out.contains(secret.as_str()) {
+            out = Cow::Owned(out.replace(secret.as_str(), MASK));
+        }
+    }
+    // Userinfo made of references (`user:${env:PASSWORD}@`) holds no value: the journal keeps it so that `recover`
+    // can read it again.
+    let userinfo = |c: &regex::Captures<'_>| {
+        if c[0].contains("${") { c[0].to_string() } else { format!("{}{MASK}@", &c[1]) }
+    };
+    if let Cow::Owned(masked) = USERINFO.replace_all(&out, userinfo) {
+        out = Cow::Owned(masked);
+    }
+    for (pattern, with) in [(&TOKEN_PARAM, "${1}***"), (&AUTHORIZATION, "${1} ***")] {
+        if let Cow::Owned(masked) = pattern.replace_all(&out, with) {
+            out = Cow::Owned(masked);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_resolve_from_files_and_the_environment_and_are_masked_after() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), "from-a-file-xyz\n").unwrap();
+        let text = format!("-P ${{file:{}}} ${{HOME}} {{node}}", file.path().display());
+        assert_eq!(resolve(&text).unwrap(), "-P from-a-file-xyz ${HOME} {node}");
+        assert_eq!(redact("sent -P from-a-file-xyz"), "sent -P ***");
+        assert!(has_reference(&text) && has_reference("${env:X}") && !has_reference("${HOME} {node} $HOME"));
+        // Environment references are read the same way (checked without remembering the value).
+        assert!(check("${env:PATH}").is_empty());
+    }
+
+    #[test]
+    fn bad_references_are_located() {
+        let problems = check("a ${env:HD_SURELY_UNSET_VARIABLE} b ${vault:x} ${env:} ${file:/nonexistent/x");
+        let errors: Vec<String> = problems.iter().map(|p| p.error.to_string()).collect();
+        assert_eq!(
+            errors,
+            [
+                "environment variable `HD_SURELY_UNSET_VARIABLE` is not set",
+                "unknown secret source `vault`: use `${env:NAME}` or `${file:/path}`",
+                "empty secret reference: name the variable or the file",
+                "unterminated secret reference: close it with `}`",
+            ]
+        );
+        assert_eq!((problems[0].start, problems[0].end), (2, 33));
+        assert!(check("${HOME} and {node} and ${env:PATH}").is_empty());
+    }
+
+    #[test]
+    fn userinfo_tokens_and_authorization_are_masked_in_any_text() {
+        let text = "POST https://bot:pa55w0rd@hooks.example.com/x?token=abc123&room=ops failed; \
+                    Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.e30.x and http://127.0.0.1:9093/api";
+        assert_eq!(
+            redact(text),
+            "POST https://***@hooks.example.com/x?token=***&room=ops failed; Authorization: Bearer *** and \
+             http://127.0.0.1:9093/api"
+        );
+        assert_eq!(redact("user@example.com mailed"), "user@example.com mailed");
+        let reference = "http://am:${env:AM_PASSWORD}@am:9093";
+        assert_eq!(redact(reference), reference, "a reference holds no value");
+    }
+
+    #[test]
+    fn a_urls_password_token_user_and_token_parameters_are_remembered() {
+        let url = reqwest::Url::parse("http://am-user:s3cr3t-pass@am:9093/?api_key=k3y-value").unwrap();
+        remember_url(&url);
+        remember_url(&reqwest::Url::parse("https://xoxb-0123456789abcdef@hooks.example.com/").unwrap());
+        assert_eq!(
+            redact("the password s3cr3t-pass, the key k3y-value, user am-user, token xoxb-0123456789abcdef"),
+            "the password ***, the key ***, user am-user, token ***"
+        );
+    }
+}
