@@ -9,5 +9,6 @@ mod common;
 mod concurrent;
 mod cut;
 mod drills;
+mod lease;
 mod preflight;
 mod watch;
