@@ -56,8 +56,20 @@ pub(super) async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path
     if let Some(warning) = &lock.took_over {
         eprintln!("warning: {}", crate::secrets::redact(warning));
     }
-    let scope = RestoreScope { nodes: on_prem_nodes_of(&cluster, run_dir.as_deref()).await, run: run_id.clone() };
-    let code = recover_with(&cluster, journals, &scope, &marks_journal).await;
+    // Nodes the drill file selects that cannot be listed are not checked: the restore is then not verified (exit 4).
+    let (nodes, unlisted) = match on_prem_nodes_of(&cluster, run_dir.as_deref()).await {
+        Ok(nodes) => (nodes, None),
+        Err(e) => (Default::default(), Some(e)),
+    };
+    if let Some(e) = &unlisted {
+        eprintln!("error: {e}");
+    }
+    let scope = RestoreScope { nodes, run: run_id.clone() };
+    let mut code = recover_with(&cluster, journals, &scope, &marks_journal).await;
+    if let Some(e) = unlisted {
+        println!("NOT VERIFIED: {e}; run `hybrid-drill recover` again once they can be listed");
+        code = EXIT_RESTORE_FAILED;
+    }
     if let Err(e) = lock.release().await {
         eprintln!("warning: the drill lock was not released (it falls free after its duration): {e}");
     }
@@ -131,21 +143,40 @@ async fn take_recover_lock(
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string().to_lowercase();
     let claimant =
         crate::cluster::lease::Claimant::this_process(&format!("recover-{stamp}"), run_dir.unwrap_or(reports_dir));
-    safety::lock::take(cluster, &lease, &claimant, safety::lock::Claim::Recover { runs: &runs }).await
+    let claim = safety::lock::Claim::Recover { runs: &runs };
+    let mut observer = crate::cluster::lease::Observer::default();
+    let say = |text: &str| eprintln!("note: {text}");
+    safety::lock::check(cluster, &lease, claim, &claimant.host, &mut observer, &say).await?;
+    safety::lock::take(cluster, &lease, &claimant, claim, observer).await
 }
 
 /// The on-prem nodes the run's own copy of its drill file selects, which the restored-state check covers besides
-/// those its journal names; none when the run directory holds no readable drill file.
-async fn on_prem_nodes_of(cluster: &Cluster, run_dir: Option<&Path>) -> std::collections::BTreeSet<String> {
+/// those its journal names; none when the run directory holds no readable drill file. A list the API server does not
+/// answer is an error: the check would silently skip those nodes.
+async fn on_prem_nodes_of(
+    cluster: &Cluster,
+    run_dir: Option<&Path>,
+) -> Result<std::collections::BTreeSet<String>, UnlistedNodes> {
     let Some(loaded) = run_dir.and_then(|d| crate::drill::load(&d.join("drill.yaml")).ok()) else {
-        return Default::default();
+        return Ok(Default::default());
     };
     let selector = loaded.drill.spec.targets.on_prem.nodes.as_str().to_string();
     let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(cluster.client.clone());
     match nodes.list(&kube::api::ListParams::default().labels(&selector)).await {
-        Ok(list) => list.items.iter().map(kube::ResourceExt::name_any).collect(),
-        Err(_) => Default::default(),
+        Ok(list) => Ok(list.items.iter().map(kube::ResourceExt::name_any).collect()),
+        Err(error) => Err(UnlistedNodes { selector, error }),
     }
+}
+
+/// The on-prem nodes of a run's drill file could not be listed, so the restore cannot be checked on them.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot list the on-prem nodes the run's drill file selects ({selector}): {}; the restore was not checked on them",
+    crate::cluster::first_line(&.error.to_string())
+)]
+struct UnlistedNodes {
+    selector: String,
+    error: kube::Error,
 }
 
 /// Recovers from each journal with something outstanding, then from the marks in the cluster; an unreadable journal
@@ -317,6 +348,27 @@ mod tests {
         assert_eq!(kept.unwrap(), vec![ours.clone(), older.clone()], "a run that recorded no cluster is trusted");
         let (kept, reads) = of_this_cluster(Some(older.parent().unwrap()), vec![older.clone()]).await;
         assert_eq!((kept.unwrap(), reads), (vec![older], 0), "nothing to compare: no read");
+    }
+
+    #[tokio::test]
+    async fn a_node_list_that_fails_is_an_error_not_an_empty_scope() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/drills/drain.yaml"), dir.path().join("drill.yaml"))
+            .unwrap();
+        let (cluster, handle) = Cluster::mock();
+        let server = serve(handle, |_| status(403, "Forbidden"));
+        let listed = on_prem_nodes_of(&cluster, Some(dir.path())).await;
+        drop(cluster);
+        server.await.unwrap();
+        let message = listed.unwrap_err().to_string();
+        assert!(
+            message.starts_with(
+                "cannot list the on-prem nodes the run's drill file selects \
+                 (eks.amazonaws.com/compute-type=hybrid,gpu.model=h200): "
+            ),
+            "{message}"
+        );
+        assert!(message.ends_with("the restore was not checked on them"), "{message}");
     }
 
     #[tokio::test]

@@ -1,9 +1,10 @@
 //! The client for the chosen kubeconfig context (or the pod's ServiceAccount): the one `Cluster` handle every
-//! request goes through, counted by verb, and how setting it up fails.
+//! request goes through, each within its deadline and counted by verb, and how setting it up fails.
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
+use super::deadline::{Deadline, REQUEST_DEADLINE};
 use super::requests::{CountRequests, RequestTally, RequestsByVerb};
 use super::source::{self, KubeContext};
 use super::{error_chain, first_line, retry};
@@ -85,7 +86,9 @@ impl Cluster {
         let requests = RequestTally::default();
         let tally = requests.clone();
         let builder = kube::client::ClientBuilder::try_from(config)
-            .map_err(|e| ClusterError::Client { context: context.clone(), message: e.to_string() })?;
+            .map_err(|e| ClusterError::Client { context: context.clone(), message: e.to_string() })?
+            // Below the retry: each attempt has a deadline of its own.
+            .with_layer(&tower::layer::layer_fn(|inner| Deadline { inner, limit: REQUEST_DEADLINE }));
         let client = retry::with_retry(builder, retry::ExceptEvictions::default())
             .with_layer(&tower::layer::layer_fn(move |inner| CountRequests { inner, tally: tally.clone() }))
             .build();

@@ -1,6 +1,7 @@
 //! The drill lock as the cluster holds it: which coordination.k8s.io/v1 Lease, who may hold it, and what a Lease
-//! says about its holder (free, held, or expired because its holder stopped renewing). Pure: the writes are in
-//! `safety::lock`.
+//! says about its holder (free, held, or expired because its holder stopped renewing), judged as client-go's leader
+//! election judges it: by whether its record changes while watched on this machine's monotonic clock, never by its
+//! renew time against this machine's wall clock. Pure: the reads and writes are in `safety::lock`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -8,6 +9,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use tokio::time::Instant;
 
 use super::to_utc;
 
@@ -46,6 +48,19 @@ impl LeaseRef {
     /// How often the holder renews: a third of the duration, so two renewals may fail before the lock can be lost.
     pub fn renew_every(&self) -> Duration {
         self.duration / 3
+    }
+
+    /// How long the holder may go without a renewal that succeeded (counted from when that renewal was sent) before
+    /// it stops acting as the holder: two thirds of the duration, as client-go's renew deadline. Another claimant takes
+    /// the lock over no earlier than the full duration after it last saw the record change, so the holder stops a
+    /// third of the duration before anyone else may start.
+    pub fn renew_deadline(&self) -> Duration {
+        self.duration * 2 / 3
+    }
+
+    /// How soon a renewal that failed is tried again (client-go's retry period).
+    pub fn retry_every(&self) -> Duration {
+        (self.duration / 20).clamp(Duration::from_millis(200), Duration::from_secs(2))
     }
 }
 
@@ -122,7 +137,7 @@ pub struct Holder {
 }
 
 impl Holder {
-    fn of(lease: &Lease) -> Option<Holder> {
+    pub fn of(lease: &Lease) -> Option<Holder> {
         let spec = lease.spec.as_ref()?;
         let identity = spec.holder_identity.clone().filter(|h| !h.is_empty())?;
         let annotation = |key: &str| lease.metadata.annotations.as_ref().and_then(|a| a.get(key)).cloned();
@@ -137,19 +152,15 @@ impl Holder {
         })
     }
 
-    /// When the lock falls free if its holder renews no more.
-    pub fn expires(&self) -> Option<DateTime<Utc>> {
-        self.renewed.map(|r| r + chrono::Duration::from_std(self.duration).unwrap_or_default())
-    }
-
     /// Whether its process is known to be gone: it ran on this host and no such process exists any more.
     pub fn process_gone(&self, this_host: &str) -> bool {
         self.host.as_deref() == Some(this_host)
             && self.pid.is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
     }
 
-    /// One line: who, since when, where it writes, and when it was last renewed.
-    pub fn describe(&self, now: DateTime<Utc>) -> String {
+    /// One line: who, since when, where it writes, and when it last renewed by its own clock (which may not be this
+    /// machine's: nothing is judged on it).
+    pub fn describe(&self) -> String {
         let stamp =
             |t: Option<DateTime<Utc>>| t.map_or("(unknown)".into(), |t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string());
         let mut text = format!("{} since {}", self.identity, stamp(self.since));
@@ -159,32 +170,63 @@ impl Holder {
         if let (Some(host), Some(pid)) = (&self.host, self.pid) {
             text.push_str(&format!(", process {pid} on {host}"));
         }
-        if let Some(renewed) = self.renewed {
-            let ago = (now - renewed).num_milliseconds().max(0) as f64 / 1000.0;
-            text.push_str(&format!(", last renewed {ago:.0}s ago"));
+        if self.renewed.is_some() {
+            text.push_str(&format!(", last renewed at {} by its clock", stamp(self.renewed)));
         }
         text
     }
 }
 
-/// The lock as a Lease shows it.
+/// The lock as a Lease shows it to one observer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Holding {
     /// No Lease, or one that names no holder (released).
     Free,
-    /// Its holder renewed it within its duration.
-    Held(Holder),
-    /// Its holder stopped renewing more than its duration ago: it may be taken over.
+    /// Its record changed less than its duration ago as watched here: its holder may still be renewing it.
+    Held {
+        holder: Holder,
+        /// The record changed while watched: its holder is alive and renewing.
+        renewing: bool,
+        /// How long, on this machine's clock, until the lock falls free if the record changes no more.
+        free_in: Duration,
+    },
+    /// Its record has not changed for its duration as watched here: its holder stopped renewing, and it may be
+    /// taken over.
     Expired(Holder),
 }
 
-/// Judges a Lease at `now` (this machine's clock against the holder's renew time: clocks must agree to well within
-/// a third of the duration, which NTP gives).
-pub fn judge(lease: Option<&Lease>, now: DateTime<Utc>) -> Holding {
-    let Some(holder) = lease.and_then(Holder::of) else { return Holding::Free };
-    match holder.expires() {
-        Some(expires) if expires > now => Holding::Held(holder),
-        _ => Holding::Expired(holder),
+/// Watches a Lease's record as client-go's leader election does: the time the record last changed is taken from
+/// this machine's monotonic clock when the change is seen (`observedTime`), and the lock is held until its duration
+/// has passed since then. The holder's renewTime is compared only with its own earlier values, so a holder whose
+/// clock is minutes off is judged as one whose clock is right.
+#[derive(Debug, Clone, Default)]
+pub struct Observer {
+    /// The record last seen (none: no holder) and when, here, it was first seen so.
+    seen: Option<(Option<LeaseSpec>, Instant)>,
+    /// The record changed since the first read.
+    changed: bool,
+}
+
+impl Observer {
+    /// Judges the Lease as read at `now`.
+    pub fn observe(&mut self, lease: Option<&Lease>, now: Instant) -> Holding {
+        let holder = lease.and_then(Holder::of);
+        let record = holder.as_ref().and(lease).and_then(|l| l.spec.clone());
+        match &self.seen {
+            Some((seen, _)) if *seen == record => {}
+            Some(_) => {
+                self.changed = true;
+                self.seen = Some((record, now));
+            }
+            None => self.seen = Some((record, now)),
+        }
+        let Some(holder) = holder else { return Holding::Free };
+        let since = self.seen.as_ref().map_or(now, |(_, at)| *at);
+        let unchanged = now.saturating_duration_since(since);
+        if unchanged >= holder.duration {
+            return Holding::Expired(holder);
+        }
+        Holding::Held { free_in: holder.duration - unchanged, renewing: self.changed, holder }
     }
 }
 
@@ -209,20 +251,61 @@ mod tests {
         .unwrap()
     }
 
+    /// Judges each Lease in turn, `after` seconds apart on this machine's monotonic clock.
+    fn watched(reads: &[(Option<&Lease>, u64)]) -> Vec<Holding> {
+        let (mut observer, start) = (Observer::default(), Instant::now());
+        let mut at = start;
+        reads
+            .iter()
+            .map(|(lease, after)| {
+                at += Duration::from_secs(*after);
+                observer.observe(*lease, at)
+            })
+            .collect()
+    }
+
     #[test]
-    fn a_lease_is_held_until_its_duration_passes_without_renewal() {
-        let now = at("2026-12-03T19:10:00Z");
-        assert_eq!(judge(None, now), Holding::Free);
-        assert_eq!(judge(Some(&lease("", "2026-12-03T19:09:59.000000Z")), now), Holding::Free);
-        let Holding::Held(holder) = judge(Some(&lease("run-a", "2026-12-03T19:09:30.000000Z")), now) else {
-            panic!("held")
-        };
+    fn a_lease_is_held_until_its_record_goes_unchanged_for_its_duration_as_watched_here() {
+        let free = lease("", "2026-12-03T19:09:59.000000Z");
+        assert_eq!(watched(&[(None, 0), (Some(&free), 0)]), [Holding::Free, Holding::Free]);
+        let a = lease("run-a", "2026-12-03T19:09:30.000000Z");
+        let judged = watched(&[(Some(&a), 0), (Some(&a), 59), (Some(&a), 1)]);
+        let Holding::Held { holder, renewing: false, free_in } = &judged[0] else { panic!("held: {judged:?}") };
+        assert_eq!(*free_in, Duration::from_secs(60), "a first read gives the holder its whole duration");
         assert_eq!(
-            holder.describe(now),
+            holder.describe(),
             "run-a since 2026-12-03T19:00:00Z, run directory /reports/onprem-gpu-drain/20261203T190000Z, process 4242 \
-             on ops-1, last renewed 30s ago"
+             on ops-1, last renewed at 2026-12-03T19:09:30Z by its clock"
         );
-        assert!(matches!(judge(Some(&lease("run-a", "2026-12-03T19:08:59.000000Z")), now), Holding::Expired(_)));
+        assert!(
+            matches!(judged[1], Holding::Held { renewing: false, free_in, .. } if free_in == Duration::from_secs(1))
+        );
+        assert!(matches!(judged[2], Holding::Expired(_)), "{judged:?}");
+    }
+
+    #[test]
+    fn a_holder_whose_clock_is_far_behind_but_whose_record_keeps_changing_is_held() {
+        // Renewed, by the holder's clock, an hour and more before this machine's clock: the old judgement (renewTime
+        // plus duration against the local wall clock) handed its lock to a second drill at once.
+        let renewals: Vec<Lease> = (0..6).map(|i| lease("run-a", &format!("2026-12-03T18:0{i}:20.000000Z"))).collect();
+        let reads: Vec<(Option<&Lease>, u64)> = renewals.iter().map(|l| (Some(l), 20)).collect();
+        let judged = watched(&reads);
+        assert!(matches!(judged[0], Holding::Held { renewing: false, .. }), "{judged:?}");
+        for later in &judged[1..] {
+            assert!(
+                matches!(later, Holding::Held { renewing: true, free_in, .. } if *free_in == Duration::from_secs(60)),
+                "{later:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_holder_whose_clock_is_far_ahead_but_who_stopped_renewing_falls_free_after_its_duration_here() {
+        // Renewed, by the holder's clock, tomorrow: the old judgement kept such a dead holder's lock for a day.
+        let stale = lease("run-a", "2026-12-04T19:00:00.000000Z");
+        let judged = watched(&[(Some(&stale), 0), (Some(&stale), 30), (Some(&stale), 30)]);
+        assert!(matches!(judged[1], Holding::Held { renewing: false, .. }), "{judged:?}");
+        assert!(matches!(judged[2], Holding::Expired(_)), "{judged:?}");
     }
 
     #[test]
@@ -230,10 +313,19 @@ mod tests {
         let claimant = Claimant { identity: "run-b".into(), run_dir: "/r".into(), host: "h".into(), pid: 7 };
         let now = at("2026-12-03T19:10:00.250Z");
         let lease = claimant.lease(&LeaseRef::default(), at("2026-12-03T19:09:00Z"), now, 2);
-        let Holding::Held(holder) = judge(Some(&lease), now) else { panic!("held") };
+        let Holding::Held { holder, .. } = Observer::default().observe(Some(&lease), Instant::now()) else {
+            panic!("held")
+        };
         assert_eq!((holder.identity.as_str(), holder.pid, holder.duration), ("run-b", Some(7), DEFAULT_DURATION));
-        assert_eq!(holder.expires(), Some(at("2026-12-03T19:11:00.250Z")));
+        assert_eq!(holder.renewed, Some(now));
         assert_eq!(lease.spec.unwrap().lease_transitions, Some(2));
+    }
+
+    #[test]
+    fn the_holder_stops_a_third_of_the_duration_before_another_may_take_over() {
+        let lease = LeaseRef::default();
+        assert_eq!((lease.renew_every(), lease.renew_deadline()), (Duration::from_secs(20), Duration::from_secs(40)));
+        assert_eq!(lease.retry_every(), Duration::from_secs(2));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 pub mod budgets;
 pub mod client;
+pub mod deadline;
 pub mod displacement;
 pub mod drain_selection;
 pub mod identity;

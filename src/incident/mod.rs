@@ -172,7 +172,10 @@ impl Watcher<'_> {
         let (resumed, timeline) = self.take_up()?;
         let view = SharedView::default();
         let mut watches = Watches::start(&self.cluster, drill, &view, &timeline);
-        watches.synced(Duration::from_secs(60)).await.map_err(SetupError::Watches)?;
+        watches
+            .synced(Duration::from_secs(60))
+            .await
+            .map_err(|error| SetupError::Watches { error, unreleased: None })?;
         if resumed.is_none() {
             timeline.record(view.read(|v| crate::run::baseline(v, v.pool_limit_gpus)));
         }

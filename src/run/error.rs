@@ -19,9 +19,22 @@ pub enum SetupError {
     NeedsYes,
     #[error("drill not started: confirmation declined")]
     Declined,
-    #[error("the watches could not list the drilled objects: {0}")]
-    Watches(crate::timeline::watch::SyncError),
+    #[error("the watches could not list the drilled objects: {error}{}", unreleased_note(.unreleased))]
+    Watches {
+        error: crate::timeline::watch::SyncError,
+        /// The drill lock could not be released either: why.
+        unreleased: Option<String>,
+    },
     /// Another drill (or `recover`) holds the cluster's drill lock.
     #[error(transparent)]
     Locked(#[from] LockError),
+}
+
+fn unreleased_note(unreleased: &Option<String>) -> String {
+    match unreleased {
+        Some(why) => {
+            format!("; the drill lock was not released either ({why}): it falls free once unrenewed for its duration")
+        }
+        None => String::new(),
+    }
 }

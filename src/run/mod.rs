@@ -13,7 +13,7 @@ use chrono::Utc;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinHandle;
 
-use crate::cluster::lease::{Claimant, this_host};
+use crate::cluster::lease::{Claimant, Observer, this_host};
 use crate::cluster::{self, Cluster, KubeContext, Reader};
 use crate::drill::{Action, Drill, LoadedDrill, ReturnAction, Webhook, WorkloadRef};
 use crate::monitor::Monitor;
@@ -150,13 +150,15 @@ impl<'a> Run<'a> {
         let plan = plan::resolve(&cluster, drill).await?;
         let observed = cluster.observe().await?;
         // Said before the confirmation: a drill that cannot start should not ask for one.
-        lock::check(&cluster, &drill.spec.lock, Claim::Run, &this_host()).await?;
+        let mut observer = Observer::default();
+        let say = |text: &str| eprintln!("hybrid-drill: {text}");
+        lock::check(&cluster, &drill.spec.lock, Claim::Run, &this_host(), &mut observer, &say).await?;
         confirm(&plan, loaded, &cluster.context, opts.yes)?;
 
         let (dir, run_id) = run_dir(&opts.reports_dir, &drill.metadata.name)?;
         let (timeline, mutator) = open_run_files(loaded, &dir, &run_id, &cluster, &observed, &plan)?;
         // The lock before anything is touched; refused, the run leaves nothing, its fresh directory included.
-        let lock = match mutator.take_lock(&drill.spec.lock, &Claimant::this_process(&run_id, &dir)).await {
+        let lock = match mutator.take_lock(&drill.spec.lock, &Claimant::this_process(&run_id, &dir), observer).await {
             Ok(lock) => lock,
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&dir);
@@ -179,9 +181,10 @@ impl<'a> Run<'a> {
 
         let view = SharedView::default();
         let mut watches = Watches::start(&cluster, drill, &view, &timeline);
-        if let Err(e) = watches.synced(Duration::from_secs(60)).await {
-            let _ = mutator.release_lock(lock).await;
-            return Err(SetupError::Watches(e));
+        if let Err(error) = watches.synced(Duration::from_secs(60)).await {
+            // Journalled as undo-failed by the mutator; said with the error that stops the run.
+            let unreleased = mutator.release_lock(lock).await.err().map(|e| e.to_string());
+            return Err(SetupError::Watches { error, unreleased });
         }
         timeline.record(view.read(|v| baseline(v, plan.pool_gpu_limit)));
         if !plan.tolerations.is_empty() {

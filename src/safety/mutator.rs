@@ -20,7 +20,7 @@ use super::requests::{FIELD_MANAGER, patch_params, uncordon_node};
 use super::undo::{self, RollbackOutcome, UndoBy};
 use super::verify::RestoreScope;
 use crate::alertmanager::{self, Alertmanager, AlertmanagerError};
-use crate::cluster::lease::{Claimant, LeaseRef};
+use crate::cluster::lease::{Claimant, LeaseRef, Observer};
 use crate::cluster::marks::{CUT_LABEL, RUN_ANNOTATION, RunId};
 use crate::cluster::policy::{PolicyKind, PolicyRef};
 use crate::cluster::scheduling::selector_matches;
@@ -328,13 +328,19 @@ impl Mutator {
 
     /// Takes the drill lock for the run, journalled first (`Claim::Run`: a free lock, or one whose holder stopped
     /// renewing); a refusal is journalled as failed, having changed nothing.
-    pub async fn take_lock(&self, lease: &LeaseRef, claimant: &Claimant) -> Result<HeldLock, LockError> {
+    /// `observer` holds what the run's `lock::check` saw of the Lease.
+    pub async fn take_lock(
+        &self,
+        lease: &LeaseRef,
+        claimant: &Claimant,
+        observer: Observer,
+    ) -> Result<HeldLock, LockError> {
         let m = Mutation::HoldLease {
             namespace: lease.namespace.clone(),
             name: lease.name.clone(),
             holder: claimant.identity.clone(),
         };
-        let call = || lock::take(&self.cluster, lease, claimant, Claim::Run);
+        let call = || lock::take(&self.cluster, lease, claimant, Claim::Run, observer.clone());
         let performed = self.ledger.perform(Stage::Forward, &m, None, call, |r| Settled::forward(r, None));
         match performed.await.checked() {
             Ok(result) => result,

@@ -10,6 +10,7 @@ mod budgets;
 mod concurrent;
 mod cut;
 mod drills;
+mod lease;
 mod permissions;
 mod preflight;
 mod secrets;
