@@ -2,6 +2,7 @@
 //! identity, the Karpenter types, Kubernetes scheduling rules
 //! (selectors, tolerations, placement, drain selection), and read-only look-ups.
 
+pub mod autoscaler;
 pub mod budgets;
 pub mod client;
 pub mod drain_selection;
@@ -41,10 +42,12 @@ pub const PERMISSIONS: &[(&str, &str, &[&str])] = &[
     ("policy", "poddisruptionbudgets", &["list", "watch"]),
     ("karpenter.sh", "nodepools", &["list", "watch"]),
     ("karpenter.sh", "nodeclaims", &["list", "watch"]),
-    ("apps", "deployments", &["get", "patch"]),
-    ("apps", "statefulsets", &["get", "patch"]),
+    ("apps", "deployments", &["get", "list", "watch", "patch"]),
+    ("apps", "statefulsets", &["get", "list", "watch", "patch"]),
     ("apps", "daemonsets", &["list"]),
-    ("apps", "replicasets", &["get"]),
+    ("apps", "replicasets", &["get", "list", "watch"]),
+    ("autoscaling", "horizontalpodautoscalers", &["list", "watch"]),
+    ("keda.sh", "scaledobjects", &["list"]),
     ("karpenter.k8s.aws", "ec2nodeclasses", &["get"]),
     ("eks.amazonaws.com", "nodeclasses", &["get"]),
     ("networking.k8s.io", "networkpolicies", &["list", "create", "delete"]),

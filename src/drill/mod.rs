@@ -7,6 +7,7 @@ mod model;
 pub mod parse;
 pub mod placeholders;
 mod raw;
+pub mod ready;
 pub mod validate;
 
 use std::path::{Path, PathBuf};
@@ -14,6 +15,7 @@ use std::path::{Path, PathBuf};
 pub use crate::domain::{Cni, CutFidelity, RestoreTarget};
 pub use diagnostics::{Diagnostic, Location};
 pub use model::*;
+pub use ready::{ReadyPods, ReplicaBasis};
 
 /// A drill read from disk and proven valid; nothing invalid gets past this type.
 #[derive(Debug, Clone)]

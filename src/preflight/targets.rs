@@ -103,6 +103,8 @@ pub struct Expectations {
     /// Whether the fault takes the on-prem nodes NotReady (a node failure, a host-level cut), where the node
     /// lifecycle controller's zone rules decide whether they are evicted.
     pub loses_nodes: bool,
+    /// The drill's `readyPods` when it is a number: under an autoscaler it counts as 100% of the desired replicas.
+    pub ready_pods_count: Option<u32>,
 }
 
 impl Default for Expectations {
@@ -113,6 +115,7 @@ impl Default for Expectations {
             drain_flags: DrainFlags::default(),
             protected_namespaces: vec!["kube-system".into()],
             loses_nodes: true,
+            ready_pods_count: None,
         }
     }
 }
@@ -133,6 +136,10 @@ impl Expectations {
                 .unwrap_or_default(),
             protected_namespaces: drill.spec.guards.protected_namespaces.clone(),
             loses_nodes: drill.spec.steps.iter().any(|s| s.action.loses_nodes()),
+            ready_pods_count: match drill.spec.targets.workload.restored_when.ready_pods {
+                crate::drill::ReadyPods::Count(n) => Some(n),
+                crate::drill::ReadyPods::Share(_) => None,
+            },
         }
     }
 }

@@ -24,7 +24,8 @@ fn holds(condition: WaitCondition, d: &Derived) -> bool {
 }
 
 /// What the wait is waiting on, in the words an operator watching the terminal needs.
-fn status(condition: WaitCondition, d: &Derived, needed: u32) -> String {
+fn status(condition: WaitCondition, d: &Derived) -> String {
+    let needed = d.needed;
     match condition {
         WaitCondition::FallbackReady => format!(
             "fallback: {} NodeClaims, {} GPUs; workload pods waiting for a node: {}, still on lost nodes: {}",
@@ -106,7 +107,6 @@ pub async fn wait_for(
     deadline: Instant,
     timeout: Duration,
 ) -> Result<StepSuccess, StepError> {
-    let needed = ctx.drill.spec.targets.workload.restored_when.ready_pods;
     // Only a fault that loses nodes meets the zone rule, and only a wait for the fallback or the restore waits on it.
     let may_be_held = matches!(condition, WaitCondition::FallbackReady | WaitCondition::WorkloadRestored)
         && ctx.drill.spec.steps.iter().any(|s| s.action.loses_nodes());
@@ -121,7 +121,7 @@ pub async fn wait_for(
         {
             return Err(held_verdict(&held, &zone, down, size));
         }
-        ctx.progress.waiting(&format!("waiting for {condition}: {}", status(condition, &current, needed)));
+        ctx.progress.waiting(&format!("waiting for {condition}: {}", status(condition, &current)));
         let wake = if may_be_held { deadline.min(Instant::now() + HELD_CHECK_EVERY) } else { deadline };
         match tokio::time::timeout_at(wake, ctx.derived.changed()).await {
             Ok(Ok(())) => {}
@@ -130,7 +130,7 @@ pub async fn wait_for(
             Err(_) => {
                 return Err(StepError::Timeout {
                     after: timeout,
-                    detail: format!("{condition} never held; last: {}", status(condition, &current, needed)),
+                    detail: format!("{condition} never held; last: {}", status(condition, &current)),
                 });
             }
         }

@@ -107,7 +107,7 @@ fn preflight_passes_on_the_lab_and_each_breakage_fails_exactly_its_check() {
     passes(code, &report);
     let checks: std::collections::BTreeSet<&str> =
         report["findings"].as_array().unwrap().iter().map(|f| f["check"].as_str().unwrap()).collect();
-    assert_eq!(checks.len(), 20, "every check reported: {checks:?}");
+    assert_eq!(checks.len(), 21, "every check reported: {checks:?}");
     // The same targets as flags, without a drill file, in the kubeconfig's context.
     let flags = [
         "--nodes",
