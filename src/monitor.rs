@@ -14,6 +14,8 @@ use crate::timeline::{Event, NodeRole, Timeline};
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Derived {
     pub ready_pods: usize,
+    /// The Ready pods that restore the service now (`readyPods` against the desired replicas).
+    pub needed: usize,
     pub available: bool,
     pub back_on_prem: bool,
     pub fallback_ready: bool,
@@ -52,11 +54,12 @@ impl Drop for Monitor {
 }
 
 fn derive(v: &ClusterView, drill: &Drill, probe: Option<ProbeState>) -> Derived {
-    let needed = drill.spec.targets.workload.restored_when.ready_pods as usize;
+    let needed = drill.spec.targets.workload.restored_when.ready_pods.needed(&v.replicas) as usize;
     let ready_pods = v.ready_pods();
     let probe_ok = probe.map(|p| p.confirmed);
     Derived {
         ready_pods,
+        needed,
         available: ready_pods >= needed && probe_ok.unwrap_or(true),
         back_on_prem: v.ready_pods_on(NodeRole::OnPrem) >= needed
             && v.pods_off(NodeRole::OnPrem) == 0
@@ -84,6 +87,9 @@ fn record_changes(
     fallback_announced: &mut bool,
     pods_ready_since_ms: Option<u64>,
 ) {
+    if after.needed != before.needed {
+        timeline.record(Event::ReadyPodsNeeded { needed: after.needed as u32 });
+    }
     if after.available != before.available {
         let ready_pods = after.ready_pods;
         timeline.record(if after.available {
@@ -135,15 +141,17 @@ impl Monitor {
             let guards = &drill.spec.guards;
             let mut down_since = (!derived_tx.borrow().available).then(tokio::time::Instant::now);
             let mut fallback_announced = derived_tx.borrow().fallback_ready;
-            let needed = drill.spec.targets.workload.restored_when.ready_pods as usize;
-            let mut pods_ready_since_ms = (derived_tx.borrow().ready_pods >= needed).then_some(0);
+            let mut pods_ready_since_ms = {
+                let d = derived_tx.borrow();
+                (d.ready_pods >= d.needed).then_some(0)
+            };
             loop {
                 let after = view.read(|v| derive(v, &drill, *probe_rx.borrow()));
                 let before = derived_tx.borrow().clone();
                 if after != before {
-                    if after.ready_pods < needed {
+                    if after.ready_pods < after.needed {
                         pods_ready_since_ms = None;
-                    } else if before.ready_pods < needed {
+                    } else if before.ready_pods < before.needed {
                         pods_ready_since_ms = Some(timeline.elapsed().as_millis() as u64);
                     }
                     record_changes(&before, &after, &timeline, &mut fallback_announced, pods_ready_since_ms);

@@ -11,6 +11,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 
+use crate::cluster::autoscaler::{self, WorkloadScale};
 use crate::cluster::drain_selection::{self, DrainFlags, DrainPod, DrainSelection, displaced};
 use crate::cluster::karpenter::{GPU_RESOURCE, NodePool};
 use crate::cluster::marks::CUT_LABEL;
@@ -111,6 +112,8 @@ pub struct Plan {
     pub tolerations: Vec<TaintTolerance>,
     /// For a cut or a node failure: why two copies of the workload running at once would hurt.
     pub split_brain: Vec<String>,
+    /// The workload's controller and the autoscaler setting its replicas, if any.
+    pub scale: WorkloadScale,
 }
 
 fn api_error(what: &str, e: kube::Error) -> PlanError {
@@ -167,6 +170,9 @@ pub async fn resolve_for(cluster: &Cluster, drill: &Drill, scope: access::Scope)
         Vec::new()
     };
     let budgets = budgets_of(cluster, &pods_to_evict).await?;
+    let scale = autoscaler::read(&cluster.client, &targets.workload.namespace, &pods)
+        .await
+        .map_err(|e| api_error("the workload's controller and autoscalers", e))?;
     Ok(Plan {
         on_prem_nodes,
         cordoned_already,
@@ -181,6 +187,7 @@ pub async fn resolve_for(cluster: &Cluster, drill: &Drill, scope: access::Scope)
         drains,
         tolerations,
         split_brain,
+        scale,
     })
 }
 
@@ -496,6 +503,13 @@ will abort the drill once the fallback holds them; raise the ceiling or move tho
             out.push_str(&format!(
                 "  PodDisruptionBudget {}/{}: {} disruptions allowed now\n",
                 b.namespace, b.name, b.disruptions_allowed
+            ));
+        }
+        if let Some(a) = &self.scale.autoscaler {
+            out.push_str(&format!(
+                "  autoscaled by {}, desired {} now: restored is judged against the desired replicas at the fault\n",
+                a.describe(),
+                self.scale.desired().map_or("unknown".into(), |d| d.to_string())
             ));
         }
         out.push_str(&format!(

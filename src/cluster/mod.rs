@@ -2,6 +2,7 @@
 //! identity, the Karpenter types, Kubernetes scheduling rules
 //! (selectors, tolerations, placement, drain selection), and read-only look-ups.
 
+pub mod autoscaler;
 pub mod budgets;
 pub mod client;
 pub mod deadline;
@@ -45,10 +46,12 @@ pub const READ_PERMISSIONS: Permissions = &[
     ("policy", "poddisruptionbudgets", &["list", "watch"]),
     ("karpenter.sh", "nodepools", &["list", "watch"]),
     ("karpenter.sh", "nodeclaims", &["list", "watch"]),
-    ("apps", "deployments", &["get"]),
-    ("apps", "statefulsets", &["get"]),
-    ("apps", "replicasets", &["get"]),
+    ("apps", "deployments", &["get", "list", "watch"]),
+    ("apps", "statefulsets", &["get", "list", "watch"]),
+    ("apps", "replicasets", &["get", "list", "watch"]),
     ("apps", "daemonsets", &["get", "list"]),
+    ("autoscaling", "horizontalpodautoscalers", &["list", "watch"]),
+    ("keda.sh", "scaledobjects", &["list"]),
     ("karpenter.k8s.aws", "ec2nodeclasses", &["get"]),
     ("eks.amazonaws.com", "nodeclasses", &["get"]),
     ("networking.k8s.io", "networkpolicies", &["list"]),

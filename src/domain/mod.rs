@@ -1,11 +1,13 @@
 //! The vocabulary every stage shares (drill file, steps, timeline, phases, reports): small types with one spelling
 //! each, kept below all of them so none has to import another stage for a word.
 
+mod autoscaler;
 mod blockers;
 mod faults;
 mod kinds;
 mod phase;
 
+pub use autoscaler::Autoscaler;
 pub use blockers::BlockerCause;
 pub use faults::{Cni, CutFidelity, FaultKind, IncidentCause, RestoreTarget, UnknownFault};
 pub(crate) use kinds::outcome_words;

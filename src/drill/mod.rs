@@ -7,6 +7,7 @@ mod model;
 pub mod parse;
 pub mod placeholders;
 mod raw;
+pub mod ready;
 mod references;
 pub mod validate;
 
@@ -15,6 +16,7 @@ use std::path::{Path, PathBuf};
 pub use crate::domain::{Cni, CutFidelity, RestoreTarget};
 pub use diagnostics::{Diagnostic, Location};
 pub use model::*;
+pub use ready::{ReadyPods, ReplicaBasis};
 
 /// The namespace deploy/ runs the scheduled drill and the watch in: protected in every drill, so a drain never evicts
 /// the tool's own pod.

@@ -112,8 +112,8 @@ pub struct WorkloadTarget {
 /// What "service restored" means for this workload; every criterion given must hold.
 #[derive(Debug, Clone)]
 pub struct RestoredWhen {
-    /// At least one.
-    pub ready_pods: u32,
+    /// A number (at least one) or a share of the desired replicas at t0.
+    pub ready_pods: super::ReadyPods,
     pub http: Option<HttpProbe>,
 }
 

@@ -165,10 +165,60 @@ pub struct WorkloadTarget {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RestoredWhen {
-    /// At least this many of the workload's pods Ready.
-    pub ready_pods: u32,
+    /// At least this many of the workload's pods Ready (`4`), or this share of its desired replicas when the fault
+    /// began (`"75%"`). Under an HPA or a KEDA ScaledObject a number is read as 100% of the desired replicas then.
+    pub ready_pods: ReadyPodsText,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<HttpProbe>,
+}
+
+/// `readyPods` as written: a number, or text that validation reads as a share (`"75%"`) or locates as wrong.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum ReadyPodsText {
+    Count(u32),
+    Text(String),
+}
+
+// By hand rather than untagged, so a wrong number is told as such instead of as "no variant matched".
+impl<'de> Deserialize<'de> for ReadyPodsText {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Shape;
+        impl serde::de::Visitor<'_> for Shape {
+            type Value = ReadyPodsText;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a number of pods (4) or a share of the desired replicas (\"75%\")")
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<ReadyPodsText, E> {
+                u32::try_from(v).map(ReadyPodsText::Count).map_err(|_| E::custom(format!("readyPods {v} is too large")))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<ReadyPodsText, E> {
+                match u64::try_from(v) {
+                    Ok(v) => self.visit_u64(v),
+                    Err(_) => Err(E::custom("readyPods must be at least 1")),
+                }
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ReadyPodsText, E> {
+                Ok(ReadyPodsText::Text(v.to_string()))
+            }
+        }
+        d.deserialize_any(Shape)
+    }
+}
+
+impl JsonSchema for ReadyPodsText {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ReadyPods".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A number of pods (at least 1), or a share of the desired replicas at t0 such as `75%`.",
+            "oneOf": [
+                {"type": "integer", "minimum": 1},
+                {"type": "string", "pattern": "^\\s*[0-9]+(\\.[0-9]+)?\\s*%\\s*$"}
+            ]
+        })
+    }
 }
 
 /// An HTTP(S) probe of the service's endpoint, which must answer as expected several times in a row.

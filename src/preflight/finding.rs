@@ -45,6 +45,8 @@ pub enum CheckId {
     WorkloadFitsLimit,
     /// The eviction delay a node failure adds before any fallback starts.
     RtoFloor,
+    /// The HPA or KEDA ScaledObject scaling the workload, and how `readyPods` is judged against it.
+    WorkloadAutoscaler,
     /// A drain would evict no pod kubectl drain refuses without a flag (bare pods, emptyDir data).
     DrainPods,
     ZoneDisruption,
@@ -74,6 +76,7 @@ impl CheckId {
             CheckId::WorkloadPdb => "workload-pdb",
             CheckId::WorkloadFitsLimit => "workload-fits-limit",
             CheckId::RtoFloor => "rto-floor",
+            CheckId::WorkloadAutoscaler => "workload-autoscaler",
             CheckId::DrainPods => "drain-pods",
             CheckId::ZoneDisruption => "zone-disruption",
             CheckId::StatefulsetFailover => "statefulset-failover",

@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{Node, Pod, PodTemplateSpec};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -10,8 +11,9 @@ use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::{Api, Client, ResourceExt};
 
 use super::checks::{reads_daemonset, reads_node};
-use super::snapshot::{NodeClassLookup, PoolLookup, Snapshot, Workload};
+use super::snapshot::{AutoscalerLookup, NodeClassLookup, PoolLookup, Snapshot, Workload};
 use super::targets::PreflightTargets;
+use crate::cluster::autoscaler::scaled_objects;
 use crate::cluster::drain_selection::{daemonset_of, is_finished};
 use crate::cluster::karpenter::{NODEPOOL_LABEL, NodeClaim, NodeClassReference, NodePool};
 use crate::cluster::paged::list_paged;
@@ -115,6 +117,7 @@ pub async fn gather(client: &Client, targets: &PreflightTargets) -> Result<Snaps
     s.workloads = workloads(client, workload_pods).await?;
     let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &targets.namespace);
     s.budgets = budgets.list(&ListParams::default()).await.map_err(|e| api_error("PodDisruptionBudgets", e))?.items;
+    s.autoscalers = autoscalers(client, &targets.namespace).await;
     Ok(s)
 }
 
@@ -188,6 +191,22 @@ async fn node_class(
         Err(e) if is_not_found(&e) => Ok(NodeClassLookup::Missing),
         Err(kube::Error::Api(s)) if s.code == 403 => Ok(NodeClassLookup::Unreadable(first_line(&s.message))),
         Err(e) => Err(api_error(&reference.object(), e)),
+    }
+}
+
+/// The namespace's HPAs and KEDA ScaledObjects; a namespace without KEDA's CRD has no ScaledObject, and a role
+/// that may not list them leaves the row a warning rather than the whole preflight unread.
+async fn autoscalers(client: &Client, namespace: &str) -> AutoscalerLookup {
+    let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), namespace);
+    let hpas = match hpas.list(&ListParams::default()).await {
+        Ok(list) => list.items,
+        Err(e) => return AutoscalerLookup::Unreadable(first_line(&e.to_string())),
+    };
+    let scaled: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &scaled_objects());
+    match scaled.list(&ListParams::default()).await {
+        Ok(list) => AutoscalerLookup::Read { hpas, scaled_objects: list.items },
+        Err(e) if is_not_found(&e) => AutoscalerLookup::Read { hpas, scaled_objects: Vec::new() },
+        Err(e) => AutoscalerLookup::Unreadable(first_line(&e.to_string())),
     }
 }
 

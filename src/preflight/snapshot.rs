@@ -3,8 +3,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{Node, Pod, PodTemplateSpec};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::DynamicObject;
 
 use crate::cluster::karpenter::{NodeClaim, NodePool};
 use crate::cluster::zones::ZoneTally;
@@ -33,6 +35,17 @@ pub enum NodeClassLookup {
     /// The role may not read it (hybrid-drill's role grants get on the NodeClasses it knows).
     Unreadable(String),
     Found(serde_json::Value),
+}
+
+/// The autoscalers of the workload's namespace, as read.
+#[derive(Debug, Clone, Default)]
+pub enum AutoscalerLookup {
+    #[default]
+    NotLooked,
+    /// Its HPAs, and its KEDA ScaledObjects (none where KEDA's CRD is not installed).
+    Read { hpas: Vec<HorizontalPodAutoscaler>, scaled_objects: Vec<DynamicObject> },
+    /// The role may not list them.
+    Unreadable(String),
 }
 
 /// A controller of the workload's pods, with the template its pods are made from.
@@ -90,4 +103,5 @@ pub struct Snapshot {
     pub workloads: Vec<Workload>,
     /// The PodDisruptionBudgets of the workload's namespace.
     pub budgets: Vec<PodDisruptionBudget>,
+    pub autoscalers: AutoscalerLookup,
 }

@@ -107,6 +107,8 @@ pub struct Expectations {
     pub at: Option<chrono::DateTime<chrono::Utc>>,
     /// How long the drill may run (its deadline guard), over which a disruption budget's window must stay open.
     pub span: Option<Duration>,
+    /// The drill's `readyPods` when it is a number: under an autoscaler it counts as 100% of the desired replicas.
+    pub ready_pods_count: Option<u32>,
 }
 
 impl Default for Expectations {
@@ -119,6 +121,7 @@ impl Default for Expectations {
             loses_nodes: true,
             at: None,
             span: None,
+            ready_pods_count: None,
         }
     }
 }
@@ -141,6 +144,10 @@ impl Expectations {
             loses_nodes: drill.spec.steps.iter().any(|s| s.action.loses_nodes()),
             at: None,
             span: Some(drill.spec.guards.deadline),
+            ready_pods_count: match drill.spec.targets.workload.restored_when.ready_pods {
+                crate::drill::ReadyPods::Count(n) => Some(n),
+                crate::drill::ReadyPods::Share(_) => None,
+            },
         }
     }
 }

@@ -114,6 +114,7 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         rollback,
         notable_events: notable(observations),
         overlap: overlap(observations),
+        autoscaler: super::autoscaling::autoscaling(observations),
         watch_gaps: observations.iter().filter(|o| matches!(o.event, Event::WatchGap { .. })).count(),
         api_requests: requests_sent(observations).map_or(0, |(total, _)| total),
         api_requests_by_verb: requests_sent(observations).map(|(_, by_verb)| by_verb.clone()).unwrap_or_default(),
@@ -416,6 +417,7 @@ pub fn load(run_dir: &Path) -> Result<Report, LoadError> {
             report.notable_events = notable(&observations);
             report.overlap = overlap(&observations);
             report.reclaim_blockers = super::blockers::reclaim_blockers(&observations);
+            report.autoscaler = super::autoscaling::autoscaling(&observations);
             Ok(report)
         }
     }

@@ -13,7 +13,8 @@ type Section = fn(&mut String, &Report) -> fmt::Result;
 pub fn render(report: &Report) -> String {
     let mut md = String::new();
     // Writing to a String cannot fail: each section returns fmt::Result only so that `?` can carry its writes.
-    let sections: [Section; 9] = [head, phases, startup, fallback, overlap, steps, restore, milestones, events];
+    let sections: [Section; 10] =
+        [head, phases, startup, fallback, overlap, autoscaler, steps, restore, milestones, events];
     let _ = sections.iter().try_for_each(|section| section(&mut md, report));
     md
 }
@@ -136,6 +137,18 @@ fn fallback(md: &mut String, report: &Report) -> fmt::Result {
         writeln!(md, "- No price given for: {}", f.unpriced_instance_types.join(", "))?;
     }
     legend_lines(md, &[Figure::FallbackHours, Figure::PeakGpus, Figure::Cost].map(legend::line))?;
+    Ok(())
+}
+
+/// What the workload's autoscaler did, if one scales it.
+fn autoscaler(md: &mut String, report: &Report) -> fmt::Result {
+    if let Some(a) = &report.autoscaler {
+        let mut lines = super::autoscaling::autoscaling_sentences(a).into_iter();
+        writeln!(md, "\n## Autoscaler\n\n{}\n", lines.next().unwrap_or_default())?;
+        for line in lines {
+            writeln!(md, "- {line}")?;
+        }
+    }
     Ok(())
 }
 

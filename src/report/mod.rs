@@ -1,6 +1,7 @@
 //! Reports of a run: the versioned `report.json` model (`model`), its building from a timeline (`build`), and one
 //! renderer per format, each a pure function of the model, sharing their wording (`words`).
 
+pub mod autoscaling;
 mod blockers;
 mod build;
 pub mod fidelity;

@@ -124,6 +124,9 @@ pub struct Report {
     pub notable_events: Vec<Notable>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overlap: Option<OverlapWindow>,
+    /// What the workload's HPA or KEDA ScaledObject did, when one scales it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaler: Option<super::autoscaling::AutoscalerReport>,
     pub watch_gaps: usize,
     /// The workload's pods on the fallback, pod by pod: image pull (or cached), init containers, start, model load.
     #[serde(default, skip_serializing_if = "no_pods")]

@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 
 use crate::cluster::lease::{Claimant, Observer, this_host};
 use crate::cluster::{self, Cluster, KubeContext, Reader};
-use crate::drill::{Action, Drill, LoadedDrill, ReturnAction, Webhook, WorkloadRef};
+use crate::drill::{Action, Drill, LoadedDrill, ReplicaBasis, ReturnAction, Webhook, WorkloadRef};
 use crate::monitor::Monitor;
 use crate::notify::{self, Notice, Notifier};
 use crate::phases;
@@ -144,6 +144,8 @@ struct Run<'a> {
 impl<'a> Run<'a> {
     /// Connects, resolves the plan, asks for confirmation, creates the run directory and starts the watches; fails
     /// with nothing touched.
+    // Long: one ordered sequence (confirm, lock, watches, baseline, autoscaler, monitor) whose order is what keeps a
+    // refused or failed set-up from touching anything; split, the order would be spread over several functions.
     async fn set_up(loaded: &'a LoadedDrill, opts: &RunOptions) -> Result<Run<'a>, SetupError> {
         let drill = &loaded.drill;
         let (cluster, version) = cluster::connect(&opts.target, &drill.spec.cluster).await?;
@@ -180,13 +182,25 @@ impl<'a> Run<'a> {
         });
 
         let view = SharedView::default();
+        let scale = &plan.scale;
+        view.update(|v| {
+            v.replicas = ReplicaBasis { autoscaled: scale.autoscaler.is_some(), at_t0: None, now: scale.desired() }
+        });
         let mut watches = Watches::start(&cluster, drill, &view, &timeline);
+        if scale.autoscaler.is_some()
+            || drill.spec.targets.workload.restored_when.ready_pods.is_relative(&view.read(|v| v.replicas))
+        {
+            watches.follow_scale(&cluster, drill, scale, &view, &timeline);
+        }
         if let Err(error) = watches.synced(Duration::from_secs(60)).await {
             // Journalled as undo-failed by the mutator; said with the error that stops the run.
             let unreleased = mutator.release_lock(lock).await.err().map(|e| e.to_string());
             return Err(SetupError::Watches { error, unreleased });
         }
         timeline.record(view.read(|v| baseline(v, plan.pool_gpu_limit)));
+        if let Some(autoscaler) = &scale.autoscaler {
+            timeline.record(Event::AutoscalerFound { autoscaler: autoscaler.clone() });
+        }
         if !plan.tolerations.is_empty() {
             timeline.record(Event::TolerationsRead { tolerations: plan.tolerations.clone() });
         }
@@ -199,8 +213,21 @@ impl<'a> Run<'a> {
         let mut warnings = Warnings { timeline: timeline.clone() };
         let started = Notice::Started { context: cluster.context.clone(), run_dir: dir.display().to_string() };
         let unsent = notifier.send(&started).await;
-        let found =
-            lock.took_over.clone().into_iter().chain(plan.split_brain_warning()).chain(plan.gpu_ceiling_warning());
+        let fighting = (!plan.scale.others.is_empty()).then(|| {
+            format!(
+                "more than one autoscaler scales {}: {} besides {}; they fight over its replicas",
+                plan.scale.target.clone().unwrap_or_default(),
+                plan.scale.others.join(", "),
+                plan.scale.autoscaler.as_ref().map(|a| a.describe()).unwrap_or_default()
+            )
+        });
+        let found = lock
+            .took_over
+            .clone()
+            .into_iter()
+            .chain(plan.split_brain_warning())
+            .chain(plan.gpu_ceiling_warning())
+            .chain(fighting);
         for warning in unsent.into_iter().chain(found) {
             progress.line(&format!("WARNING: {warning}"));
             warnings.raise(warning);
@@ -243,6 +270,9 @@ impl<'a> Run<'a> {
         let run_steps = async {
             let mut silenced = false;
             for (i, step) in drill.spec.steps.iter().enumerate() {
+                if step.action.is_fault() && !silenced {
+                    replicas_at_fault(drill, view, timeline);
+                }
                 if step.action.is_fault() && !silenced {
                     silenced = true;
                     if let Err(e) = silence(&ctx, deadline).await {
@@ -520,6 +550,18 @@ pub(crate) fn run_meta(loaded: &LoadedDrill, cluster: &Cluster, version: &str) -
         drill_source: crate::secrets::redact(&loaded.source).into_owned(),
         cluster_server: cluster.server.clone(),
         cluster_version: version.to_string(),
+    }
+}
+
+/// Fixes the desired replicas `readyPods` is judged against from the fault on, and says so when they matter.
+fn replicas_at_fault(drill: &Drill, view: &SharedView, timeline: &Timeline) {
+    let ready_pods = drill.spec.targets.workload.restored_when.ready_pods;
+    let (basis, needed) = view.update(|v| {
+        v.replicas.at_t0 = v.replicas.now;
+        (v.replicas, ready_pods.needed(&v.replicas))
+    });
+    if ready_pods.is_relative(&basis) {
+        timeline.record(Event::ReplicasAtFault { desired_replicas: basis.at_t0, ready_pods_needed: needed });
     }
 }
 

@@ -6,7 +6,7 @@ use crate::timeline::NodeRole;
 
 pub fn steady_state(ctx: &StepContext<'_>, on_deviation: OnDeviation) -> Result<StepSuccess, StepError> {
     let targets = &ctx.drill.spec.targets;
-    let needed = targets.workload.restored_when.ready_pods as usize;
+    let needed = ctx.derived.borrow().needed;
     let deviations = ctx.view.read(|v| {
         let mut d = Vec::new();
         let on_prem_ready = v.ready_pods_on(NodeRole::OnPrem);

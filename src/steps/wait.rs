@@ -27,7 +27,8 @@ fn holds(condition: WaitCondition, d: &Derived) -> bool {
 }
 
 /// What the wait is waiting on, in the words an operator watching the terminal needs.
-fn status(condition: WaitCondition, d: &Derived, needed: u32) -> String {
+fn status(condition: WaitCondition, d: &Derived) -> String {
+    let needed = d.needed;
     match condition {
         WaitCondition::FallbackReady => format!(
             "fallback: {} NodeClaims, {} GPUs; workload pods waiting for a node: {}, still on lost nodes: {}",
@@ -157,7 +158,6 @@ pub async fn wait_for(
     deadline: Instant,
     timeout: Duration,
 ) -> Result<StepSuccess, StepError> {
-    let needed = ctx.drill.spec.targets.workload.restored_when.ready_pods;
     // Only a fault that loses nodes meets the zone rule, and only a wait for the fallback or the restore waits on it.
     let may_be_held = matches!(condition, WaitCondition::FallbackReady | WaitCondition::WorkloadRestored)
         && ctx.drill.spec.steps.iter().any(|s| s.action.loses_nodes());
@@ -180,7 +180,7 @@ pub async fn wait_for(
             next_look = Instant::now() + BLOCKERS_EVERY;
         }
         let why = blocked_by(&blocked);
-        ctx.progress.waiting(&format!("waiting for {condition}: {}{why}", status(condition, &current, needed)));
+        ctx.progress.waiting(&format!("waiting for {condition}: {}{why}", status(condition, &current)));
         let wake = match (may_be_held, reclaiming) {
             (true, _) => deadline.min(Instant::now() + HELD_CHECK_EVERY),
             (_, true) => deadline.min(next_look),
@@ -195,7 +195,7 @@ pub async fn wait_for(
                     after: timeout,
                     detail: format!(
                         "{condition} never held; last: {}{}",
-                        status(condition, &current, needed),
+                        status(condition, &current),
                         blocked_by(&blocked)
                     ),
                 });

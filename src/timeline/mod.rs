@@ -46,6 +46,31 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         on_prem_pods: Vec<String>,
     },
+    /// The HPA or KEDA ScaledObject scaling the workload, read before the fault.
+    AutoscalerFound {
+        autoscaler: crate::domain::Autoscaler,
+    },
+    /// The autoscaler's bounds changed (its HPA's spec).
+    AutoscalerChanged {
+        name: String,
+        min_replicas: u32,
+        max_replicas: u32,
+    },
+    /// The workload's controller was scaled (by its autoscaler, or by hand): its `spec.replicas`.
+    ReplicasChanged {
+        target: String,
+        replicas: u32,
+    },
+    /// The desired replicas when the fault began, and the Ready pods that restore the service from then on.
+    ReplicasAtFault {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        desired_replicas: Option<u32>,
+        ready_pods_needed: u32,
+    },
+    /// The Ready pods that restore the service changed with the desired replicas (an autoscaler's scale-in).
+    ReadyPodsNeeded {
+        needed: u32,
+    },
     /// How long the workload's pods tolerate a lost node's NoExecute taints, read before the fault.
     TolerationsRead {
         tolerations: Vec<crate::cluster::tolerations::TaintTolerance>,
@@ -452,7 +477,13 @@ impl Timeline {
     pub fn rebase(&self, origin: DateTime<Utc>, first: Option<(Event, Option<DateTime<Utc>>)>) {
         let mut inner = self.lock();
         let kept_state = |e: &Event| {
-            matches!(e, Event::DrillStarted { .. } | Event::Baseline { .. } | Event::TolerationsRead { .. })
+            matches!(
+                e,
+                Event::DrillStarted { .. }
+                    | Event::Baseline { .. }
+                    | Event::TolerationsRead { .. }
+                    | Event::AutoscalerFound { .. }
+            )
         };
         let availability = |e: &Event| matches!(e, Event::ServiceLost { .. } | Event::ServiceRestored { .. });
         let (before, after): (Vec<Observation>, Vec<Observation>) =
@@ -556,6 +587,18 @@ impl Event {
             Event::Baseline { ready_pods, fallback_nodeclaims, .. } => {
                 format!("baseline: {ready_pods} workload pods ready, {fallback_nodeclaims} fallback nodeclaims")
             }
+            Event::AutoscalerFound { autoscaler } => format!("autoscaled by {}", autoscaler.describe()),
+            Event::AutoscalerChanged { name, min_replicas, max_replicas } => {
+                format!("autoscaler {name} bounds: {min_replicas}-{max_replicas} replicas")
+            }
+            Event::ReplicasChanged { target, replicas } => format!("{target} scaled to {replicas} replicas"),
+            Event::ReplicasAtFault { desired_replicas: Some(d), ready_pods_needed } => {
+                format!("desired replicas at the fault: {d}; restored with {ready_pods_needed} pods Ready")
+            }
+            Event::ReplicasAtFault { desired_replicas: None, ready_pods_needed } => {
+                format!("restored with {ready_pods_needed} pods Ready")
+            }
+            Event::ReadyPodsNeeded { needed } => format!("restored now with {needed} pods Ready"),
             Event::StepStarted { step, action } => format!("step {step} ({action}) started"),
             Event::StepFinished { step, outcome, message } if message.is_empty() => format!("step {step} {outcome}"),
             Event::StepFinished { step, outcome, message } => format!("step {step} {outcome}: {message}"),

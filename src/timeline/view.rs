@@ -288,6 +288,8 @@ pub struct ClusterView {
     pub pool_gpus: Option<i64>,
     pub pool_limit_gpus: Option<i64>,
     pub pool_ready: Option<bool>,
+    /// The workload's desired replicas (its autoscaler's, else its controller's) that `readyPods` is judged against.
+    pub replicas: crate::drill::ReplicaBasis,
 }
 
 impl ClusterView {

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{Event as KubeEvent, Node, Pod};
+use kube::api::DynamicObject;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -14,6 +16,7 @@ use tokio::task::JoinHandle;
 
 use super::view::{ClaimState, NodeState, PodState, SharedView, claim_transitions, node_transitions, pod_transitions};
 use super::{ConditionStatus, Event, NodeRole, Timeline};
+use crate::cluster::autoscaler::{WorkloadScale, controller_resource, hpa_state};
 use crate::cluster::karpenter::{GPU_RESOURCE, NodeClaim, NodePool};
 use crate::cluster::quantity::as_integer;
 use crate::cluster::{Cluster, to_utc};
@@ -184,6 +187,59 @@ impl Handler<NodePool> for Pools {
     }
 }
 
+/// The HPA that scales the workload (its own, or the one KEDA made for its ScaledObject): each change of its bounds
+/// is on the timeline.
+struct Autoscalers {
+    ctx: Ctx,
+    last: Option<(u32, u32)>,
+}
+
+impl Handler<HorizontalPodAutoscaler> for Autoscalers {
+    fn resource(&self) -> String {
+        "the workload's HorizontalPodAutoscaler".into()
+    }
+    fn apply(&mut self, hpa: &HorizontalPodAutoscaler, baseline: bool) {
+        let (min_replicas, max_replicas, _) = hpa_state(hpa);
+        if !baseline && self.last != Some((min_replicas, max_replicas)) {
+            self.ctx.timeline.record(Event::AutoscalerChanged { name: hpa.name_any(), min_replicas, max_replicas });
+        }
+        self.last = Some((min_replicas, max_replicas));
+    }
+    fn delete(&mut self, name: &str) {
+        self.ctx.timeline.record(Event::Warning {
+            message: format!("the workload's HorizontalPodAutoscaler {name} was deleted during the run"),
+        });
+    }
+    fn known(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// The workload's controller: its `spec.replicas`, which its autoscaler sets, is what `readyPods` is judged against.
+struct ScaleTarget {
+    ctx: Ctx,
+    target: String,
+    last: Option<u32>,
+}
+
+impl Handler<DynamicObject> for ScaleTarget {
+    fn resource(&self) -> String {
+        self.target.clone()
+    }
+    fn apply(&mut self, obj: &DynamicObject, baseline: bool) {
+        let Some(replicas) = obj.data["spec"]["replicas"].as_u64().and_then(|r| u32::try_from(r).ok()) else { return };
+        self.ctx.view.update(|v| v.replicas.now = Some(replicas));
+        if !baseline && self.last != Some(replicas) {
+            self.ctx.timeline.record(Event::ReplicasChanged { target: self.target.clone(), replicas });
+        }
+        self.last = Some(replicas);
+    }
+    fn delete(&mut self, _name: &str) {}
+    fn known(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
 /// Kubernetes Events about the workload and the NodeClaims, from the drill's start on.
 struct KubeEvents {
     ctx: Ctx,
@@ -236,6 +292,7 @@ impl Handler<KubeEvent> for KubeEvents {
 pub struct Watches {
     handles: Vec<JoinHandle<()>>,
     synced: tokio::sync::mpsc::Receiver<String>,
+    sender: tokio::sync::mpsc::Sender<String>,
     pending: usize,
 }
 
@@ -303,10 +360,39 @@ impl Watches {
             claim_events,
             cfg,
             KubeEvents { ctx: ctx(), scope: "NodeClaims".into(), seen: HashSet::new() },
-            tx,
+            tx.clone(),
         ));
         let pending = handles.len();
-        Watches { handles, synced, pending }
+        Watches { handles, synced, sender: tx, pending }
+    }
+
+    /// Also follows the workload's controller's replicas and its autoscaler's HPA, if any, in the workload's
+    /// namespace (see [`ScaleTarget`] and [`Autoscalers`]); before [`Watches::synced`].
+    pub fn follow_scale(
+        &mut self,
+        cluster: &Cluster,
+        drill: &Drill,
+        scale: &WorkloadScale,
+        view: &SharedView,
+        timeline: &Timeline,
+    ) {
+        let namespace = &drill.spec.targets.workload.namespace;
+        let ctx = || Ctx { view: view.clone(), timeline: timeline.clone() };
+        if let Some((kind, name)) = scale.target_ref()
+            && let Some(resource) = controller_resource(kind)
+        {
+            let api: Api<DynamicObject> = Api::namespaced_with(cluster.client.clone(), namespace, &resource);
+            let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+            let target = ScaleTarget { ctx: ctx(), target: format!("{kind}/{name}"), last: None };
+            self.handles.push(spawn(api, config, target, self.sender.clone()));
+            self.pending += 1;
+        }
+        if let Some(hpa) = scale.autoscaler.as_ref().and_then(|a| a.hpa.as_deref()) {
+            let api: Api<HorizontalPodAutoscaler> = Api::namespaced(cluster.client.clone(), namespace);
+            let config = watcher::Config::default().fields(&format!("metadata.name={hpa}"));
+            self.handles.push(spawn(api, config, Autoscalers { ctx: ctx(), last: None }, self.sender.clone()));
+            self.pending += 1;
+        }
     }
 
     /// Waits until every watch has listed its objects once, so the view is complete.
@@ -403,4 +489,4 @@ trait HasTimeline {
 macro_rules! has_timeline {
     ($($t:ty),*) => {$(impl HasTimeline for $t { fn timeline(&self) -> &Timeline { &self.ctx.timeline } })*};
 }
-has_timeline!(Nodes, Pods, Claims, Pools, KubeEvents);
+has_timeline!(Nodes, Pods, Claims, Pools, KubeEvents, Autoscalers, ScaleTarget);

@@ -7,6 +7,7 @@ use crate::drill::model::{
 };
 use crate::drill::parse::join;
 use crate::drill::raw::{self};
+use crate::drill::ready::ReadyPods;
 
 impl Validator<'_> {
     pub(super) fn selector(&mut self, path: &str, text: &str) -> Option<ParsedSelector> {
@@ -24,9 +25,7 @@ impl Validator<'_> {
             self.problem("spec.targets.workload.namespace", "the workload namespace must not be empty");
         }
         let restored = &targets.workload.restored_when;
-        if restored.ready_pods == 0 {
-            self.problem("spec.targets.workload.restoredWhen.readyPods", "readyPods must be at least 1");
-        }
+        let ready_pods = self.ready_pods(&restored.ready_pods);
         if let Some(http) = &restored.http {
             if !(http.url.starts_with("http://") || http.url.starts_with("https://")) {
                 self.problem(
@@ -58,10 +57,25 @@ impl Validator<'_> {
             workload: WorkloadTarget {
                 namespace: namespace.clone(),
                 selector: selector?,
-                restored_when: RestoredWhen { ready_pods: restored.ready_pods, http },
+                restored_when: RestoredWhen { ready_pods: ready_pods?, http },
             },
             fallback: self.fallback(&targets.fallback)?,
         })
+    }
+
+    /// `readyPods: 4` or `readyPods: "75%"`.
+    fn ready_pods(&mut self, written: &raw::ReadyPodsText) -> Option<ReadyPods> {
+        let path = "spec.targets.workload.restoredWhen.readyPods";
+        match written {
+            raw::ReadyPodsText::Count(0) => {
+                self.problem(path, "readyPods must be at least 1");
+                None
+            }
+            raw::ReadyPodsText::Count(n) => Some(ReadyPods::Count(*n)),
+            raw::ReadyPodsText::Text(text) => {
+                ReadyPods::parse_share(text).map_err(|e| self.problem(path, e.to_string())).ok()
+            }
+        }
     }
 
     /// `nodePool: NAME` or `nodePools: [NAME, ...]`, exactly one of them.

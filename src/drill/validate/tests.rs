@@ -313,3 +313,31 @@ fn drill_source(spec: &str, steps: &str) -> String {
         "apiVersion: hybrid-drill.io/v1alpha1\nkind: Drill\nmetadata: {{name: x}}\nspec:\n  cluster: {{context: c}}\n  targets:\n    onPrem: {{nodes: a=b}}\n    workload: {{namespace: n, selector: a=b, restoredWhen: {{readyPods: 1}}}}\n    fallback: {{nodePool: p}}\n{spec}  steps:\n{steps}"
     )
 }
+
+#[test]
+fn ready_pods_is_a_number_or_a_share_and_a_wrong_one_is_located() {
+    let with = |value: &str| drill_source("", "    - {id: s, pause: 1s}\n").replace("readyPods: 1", value);
+    let loaded = |value: &str| crate::drill::from_source(std::path::Path::new("d.yaml"), with(value));
+    let ready = |value: &str| loaded(value).unwrap().drill.spec.targets.workload.restored_when.ready_pods;
+    assert_eq!(ready("readyPods: 4"), crate::drill::ReadyPods::Count(4));
+    assert_eq!(ready("readyPods: \"75%\""), crate::drill::ReadyPods::Share(75.0));
+    assert_eq!(ready("readyPods: 62.5%"), crate::drill::ReadyPods::Share(62.5));
+    // Line 8 holds the workload: each problem points at the value written.
+    for (value, message) in [
+        ("readyPods: 0", "readyPods must be at least 1"),
+        ("readyPods: \"0%\"", "readyPods `0%` must be a share above 0% and at most 100%"),
+        ("readyPods: 150%", "readyPods `150%` must be a share above 0% and at most 100%"),
+        (
+            "readyPods: most",
+            "readyPods `most` is neither a number of pods (4) nor a share of the desired replicas (\"75%\")",
+        ),
+    ] {
+        let found = diagnostics(with(value));
+        assert_eq!(found.iter().map(|d| d.message.as_str()).collect::<Vec<_>>(), [message], "{value}");
+        assert_eq!(found[0].location.line, 8, "{value}");
+        let at = with(value).lines().nth(7).unwrap().find(value).unwrap() + "readyPods: ".len() + 1;
+        assert_eq!(found[0].location.column, at, "{value}");
+    }
+    let negative = diagnostics(with("readyPods: -2"));
+    assert!(negative[0].message.starts_with("readyPods must be at least 1"), "{:?}", negative[0].message);
+}

@@ -1,6 +1,7 @@
 //! The checks: pure functions of a [`Snapshot`], one function per check, in files by check group (one per
 //! recommendation of the seed), each finding naming its object and the fix.
 
+mod autoscaler;
 mod budget;
 mod device_plugin;
 mod disruption;
@@ -58,6 +59,7 @@ pub fn evaluate(s: &Snapshot, targets: &PreflightTargets, expect: &Expectations)
     node_pool::node_pool(s, targets, &mut out);
     disruption::nodepool_disruption(s, targets, expect, &mut out);
     workload::workloads(s, targets, &on_prem, fallback.as_ref(), expect, &mut out);
+    autoscaler::workload_autoscaler(s, expect, &mut out);
     budget::drain_pods(s, expect, &mut out);
     zones::zone_disruption(s, expect, &mut out);
     stateful::statefulset_failover(s, expect, &mut out);

@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use super::evaluate;
 use crate::cluster::karpenter::{Disruption, NodeClassReference, NodePool, NodeRequirement};
 use crate::preflight::finding::{CheckId, Finding, Status};
-use crate::preflight::snapshot::{NodeClassLookup, PoolLookup, Snapshot, Workload};
+use crate::preflight::snapshot::{AutoscalerLookup, NodeClassLookup, PoolLookup, Snapshot, Workload};
 use crate::preflight::targets::{Expectations, PreflightTargets};
 
 fn obj<T: DeserializeOwned>(yaml: &str) -> T {
@@ -141,6 +141,7 @@ spec:
             sample_pod: Some(workload_pod("llm-1", "hybrid-gpu-1")),
         }],
         budgets: vec![budget],
+        autoscalers: AutoscalerLookup::Read { hpas: Vec::new(), scaled_objects: Vec::new() },
     }
 }
 
@@ -189,7 +190,7 @@ fn the_lab_as_set_up_passes_every_check() {
     assert!(with(&findings, Status::Warn).is_empty(), "{findings:#?}");
     assert!(with(&findings, Status::Skip).is_empty(), "{findings:#?}");
     let seen: BTreeSet<CheckId> = findings.iter().map(|f| f.check).collect();
-    assert_eq!(seen.len(), 22, "every check reports: {seen:?}");
+    assert_eq!(seen.len(), 23, "every check reports: {seen:?}");
     let floor = findings.iter().find(|f| f.check == CheckId::RtoFloor).unwrap();
     assert_eq!(floor.status, Status::Info);
     assert!(floor.message.contains("about 80s after the fault"), "{}", floor.message);
@@ -675,4 +676,49 @@ fn an_orphaned_daemonset_pod_fails_drain_pods_without_force_as_kubectl_drain_ref
     let mut flags = Expectations::default();
     flags.drain_flags.force = true;
     assert!(with(&evaluate(&s, &targets(), &flags), Status::Fail).is_empty());
+}
+
+fn autoscaler_rows(s: &Snapshot, expect: &Expectations) -> Vec<(Status, String)> {
+    evaluate(s, &targets(), expect)
+        .into_iter()
+        .filter(|f| f.check == CheckId::WorkloadAutoscaler)
+        .map(|f| (f.status, f.message))
+        .collect()
+}
+
+fn hpa(name: &str, min: u32, max: u32) -> k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler {
+    obj(&format!(
+        "metadata: {{name: {name}, namespace: inference}}\n\
+         spec: {{scaleTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: llm-inference}}, minReplicas: {min}, maxReplicas: {max}}}\n\
+         status: {{currentReplicas: 4, desiredReplicas: 0}}"
+    ))
+}
+
+#[test]
+fn the_autoscaler_row_names_the_hpa_and_how_ready_pods_is_judged() {
+    let mut s = lab();
+    assert_eq!(
+        autoscaler_rows(&s, &Expectations::default()),
+        [(Status::Pass, "no HPA or KEDA ScaledObject scales it: readyPods counts pods as written".to_string())]
+    );
+    s.autoscalers = AutoscalerLookup::Read { hpas: vec![hpa("llm-inference", 2, 8)], scaled_objects: Vec::new() };
+    let rows = autoscaler_rows(&s, &Expectations { ready_pods_count: Some(4), ..Expectations::default() });
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].0, Status::Info, "{rows:?}");
+    assert!(
+        rows[0].1.starts_with(
+            "HorizontalPodAutoscaler llm-inference (Deployment/llm-inference, 2-8 replicas), desired 4 now: restoration"
+        ),
+        "{rows:?}"
+    );
+    // A number that differs from the desired replicas is read as 100% of them: said, with the share to write.
+    let rows = autoscaler_rows(&s, &Expectations { ready_pods_count: Some(2), ..Expectations::default() });
+    assert_eq!(rows[0].0, Status::Warn, "{rows:?}");
+    assert!(rows[0].1.contains("readyPods: 2 counts as 100% of them (4 if the fault began now)"), "{rows:?}");
+    s.autoscalers = AutoscalerLookup::Read { hpas: vec![hpa("a", 2, 8), hpa("b", 1, 3)], scaled_objects: Vec::new() };
+    let rows = autoscaler_rows(&s, &Expectations::default());
+    assert_eq!(rows[0].0, Status::Warn);
+    assert!(rows[0].1.contains("also scaled by HorizontalPodAutoscaler b: they fight"), "{rows:?}");
+    s.autoscalers = AutoscalerLookup::Unreadable("forbidden".into());
+    assert_eq!(autoscaler_rows(&s, &Expectations::default())[0].0, Status::Warn);
 }

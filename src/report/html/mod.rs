@@ -11,7 +11,7 @@ use maud::html;
 use crate::report::Report;
 use crate::report::page::page;
 use chart::timeline;
-use sections::{events, fallback, header, overlap, phases, restore_and_warnings, startup, steps};
+use sections::{autoscaler, events, fallback, header, overlap, phases, restore_and_warnings, startup, steps};
 
 pub fn render(report: &Report) -> String {
     let body = html! {
@@ -23,6 +23,7 @@ pub fn render(report: &Report) -> String {
         section { h2 { "Fidelity" } p { (report.fidelity) } }
         (fallback(report))
         (overlap(report))
+        (autoscaler(report))
         (restore_and_warnings(report))
         (events(report))
         section {

@@ -252,6 +252,21 @@ pub(super) fn overlap(report: &Report) -> Markup {
     }
 }
 
+pub(super) fn autoscaler(report: &Report) -> Markup {
+    let Some(a) = &report.autoscaler else {
+        return html! {};
+    };
+    let mut lines = crate::report::autoscaling::autoscaling_sentences(a).into_iter();
+    let first = lines.next().unwrap_or_default();
+    html! {
+        section id="autoscaler" {
+            h2 { "Autoscaler" }
+            p { (first) }
+            ul { @for line in lines { li { (line) } } }
+        }
+    }
+}
+
 pub(super) fn restore_and_warnings(report: &Report) -> Markup {
     html! {
         @if let Some(rb) = &report.rollback {
