@@ -328,3 +328,23 @@ fn a_bad_notify_flag_is_refused_before_anything_runs() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("invalid value 'hooks.example.com/x' for '--notify"), "{stderr}");
 }
+
+#[test]
+fn watch_refuses_a_share_of_replicas_it_cannot_judge_before_contacting_the_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = drain_with("readyPods: 4", "readyPods: \"75%\"", dir.path());
+    let kubeconfig = dead_kubeconfig(dir.path());
+    let out = bin()
+        .args(["watch", "--reports-dir"])
+        .arg(dir.path().join("reports"))
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg(&file)
+        .output()
+        .unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("readyPods `75%` is a share"), "{stderr}");
+    assert!(stderr.contains("readyPods: 4"), "{stderr}");
+    assert!(!stderr.contains("reach"), "{stderr}");
+}

@@ -81,6 +81,10 @@ pub enum WatchError {
     Metrics { addr: SocketAddr, source: std::io::Error },
     #[error("cannot write the episode to {path}: {source}")]
     Write { path: String, source: std::io::Error },
+    #[error(
+        "readyPods `{0}` is a share, which the watch cannot judge yet (it does not follow the workload's desired replicas); write the number of Ready pods that serve, e.g. readyPods: 4"
+    )]
+    ShareOfReplicas(crate::drill::ready::ReadyPods),
 }
 
 /// How a watch cycle ended.
@@ -94,6 +98,11 @@ enum CycleEnd {
 /// Watches until a signal (or `opts.episodes` closed), writing one incident report per episode.
 pub async fn watch(loaded: &LoadedDrill, opts: &WatchOptions) -> Result<(), WatchError> {
     let drill = &loaded.drill;
+    let ready_pods = drill.spec.targets.workload.restored_when.ready_pods;
+    if matches!(ready_pods, crate::drill::ready::ReadyPods::Share(_)) {
+        // Without the desired replicas a share would count one Ready pod as the service restored.
+        return Err(WatchError::ShareOfReplicas(ready_pods));
+    }
     let (cluster, version) = cluster::connect(&opts.target, &drill.spec.cluster).await?;
     let state = serve::Shared::default();
     if let Some(addr) = opts.metrics_addr {
