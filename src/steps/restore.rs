@@ -29,11 +29,12 @@ pub async fn restore(
     deadline: Instant,
     timeout: Duration,
 ) -> Result<StepSuccess, StepError> {
-    let mut changes = ctx.view.changes();
-    ctx.timeline.record(Event::RestoreStarted { step: step.into(), what: target });
+    // Read before the restore is stamped: its start is the first undo request, within the fidelity bound.
     if ctx.drill.spec.steps.iter().any(|s| s.action.loses_nodes()) {
         record_displaced(ctx).await;
     }
+    let mut changes = ctx.view.changes();
+    ctx.timeline.record(Event::RestoreStarted { step: step.into(), what: target });
     let outcome = ctx.mutator.revert(|m| ends(target, m)).await;
     if !outcome.restored() {
         let failed: Vec<String> = outcome.failed.iter().map(|(what, why)| format!("{what}: {why}")).collect();

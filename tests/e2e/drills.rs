@@ -727,9 +727,22 @@ fn a_run_killed_at_a_mutation_is_restored_by_recover() {
 
 /// Runs the drill, sends it SIGTERM once `step` has started (within 4 minutes) and waits for its report.
 fn sigterm_once_step_starts(drill: &Drill, file: &Path, step: &str) -> (Output, Value) {
-    let child = drill.spawn(file);
+    let mut child = drill.spawn(file);
     let started = format!(r#""step":"{step}","action""#);
-    eventually(&format!("the drill in step {step}"), Duration::from_secs(240), || drill.timeline_contains(&started));
+    let mut ended = false;
+    eventually(&format!("the drill in step {step}"), Duration::from_secs(240), || {
+        ended = child.try_wait().unwrap().is_some();
+        ended || drill.timeline_contains(&started)
+    });
+    if ended {
+        let out = child.wait_with_output().unwrap();
+        panic!(
+            "the drill ended before its step {step}: {:?}\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
     assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
     finish(child)
 }

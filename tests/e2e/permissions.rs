@@ -102,7 +102,8 @@ fn deploy_applies_and_the_viewer_plans_and_preflights_every_drill_and_the_operat
         }
     }
 
-    // The viewer may start no drill: the lock is the first thing a run writes, and it is refused.
+    // The viewer may start no drill: its permissions are reviewed before anything is written, and the refusal names
+    // what a run needs that the read roles do not grant, the drill lock first.
     let run = hybrid_drill()
         .args(["run", "drills/drain.yaml", "--yes", "--reports-dir"])
         .arg(tempfile::tempdir().unwrap().path())
@@ -110,8 +111,10 @@ fn deploy_applies_and_the_viewer_plans_and_preflights_every_drill_and_the_operat
         .arg(&viewer)
         .output()
         .unwrap();
-    assert_ne!(run.status.code(), Some(0), "{}", text(&run));
-    assert!(text(&run).contains("forbidden"), "{}", text(&run));
+    assert_eq!(run.status.code(), Some(2), "{}", text(&run));
+    for needed in ["lacks", "(the drill lock)", "create pods/eviction cluster-wide"] {
+        assert!(text(&run).contains(needed), "no `{needed}` in {}", text(&run));
+    }
     assert!(cordoned_or_marked().is_empty(), "{:?}", cordoned_or_marked());
     for args in [
         &["cordon", "hybrid-gpu-1", "--dry-run=server"][..],
