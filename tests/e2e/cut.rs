@@ -312,7 +312,12 @@ fn the_host_cut_drill_pins_its_run_label_brings_its_locked_out_nodes_back_with_i
     assert_fidelity(&run_dir(reports.path()).unwrap());
     assert_lost_node_path(&report, "link restored");
     let fidelity = report["fidelity"].as_str().unwrap();
-    assert!(fidelity.starts_with("link cut, host fidelity: a host firewall policy (cilium)"), "{fidelity}");
+    assert!(
+        fidelity.starts_with("link cut, host fidelity (Cilium host policy, selecting the on-prem nodes"),
+        "{fidelity}"
+    );
+    // What a host policy does not block is said, not "all traffic denied".
+    assert!(fidelity.contains("Not blocked: the pods' own traffic"), "{fidelity}");
     for node in HYBRID {
         assert!(fidelity.contains(&format!("{node} went Unknown")), "{fidelity}");
     }
