@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::common::lab::{
     cordoned_or_marked, eventually, hybrid_drill, kubeconfig, lock_two_labs, on_instance, recover, reset_lab,
-    run_dir_of, workload_on_prem_and_fallback_empty,
+    run_dir_of, with_instance, workload_on_prem_and_fallback_empty,
 };
 use crate::common::repo;
 
@@ -55,6 +55,20 @@ fn state_of(instance: u32) -> BTreeMap<String, String> {
     state
 }
 
+/// [`state_of`] once two reads 15 s apart agree (at most about two minutes; the last read otherwise).
+fn settled_state_of(instance: u32) -> BTreeMap<String, String> {
+    let mut state = state_of(instance);
+    for _ in 0..8 {
+        std::thread::sleep(std::time::Duration::from_secs(15));
+        let again = state_of(instance);
+        if again == state {
+            break;
+        }
+        state = again;
+    }
+    state
+}
+
 /// Writes (not reads) the lab's admin made, from the audit log's line `from` on: the tool and the tests act as it.
 fn admin_writes(instance: u32, from: usize) -> Vec<String> {
     let log = std::fs::read_to_string(run_dir_of(instance).join("logs/audit.log")).unwrap_or_default();
@@ -91,8 +105,12 @@ fn a_drill_on_one_lab_instance_changes_nothing_on_another() {
     let (lab, other) = lock_two_labs();
     reset_lab();
     let (mine, theirs) = (lab.instance(), other.instance());
+    // The other instance may have just finished its own smoke run or test, with its controllers still moving the
+    // batch pods (Karpenter's consolidation, a rollout settling): take its state once it has stopped moving, so a
+    // change seen after the drill is the drill's.
+    with_instance(theirs, reset_lab);
+    let before = settled_state_of(theirs);
     let (mine_from, theirs_from) = (audit_lines(mine), audit_lines(theirs));
-    let before = state_of(theirs);
 
     let reports = tempfile::tempdir().unwrap();
     let out = drain_drill(reports.path()).output().unwrap();
