@@ -205,6 +205,24 @@ pub fn hybrid_drill() -> Command {
     command
 }
 
+/// `hybrid-drill run FILE --yes --output json --reports-dir REPORTS --kubeconfig KUBECONFIG`: a drill as the tests run
+/// it, its report on stdout.
+pub fn drill_run(
+    file: impl AsRef<std::ffi::OsStr>,
+    reports: impl AsRef<Path>,
+    kubeconfig: impl AsRef<Path>,
+) -> Command {
+    let mut command = hybrid_drill();
+    command
+        .arg("run")
+        .arg(file)
+        .args(["--yes", "--output", "json", "--reports-dir"])
+        .arg(reports.as_ref())
+        .arg("--kubeconfig")
+        .arg(kubeconfig.as_ref());
+    command
+}
+
 /// One of the lab's tools (lab/NAME) for the held instance.
 pub fn lab_tool(name: &str) -> Command {
     let mut command = Command::new(repo().join("lab").join(name));

@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use crate::common::lab::{
-    KillOnDrop, Repair, eventually, hybrid_drill, kubeconfig, kubectl, kubectl_quiet, lock_lab, reset_lab,
+    KillOnDrop, Repair, drill_run, eventually, kubeconfig, kubectl, kubectl_quiet, lock_lab, reset_lab,
     workload_on_prem_and_fallback_empty,
 };
 use crate::common::repo;
@@ -53,17 +53,7 @@ fn an_hpa_scaling_in_mid_drill_is_judged_against_its_desired_replicas() {
     std::fs::write(&file, source).unwrap();
     let reports = tempfile::tempdir().unwrap();
     let mut child = KillOnDrop::new(
-        hybrid_drill()
-            .arg("run")
-            .arg(&file)
-            .args(["--yes", "--output", "json", "--reports-dir"])
-            .arg(reports.path())
-            .arg("--kubeconfig")
-            .arg(kubeconfig())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
+        drill_run(&file, reports.path(), kubeconfig()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap(),
     );
     eventually("the drain done and the fallback awaited", Duration::from_secs(90), || {
         timeline(reports.path()).contains(r#""step":"fallback","action""#)

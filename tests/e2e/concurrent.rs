@@ -7,8 +7,8 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::common::lab::{
-    cordoned_or_marked, eventually, hybrid_drill, kubeconfig, lock_two_labs, on_instance, recover, reset_lab,
-    run_dir_of, with_instance, workload_on_prem_and_fallback_empty,
+    cordoned_or_marked, drill_run, eventually, hybrid_drill, kubeconfig, lock_two_labs, on_instance, recover,
+    reset_lab, run_dir_of, with_instance, workload_on_prem_and_fallback_empty,
 };
 use crate::common::repo;
 
@@ -89,15 +89,7 @@ fn audit_lines(instance: u32) -> usize {
 
 /// The lab's drain drill on the held instance, its report on stdout.
 fn drain_drill(reports: &std::path::Path) -> Command {
-    let mut command = hybrid_drill();
-    command
-        .arg("run")
-        .arg(repo().join("drills/drain.yaml"))
-        .args(["--yes", "--output", "json", "--reports-dir"])
-        .arg(reports)
-        .arg("--kubeconfig")
-        .arg(kubeconfig());
-    command
+    drill_run(repo().join("drills/drain.yaml"), reports, kubeconfig())
 }
 
 #[test]

@@ -6,8 +6,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use crate::common::lab::{
-    Repair, assert_fidelity, cordoned_or_marked, eventually, hybrid_drill, kubeconfig, kubectl, kubectl_json,
-    kubectl_quiet, lab_tool, lock_lab, recover, reset_lab, workload_on_prem_and_fallback_empty,
+    Repair, assert_fidelity, cordoned_or_marked, drill_run, eventually, hybrid_drill, kubeconfig, kubectl,
+    kubectl_json, kubectl_quiet, lab_tool, lock_lab, recover, reset_lab, workload_on_prem_and_fallback_empty,
 };
 use crate::common::repo;
 use serde_json::Value;
@@ -120,14 +120,8 @@ fn guard() -> Repair<impl FnMut()> {
 }
 
 fn run(file: &Path, reports: &Path) -> Command {
-    let mut cmd = hybrid_drill();
-    cmd.arg("run")
-        .arg(file)
-        .args(["--yes", "--output", "json", "--reports-dir"])
-        .arg(reports)
-        .arg("--kubeconfig")
-        .arg(kubeconfig())
-        .current_dir(repo());
+    let mut cmd = drill_run(file, reports, kubeconfig());
+    cmd.current_dir(repo());
     cmd
 }
 

@@ -8,9 +8,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use crate::common::lab::{
-    alertmanager_url, assert_fidelity, cordoned_or_marked, eventually, freeze_karpenter, hybrid_drill, kubeconfig,
-    kubectl, kubectl_apply, kubectl_json, lab_tool, lock_lab, out_of_capacity, pushgateway_url, recover, reset_lab,
-    set_max_unavailable, workload_on_prem_and_fallback_empty,
+    alertmanager_url, assert_fidelity, cordoned_or_marked, drill_run, eventually, freeze_karpenter, hybrid_drill,
+    kubeconfig, kubectl, kubectl_apply, kubectl_json, lab_tool, lock_lab, out_of_capacity, pushgateway_url, recover,
+    reset_lab, set_max_unavailable, workload_on_prem_and_fallback_empty,
 };
 use crate::common::repo;
 use serde_json::Value;
@@ -25,14 +25,7 @@ impl Drill {
     }
 
     fn command(&self, file: &Path) -> Command {
-        let mut cmd = hybrid_drill();
-        cmd.arg("run")
-            .arg(file)
-            .args(["--yes", "--output", "json", "--reports-dir"])
-            .arg(self.reports.path())
-            .arg("--kubeconfig")
-            .arg(kubeconfig());
-        cmd
+        drill_run(file, self.reports.path(), kubeconfig())
     }
 
     fn run(&self, file: &Path) -> (Output, Value) {
@@ -512,15 +505,7 @@ fn drain_drill_as(kubeconfig: &Path, drill: &Drill) -> Command {
 }
 
 fn drill_as(file: &Path, kubeconfig: &Path, drill: &Drill) -> Command {
-    let mut command = hybrid_drill();
-    command
-        .arg("run")
-        .arg(file)
-        .args(["--yes", "--output", "json", "--reports-dir"])
-        .arg(drill.reports.path())
-        .arg("--kubeconfig")
-        .arg(kubeconfig);
-    command
+    drill_run(file, drill.reports.path(), kubeconfig)
 }
 
 #[test]

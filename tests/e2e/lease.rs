@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::common::lab::{
-    KillOnDrop, Repair, cordoned_or_marked, eventually, hybrid_drill, kubeconfig, kubectl, kubectl_quiet, lock_lab,
+    KillOnDrop, Repair, cordoned_or_marked, drill_run, eventually, kubeconfig, kubectl, kubectl_quiet, lock_lab,
     reset_lab,
 };
 use crate::common::repo;
@@ -33,13 +33,7 @@ fn a_run_that_cannot_renew_its_drill_lock_aborts_and_restores_within_its_renew_d
     let file = cordon_and_wait(dir.path());
     // As the lab's exec-plugin operator, whose grant of the lock the test can withdraw without touching the rest.
     let operator = kubeconfig().with_file_name("kubeconfig-exec");
-    let child = hybrid_drill()
-        .arg("run")
-        .arg(&file)
-        .args(["--yes", "--output", "json", "--reports-dir"])
-        .arg(dir.path().join("reports"))
-        .arg("--kubeconfig")
-        .arg(&operator)
+    let child = drill_run(&file, dir.path().join("reports"), &operator)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::lab::{
-    Repair, cordoned_or_marked, eventually, hybrid_drill, kubeconfig, kubectl, kubectl_apply, kubectl_json,
+    Repair, cordoned_or_marked, drill_run, eventually, hybrid_drill, kubeconfig, kubectl, kubectl_apply, kubectl_json,
     kubectl_quiet, lock_lab, reset_lab, set_max_unavailable,
 };
 use crate::common::repo;
@@ -250,15 +250,7 @@ fn a_drill_that_starts_with_preflight_refuses_to_touch_anything() {
     assert!(text.contains("a run would be refused at step `preflight` (exit 2)"), "{text}");
 
     let reports = tempfile::tempdir().unwrap();
-    let out = hybrid_drill()
-        .arg("run")
-        .arg(repo().join("drills/drain.yaml"))
-        .args(["--yes", "--output", "json", "--reports-dir"])
-        .arg(reports.path())
-        .arg("--kubeconfig")
-        .arg(kubeconfig())
-        .output()
-        .unwrap();
+    let out = drill_run(repo().join("drills/drain.yaml"), reports.path(), kubeconfig()).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no report ({e}): {stderr}"));
     assert_eq!(out.status.code(), Some(2), "{stderr}");

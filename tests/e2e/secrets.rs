@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::common::lab::{
-    alertmanager_url, eventually, hybrid_drill, kubeconfig, lock_lab, pushgateway_url, reset_lab,
+    alertmanager_url, drill_run, eventually, kubeconfig, lock_lab, pushgateway_url, reset_lab,
     workload_on_prem_and_fallback_empty,
 };
 use crate::common::repo;
@@ -98,14 +98,8 @@ fn a_drills_secrets_stay_out_of_its_run_and_output_its_hooks_get_only_their_env_
     let comment = format!("e2e-secrets-{}", std::process::id());
     let file = drill(dir.path(), &comment);
     let pushgateway = pushgateway_url().replace("http://", "http://pg-user:pushgateway-pass-0xe2e@");
-    let mut command = hybrid_drill();
+    let mut command = drill_run(&file, reports.path(), kubeconfig());
     command
-        .arg("run")
-        .arg(&file)
-        .args(["--yes", "--output", "json", "--reports-dir"])
-        .arg(reports.path())
-        .arg("--kubeconfig")
-        .arg(kubeconfig())
         .args(["--pushgateway", &pushgateway, "--notify", "http://cli-user:cli-notify-pass-0xe2e@127.0.0.1:9/x"])
         .envs(SECRETS)
         .env("E2E_DECLARED", "declared-0xe2e");

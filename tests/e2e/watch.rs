@@ -12,8 +12,8 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::lab::{
-    KillOnDrop, Repair, eventually, hybrid_drill, hybrid_nodes, kubeconfig, kubectl, kubectl_quiet, lab_tool, lock_lab,
-    lock_two_labs, reset_lab, with_instance,
+    KillOnDrop, Repair, drill_run, eventually, hybrid_drill, hybrid_nodes, kubeconfig, kubectl, kubectl_quiet,
+    lab_tool, lock_lab, lock_two_labs, reset_lab, with_instance,
 };
 use crate::common::repo;
 use serde_json::Value;
@@ -194,21 +194,11 @@ fn a_node_failure_is_one_incident_whose_phases_agree_with_the_drill_and_the_metr
     let _repair = Repair(repair_quietly);
     let _twin_repair = Repair(move || with_instance(twin_instance, repair_quietly));
     let drills = tempfile::tempdir().unwrap();
-    let drill_run = with_instance(twin_instance, || {
-        hybrid_drill()
-            .arg("run")
-            .arg(DRILL)
-            .args(["--yes", "--output", "json", "--reports-dir"])
-            .arg(drills.path())
-            .arg("--kubeconfig")
-            .arg(kubeconfig())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+    let drill_child = with_instance(twin_instance, || {
+        drill_run(DRILL, drills.path(), kubeconfig()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
     });
     // Stopped if the test fails first, so the drill never outlives its hold on the twin.
-    let mut drill_run = KillOnDrop::new(drill_run);
+    let mut drill_run = KillOnDrop::new(drill_child);
 
     let reports = tempfile::tempdir().unwrap();
     let watch = Watch::start(reports.path());
@@ -328,18 +318,12 @@ fn a_drill_run_while_the_watch_runs_is_recorded_as_a_drill_not_an_incident() {
     let reports = tempfile::tempdir().unwrap();
     let watch = Watch::start(reports.path());
     let drills = tempfile::tempdir().unwrap();
-    let drill_run = hybrid_drill()
-        .arg("run")
-        .arg("drills/drain.yaml")
-        .args(["--yes", "--output", "json", "--reports-dir"])
-        .arg(drills.path())
-        .arg("--kubeconfig")
-        .arg(kubeconfig())
+    let drill_child = drill_run("drills/drain.yaml", drills.path(), kubeconfig())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut drill_run = KillOnDrop::new(drill_run);
+    let mut drill_run = KillOnDrop::new(drill_child);
     let gauge = |m: &str, name: &str| m.lines().any(|l| l.starts_with(name) && l.ends_with(" 1"));
     let mut seen_drill = false;
     eventually("the watch seeing the drill", Duration::from_secs(120), || {
