@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod domain;
 pub mod drill;
 pub mod exit;
+pub mod gates;
 mod http;
 pub mod incident;
 pub mod monitor;

@@ -94,6 +94,13 @@ drill restores the cluster and still writes its report.")]
         /// list (keep a secret URL there rather than in the drill file, which every run directory copies).
         #[arg(long, value_name = "[slack=]URL", env = "HYBRID_DRILL_NOTIFY", value_delimiter = ',', value_parser = notify_flag)]
         notify: Vec<Webhook>,
+        /// Let a closed start gate through: alert, incident, freeze-window or cluster-freeze. Each needs its own
+        /// --reason after it; repeatable. The report and the timeline record the gate, who and why.
+        #[arg(long = "override-gate", value_name = "NAME", value_parser = gate_name)]
+        override_gate: Vec<crate::domain::GateKind>,
+        /// Why the --override-gate before it lets its gate through.
+        #[arg(long, value_name = "TEXT")]
+        reason: Vec<String>,
     },
     /// Watch the cluster for real fallbacks and measure each with the drills' ruler: read-only, long-running.
     #[command(
@@ -153,7 +160,12 @@ Touches no cluster.")]
     },
     /// Resolve a drill read-only against the cluster and print exactly what a run would touch, in order, and the
     /// preflight verdict.
-    Plan { file: PathBuf },
+    Plan {
+        file: PathBuf,
+        /// Where `hybrid-drill watch` writes its episodes: an incident open there closes the `incident` gate.
+        #[arg(long, value_name = "DIR", default_value = "reports", env = "HYBRID_DRILL_REPORTS")]
+        reports_dir: PathBuf,
+    },
     /// Check the fallback design read-only against the recommendations: GPU taint, device plugin scope, fallback
     /// NodePool, workloads, Karpenter's CRDs, and the RTO floor a node failure sets.
     #[command(after_help = "Targets come from a drill file, or from all four of --nodes, --namespace, --selector and \
@@ -233,6 +245,14 @@ pub(super) fn notify_flag(text: &str) -> Result<Webhook, crate::http::UrlError> 
     };
     let url = crate::http::service_url(url)?;
     Ok(Webhook { url, format, timeout: Webhook::DEFAULT_TIMEOUT })
+}
+
+/// `--override-gate NAME`: one of the start gates.
+fn gate_name(text: &str) -> Result<crate::domain::GateKind, String> {
+    crate::domain::GateKind::parse(text).ok_or_else(|| {
+        let names: Vec<&str> = crate::domain::GateKind::ALL.iter().map(|g| g.as_str()).collect();
+        format!("unknown gate `{text}`: one of {}", names.join(", "))
+    })
 }
 
 /// An RFC 3339 time, with any offset, as UTC.

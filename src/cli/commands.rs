@@ -83,12 +83,12 @@ pub(super) fn validate(files: &[PathBuf]) -> u8 {
     code
 }
 
-pub(super) async fn plan_command(file: &Path, target: &KubeContext) -> u8 {
+pub(super) async fn plan_command(file: &Path, target: &KubeContext, reports_dir: &Path) -> u8 {
     let loaded = match load(file) {
         Ok(l) => l,
         Err(c) => return c,
     };
-    match run::plan_only(&loaded, target).await {
+    match run::plan_only(&loaded, target, reports_dir).await {
         Ok(text) => {
             print!("{text}");
             EXIT_PASSED
@@ -159,7 +159,7 @@ pub(super) async fn run_command(file: &Path, opts: RunOptions) -> u8 {
         Err(c) => return c,
     };
     if opts.dry_run {
-        return plan_command(file, &opts.target).await;
+        return plan_command(file, &opts.target, &opts.reports_dir).await;
     }
     match run::run(&loaded, &opts).await {
         Ok(result) => {

@@ -23,6 +23,19 @@ use commands::{
 };
 use recover::recover_command;
 
+/// Each `--override-gate` with the `--reason` given for it, in order.
+fn overrides(gates: Vec<crate::domain::GateKind>, reasons: Vec<String>) -> Result<Vec<crate::gates::Override>, String> {
+    if gates.len() != reasons.len() || reasons.iter().any(|r| r.trim().is_empty()) {
+        return Err(format!(
+            "each --override-gate needs a --reason saying why (got {} gates and {} reasons); e.g. --override-gate \
+             alert --reason \"the alert is the drill's own\"",
+            gates.len(),
+            reasons.iter().filter(|r| !r.trim().is_empty()).count()
+        ));
+    }
+    Ok(gates.into_iter().zip(reasons).map(|(gate, reason)| crate::gates::Override { gate, reason }).collect())
+}
+
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.verbose);
@@ -33,9 +46,16 @@ pub fn main() -> ExitCode {
             println!("{}", serde_json::to_string_pretty(&drill::json_schema()).unwrap_or_default());
             EXIT_PASSED
         }
-        Command::Run { file, yes, dry_run, output, reports_dir, pushgateway, notify } => {
+        Command::Run { file, yes, dry_run, output, reports_dir, pushgateway, notify, override_gate, reason } => {
             let json = output == OutputFormat::Json;
-            let opts = RunOptions { target, yes, dry_run, json, reports_dir, pushgateway, notify };
+            let overrides = match overrides(override_gate, reason) {
+                Ok(o) => o,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(crate::exit::EXIT_INVALID);
+                }
+            };
+            let opts = RunOptions { target, yes, dry_run, json, reports_dir, pushgateway, notify, overrides };
             block_on(run_command(&file, opts))
         }
         Command::Watch { file, reports_dir, episode_limit, metrics_addr, episodes } => {
@@ -44,7 +64,7 @@ pub fn main() -> ExitCode {
         }
         Command::Report { run_dir, format, pushgateway } => report_command(&run_dir, format, pushgateway.as_deref()),
         Command::History { reports_dir, format } => history_command(&reports_dir, format),
-        Command::Plan { file } => block_on(plan_command(&file, &target)),
+        Command::Plan { file, reports_dir } => block_on(plan_command(&file, &target, &reports_dir)),
         Command::Preflight {
             file,
             nodes,

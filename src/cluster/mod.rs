@@ -80,7 +80,11 @@ pub const RUN_PERMISSIONS: Permissions = &[
 /// What the tool reads or changes in one namespace, by Role (namespace, Role, permissions): deploy/roles.yaml grants
 /// exactly these. The restart's namespace and name are the scheduled drill's `return.restart` target.
 pub const NAMESPACED_PERMISSIONS: &[(&str, &str, Permissions)] = &[
-    ("kube-system", "hybrid-drill-read", &[("", "configmaps[cilium-config]", &["get"])]),
+    (
+        "kube-system",
+        "hybrid-drill-read",
+        &[("", "configmaps[cilium-config]", &["get"]), ("", "configmaps[hybrid-drill-freeze]", &["get"])],
+    ),
     (
         "default",
         "hybrid-drill-read",

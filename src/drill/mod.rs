@@ -2,6 +2,7 @@
 //! form serde reads stays in here; the crate sees only the validated [`Drill`].
 
 pub mod diagnostics;
+pub mod freeze;
 pub mod left_in_place;
 mod model;
 pub mod parse;

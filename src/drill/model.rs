@@ -45,6 +45,36 @@ pub struct DrillSpec {
     pub notify: Vec<Webhook>,
     /// Alertmanager silences held from the fault to the end of the drill.
     pub silences: Vec<SilenceSpec>,
+    /// What must hold before the drill may start.
+    pub gates: Gates,
+}
+
+/// The start gates of a drill (`spec.gates`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gates {
+    pub alerts: Vec<AlertGate>,
+    /// Refuse while `watch` has an incident open in the reports directory.
+    pub incidents: bool,
+    pub freeze_windows: Vec<super::freeze::FreezeWindow>,
+    /// Refuse while the cluster's freeze marker exists.
+    pub cluster_freeze: bool,
+}
+
+impl Default for Gates {
+    /// A drill that says nothing still honours an open incident and the cluster's freeze marker: both are set by
+    /// others (the watch, a release process) for every drill.
+    fn default() -> Gates {
+        Gates { alerts: Vec::new(), incidents: true, freeze_windows: Vec::new(), cluster_freeze: true }
+    }
+}
+
+/// An alert that must not be firing when the drill starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlertGate {
+    pub alertmanager: String,
+    pub alert: String,
+    /// `alertname="ALERT"` first, then the drill file's further matchers.
+    pub matchers: Vec<crate::alertmanager::Matcher>,
 }
 
 /// How a webhook wants its messages.

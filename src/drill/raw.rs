@@ -67,6 +67,74 @@ pub struct DrillSpec {
     /// or on rollback; journalled, so `hybrid-drill recover` expires them after a crash.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub silences: Vec<SilenceSection>,
+    /// Start gates, checked before anything is touched and shown by `plan`: a closed gate refuses the drill (exit 2)
+    /// unless `--override-gate NAME --reason TEXT` lets it through, which the report records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gates: Option<GatesSection>,
+}
+
+/// When a drill must not start.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "Gates")]
+pub struct GatesSection {
+    /// Refuse while any of these alerts fires (active, neither silenced nor inhibited). Gate `alert`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alerts: Vec<AlertGateSection>,
+    /// Refuse while `hybrid-drill watch` has an incident open in the reports directory (an `.open-episode.json`
+    /// beside any drill's runs). Gate `incident`; default true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incidents: Option<bool>,
+    /// Change-freeze windows, each in its own time zone: refuse inside any of them. Gate `freeze-window`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub freeze_windows: Vec<FreezeWindowSection>,
+    /// Refuse while the cluster's freeze marker exists: the ConfigMap `hybrid-drill-freeze` in the drill lock's
+    /// namespace, which a release process creates (its `reason` key says why). Gate `cluster-freeze`; default true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_freeze: Option<bool>,
+}
+
+/// An alert that must not be firing when the drill starts.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "AlertGate")]
+pub struct AlertGateSection {
+    /// Alertmanager's base URL, e.g. `http://alertmanager.monitoring:9093`.
+    pub alertmanager: String,
+    /// The alert's name (its `alertname` label), e.g. `InferenceErrorBudgetBurn`.
+    pub alert: String,
+    /// Further matchers in Alertmanager's syntax, all of which must match too: `cluster="prod-hybrid"`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub matchers: Vec<String>,
+}
+
+/// A change freeze: one span (`start` and `end`) or a weekly one (`days`, `from` and `until`), in `timezone`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "FreezeWindow")]
+pub struct FreezeWindowSection {
+    /// Names the window in a refusal, e.g. `year-end`.
+    pub name: String,
+    /// An IANA time zone the times are read in, e.g. `Europe/Berlin`, `America/New_York`, `UTC`.
+    pub timezone: String,
+    /// The first moment of a one-off window, local: `2026-12-19T18:00`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<String>,
+    /// The moment a one-off window ends, local: `2027-01-04T08:00`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<String>,
+    /// The days of a weekly window: `mon` to `sun`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub days: Vec<String>,
+    /// When a weekly window opens on each of its days, local: `16:00`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// When it closes on the same day, local: `23:59` (before `from`: the next day).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+    /// Shown in the refusal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// The drill lock, a coordination.k8s.io/v1 Lease. Drills that share on-prem nodes or a fallback must share it.

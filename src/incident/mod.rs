@@ -3,7 +3,7 @@
 //! fallback reclaimed (or the episode limit passes) it closes into a run directory like a drill's, `kind: incident`,
 //! cut into the same phases and judged against the same objectives.
 
-pub mod marker;
+pub use crate::report::open_episode as marker;
 pub mod serve;
 pub mod signs;
 

@@ -7,8 +7,8 @@ use chrono::{DateTime, Utc};
 
 use super::fidelity;
 use super::model::{
-    ClusterRecord, DrillIdentity, IncidentFacts, Marker, Notable, OverlapWindow, REPORT_SCHEMA, Report, Rollback,
-    RunKind, StepRecord,
+    ClusterRecord, DrillIdentity, EmergencyStop, IncidentFacts, Marker, Notable, OverlapWindow, OverriddenGate,
+    REPORT_SCHEMA, Report, Rollback, RunKind, StepRecord,
 };
 use crate::domain::{Outcome, RequestsByVerb, StepOutcome};
 use crate::drill::Drill;
@@ -126,7 +126,34 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
             })
             .collect(),
         reclaim_blockers: super::blockers::reclaim_blockers(observations),
+        gates_overridden: overridden_gates(observations),
+        emergency_stop: emergency_stop(observations),
     }
+}
+
+fn overridden_gates(observations: &[Observation]) -> Vec<OverriddenGate> {
+    observations
+        .iter()
+        .filter_map(|o| match &o.event {
+            Event::GateOverridden { gate, closed, by, reason } => Some(OverriddenGate {
+                gate: *gate,
+                closed: closed.clone(),
+                by: by.clone(),
+                reason: reason.clone(),
+                at: o.received,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+fn emergency_stop(observations: &[Observation]) -> Option<EmergencyStop> {
+    observations.iter().find_map(|o| match &o.event {
+        Event::EmergencyStop { reason, by, set_at } => {
+            Some(EmergencyStop { reason: reason.clone(), by: by.clone(), set_at: *set_at, seen_at: o.received })
+        }
+        _ => None,
+    })
 }
 
 impl IncidentFacts {
@@ -263,6 +290,7 @@ fn marker(event: &Event) -> Option<Marker> {
         | Event::IncidentOpened { .. }
         | Event::IncidentSpread { .. }
         | Event::GuardTripped { .. }
+        | Event::EmergencyStop { .. }
         | Event::Aborted { .. }
         | Event::HookRan { .. }
         | Event::PolicyApplied { .. } => Marker::Fault,

@@ -11,6 +11,7 @@ pub mod junit;
 pub mod legend;
 pub mod markdown;
 mod model;
+pub mod open_episode;
 mod page;
 pub mod prometheus;
 #[cfg(test)]

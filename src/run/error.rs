@@ -25,6 +25,9 @@ pub enum SetupError {
         /// The drill lock could not be released either: why.
         unreleased: Option<String>,
     },
+    /// A start gate is closed and not overridden.
+    #[error(transparent)]
+    Gate(#[from] crate::gates::GateError),
     /// Another drill (or `recover`) holds the cluster's drill lock.
     #[error(transparent)]
     Locked(#[from] LockError),

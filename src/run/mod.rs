@@ -6,7 +6,7 @@ mod directory;
 mod error;
 
 use std::io::{BufRead, IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use chrono::Utc;
@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 use crate::cluster::lease::{Claimant, Observer, this_host};
 use crate::cluster::{self, Cluster, KubeContext, Reader};
 use crate::drill::{Action, Drill, LoadedDrill, ReplicaBasis, ReturnAction, Webhook, WorkloadRef};
+use crate::gates;
 use crate::monitor::Monitor;
 use crate::notify::{self, Notice, Notifier};
 use crate::phases;
@@ -23,6 +24,7 @@ use crate::plan::{self, Plan};
 use crate::preflight;
 use crate::progress::Progress;
 use crate::report::{self, Outcome, Report, RunMeta};
+use crate::safety::emergency::StopWatch;
 use crate::safety::lock::{self, Claim, HeldLock};
 use crate::safety::{self, Mutator, RollbackOutcome};
 use crate::steps::{self, StepContext, StepError};
@@ -46,6 +48,8 @@ pub struct RunOptions {
     pub pushgateway: Option<String>,
     /// Webhooks told of the run besides the drill's own `spec.notify`.
     pub notify: Vec<Webhook>,
+    /// Closed start gates to let through (`--override-gate NAME --reason TEXT`).
+    pub overrides: Vec<gates::Override>,
 }
 
 /// What a finished (or stopped) run left behind.
@@ -55,10 +59,11 @@ pub struct RunResult {
 }
 
 /// `hybrid-drill plan`: resolves everything read-only and says what a run would do.
-pub async fn plan_only(loaded: &LoadedDrill, target: &KubeContext) -> Result<String, SetupError> {
+pub async fn plan_only(loaded: &LoadedDrill, target: &KubeContext, reports_dir: &Path) -> Result<String, SetupError> {
     let drill = &loaded.drill;
     let (cluster, version) = cluster::connect(target, &drill.spec.cluster).await?;
     let plan = plan::resolve_for(&cluster, drill, plan::access::Scope::Plan).await?;
+    let gates = gates::describe(&gates::read(&cluster, drill, reports_dir, Utc::now()).await, &[]);
     let targets = preflight::PreflightTargets::of(drill);
     let verdict = match preflight::run(&cluster.reader(), &targets, &preflight::Expectations::of(drill)).await {
         Ok(report) => format!("{}{}\n", preflight::render::table(&report), preflight::plan_note(drill, &report)),
@@ -66,7 +71,7 @@ pub async fn plan_only(loaded: &LoadedDrill, target: &KubeContext) -> Result<Str
     };
     let left: String = crate::drill::left_in_place::warnings(drill).iter().map(|w| format!("warning: {w}\n")).collect();
     Ok(format!(
-        "context {} ({}, Kubernetes {version})\n{}{left}\n{verdict}nothing was changed\n",
+        "context {} ({}, Kubernetes {version})\n{}{left}\n{gates}\n{verdict}nothing was changed\n",
         cluster.context,
         cluster.server,
         plan.describe(drill)
@@ -137,6 +142,7 @@ struct Run<'a> {
     monitor: Monitor,
     mutator: Mutator,
     lock: HeldLock,
+    emergency: StopWatch,
     warnings: Warnings,
     notifier: Notifier,
 }
@@ -155,6 +161,7 @@ impl<'a> Run<'a> {
         let mut observer = Observer::default();
         let say = |text: &str| eprintln!("hybrid-drill: {text}");
         lock::check(&cluster, &drill.spec.lock, Claim::Run, &this_host(), &mut observer, &say).await?;
+        let overridden = check_gates(&cluster, drill, opts).await?;
         confirm(&plan, loaded, &cluster.context, opts.yes)?;
 
         let (dir, run_id) = run_dir(&opts.reports_dir, &drill.metadata.name)?;
@@ -167,6 +174,7 @@ impl<'a> Run<'a> {
                 return Err(e.into());
             }
         };
+        let emergency = StopWatch::start(&cluster, &drill.spec.lock, &timeline);
         let progress = Progress::new(opts.json);
         let follow = progress.follow(&timeline);
         progress.line(&format!(
@@ -180,6 +188,10 @@ impl<'a> Run<'a> {
             run_id: run_id.clone(),
             context: cluster.context.clone(),
         });
+        for o in &overridden {
+            let (gate, closed, by, reason) = (o.gate, o.closed.clone(), o.by.clone(), o.reason.clone());
+            timeline.record(Event::GateOverridden { gate, closed, by, reason });
+        }
 
         let view = SharedView::default();
         let scale = &plan.scale;
@@ -227,7 +239,8 @@ impl<'a> Run<'a> {
             .into_iter()
             .chain(plan.split_brain_warning())
             .chain(plan.gpu_ceiling_warning())
-            .chain(fighting);
+            .chain(fighting)
+            .chain(overridden.iter().map(ToString::to_string));
         for warning in unsent.into_iter().chain(found) {
             progress.line(&format!("WARNING: {warning}"));
             warnings.raise(warning);
@@ -247,6 +260,7 @@ impl<'a> Run<'a> {
             monitor,
             mutator,
             lock,
+            emergency,
             warnings,
             notifier,
         })
@@ -254,7 +268,8 @@ impl<'a> Run<'a> {
 
     /// Runs the steps in order until one fails or refuses, a signal arrives, a guard trips or the deadline passes.
     async fn execute(&mut self, signals: JoinHandle<&'static str>) -> Stop {
-        let Run { loaded, reader, plan, timeline, progress, view, monitor, mutator, lock, warnings, .. } = self;
+        let Run { loaded, reader, plan, timeline, progress, view, monitor, mutator, lock, emergency, warnings, .. } =
+            self;
         let drill = &loaded.drill;
         let mut ctx = StepContext {
             reader,
@@ -307,6 +322,11 @@ impl<'a> Run<'a> {
             _ = tokio::time::sleep(deadline) => Stop::Aborted(format!("the drill's deadline of {} passed", humantime::format_duration(deadline))),
             message = guard_tripped(monitor.guard.clone()) => Stop::Aborted(message),
             message = guard_tripped(lock.lost()) => Stop::Aborted(message),
+            pulled = emergency.pulled() => Stop::Aborted(format!(
+                "emergency stop pulled by {}: {}",
+                pulled.by.as_deref().unwrap_or("someone (no hybrid-drill.io/stopped-by given)"),
+                pulled.reason
+            )),
         };
         stop
     }
@@ -519,6 +539,18 @@ impl<'a> Run<'a> {
         write_reports(&self.dir, &report).map_err(io)?;
         Ok(RunResult { report, run_dir: self.dir })
     }
+}
+
+/// Reads the start gates before anything is touched: refused unless every closed one is overridden; the overridden
+/// ones, with who let them through.
+async fn check_gates(
+    cluster: &Cluster,
+    drill: &Drill,
+    opts: &RunOptions,
+) -> Result<Vec<gates::Overridden>, SetupError> {
+    let readings = gates::read(cluster, drill, &opts.reports_dir, Utc::now()).await;
+    let by = if opts.overrides.is_empty() { String::new() } else { gates::who(cluster).await };
+    Ok(gates::judge(&readings, &opts.overrides, &by)?)
 }
 
 /// Ends a run's timeline (the lab's caveat, the request count, the outcome) and builds its report: the one ending a

@@ -1,8 +1,9 @@
 //! Raw drill to validated drill: checks what types can't say (versions, unique ids, one action per step, selectors,
 //! restart targets, phase names) and builds the `Drill` the rest of the crate sees, or every problem, located.
 //! This file holds the document and its `spec.cluster`; each other section of the drill file has its own file:
-//! `targets`, `notify` (notify and silences), `guards` (lock, guards and objectives) and `steps`.
+//! `targets`, `notify` (notify and silences), `guards` (lock, guards and objectives), `gates` and `steps`.
 
+mod gates;
 mod guards;
 mod notify;
 mod steps;
@@ -87,6 +88,7 @@ impl Validator<'_> {
         let steps = self.steps(&spec.steps);
         let notify = self.notify(&spec.notify);
         let silences = self.silences(&spec.silences);
+        let gates = self.gates(spec.gates.as_ref());
         Some(Drill {
             metadata: Metadata { name: name.clone(), description: drill.metadata.description.clone() },
             spec: DrillSpec {
@@ -103,6 +105,7 @@ impl Validator<'_> {
                 lock,
                 notify,
                 silences,
+                gates,
             },
         })
     }
