@@ -9,6 +9,9 @@ pub const EXIT_ABORTED: u8 = 3;
 pub const EXIT_RESTORE_FAILED: u8 = 4;
 /// Refused: another drill (or `recover`) holds the cluster's drill lock; nothing was touched. Worth retrying later.
 pub const EXIT_LOCKED: u8 = 5;
+/// `verify`: a file of the run directory was changed, removed or added after its manifest, or the signature is
+/// missing (where required) or invalid.
+pub const EXIT_TAMPERED: u8 = 6;
 
 pub fn exit_code(outcome: Outcome) -> i32 {
     i32::from(match outcome {

@@ -5,6 +5,7 @@ pub mod cli;
 pub mod cluster;
 pub mod domain;
 pub mod drill;
+pub mod evidence;
 pub mod exit;
 mod http;
 pub mod incident;

@@ -390,3 +390,42 @@ showed their first write at 18:00:00.272, +0.262 s"
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains("fault injected (t0): no audit event made it true"), "{out}");
 }
+
+/// `evidence` over recorded runs, no cluster: each drill and incident of the period listed, those outside it not,
+/// runs without a manifest said to be unverified, and the controls worded as support.
+#[test]
+fn evidence_bundles_the_runs_of_a_period_and_says_what_it_could_not_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let reports = dir.path().join("reports");
+    let mut incident: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo().join("tests/fixtures/incident/report.json")).unwrap())
+            .unwrap();
+    write_run(&reports, "20260105T093000Z", &fixture());
+    write_run(&reports, "20260412T031500Z", &incident);
+    incident["run_id"] = "onprem-gpu-drain-20250412t031500z".into();
+    incident["started"] = "2025-04-12T03:15:00Z".into();
+    write_run(&reports, "20250412T031500Z", &incident);
+    let out_dir = dir.path().join("bundle");
+    let out = bin()
+        .arg("evidence")
+        .arg(&reports)
+        .args(["--since", "2026-01-01", "--until", "2026-12-31", "--out"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let index = std::fs::read_to_string(out_dir.join("index.md")).unwrap();
+    assert!(index.contains("1 drill and 1 incident;"), "{index}");
+    assert!(index.contains("onprem-gpu-drain-20260412t031500z") && !index.contains("20250412"), "{index}");
+    assert!(index.contains("no manifest checked: cannot read"), "{index}");
+    assert!(index.contains("| provisioning <= 5.0s | 6.0s |") || index.contains("provisioning <= 5.0s"), "{index}");
+    assert!(index.contains("not a certification"), "{index}");
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(out_dir.join("evidence.json")).unwrap()).unwrap();
+    assert_eq!(json["runs"].as_array().unwrap().len(), 2);
+    assert!(out_dir.join("runs/onprem-gpu-drain/20260105T093000Z/report.json").is_file());
+    // A second bundle into the same directory is refused rather than mixed with the first.
+    let again =
+        bin().arg("evidence").arg(&reports).args(["--since", "2026-01-01", "--out"]).arg(&out_dir).output().unwrap();
+    assert_eq!(again.status.code(), Some(2), "{}", text(&again).1);
+}

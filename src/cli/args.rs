@@ -18,6 +18,9 @@ Examples:
   hybrid-drill recover reports/onprem-gpu-drain/20261202T101500Z
   hybrid-drill report reports/onprem-gpu-drain/20261202T101500Z --format html > drill.html
   hybrid-drill history reports                   every run of each drill, changes and regressions
+  hybrid-drill run drills/drain.yaml --change CHG-1 --approved-by alice
+  hybrid-drill verify reports/onprem-gpu-drain/20261202T101500Z
+  hybrid-drill evidence reports --since 2026-01-01 --out evidence-2026
   hybrid-drill identify                          the cluster's context and kube-system UID, for spec.cluster
   hybrid-drill schema > drill.schema.json        JSON Schema for editors
   hybrid-drill completions bash > ~/.local/share/bash-completion/completions/hybrid-drill
@@ -30,7 +33,9 @@ Exit codes:
      selector matching nothing; nothing was touched
   3  aborted (step failed or timed out, guard tripped, SIGINT/SIGTERM); the cluster was restored
   4  restore failed: the cluster needs a human (run `hybrid-drill recover RUN_DIR`)
-  5  refused: another drill or recover holds the cluster's drill lock (a Lease); nothing was touched";
+  5  refused: another drill or recover holds the cluster's drill lock (a Lease); nothing was touched
+  6  verify: a run directory's file was changed, removed or added after its manifest, or its signature does not
+     verify";
 
 /// Failure drills for hybrid GPU clusters: drain or cut the on-prem GPU nodes, measure the Karpenter cloud
 /// fallback phase by phase, return to on-prem, and leave a timestamped report.
@@ -68,8 +73,10 @@ pub enum HistoryFormat {
 pub enum Command {
     /// Run a drill against the cluster: checks, fault, fallback, restore check, return, reclaim, report.
     #[command(after_help = "The run directory reports/<drill>/<UTC timestamp>/ holds drill.yaml, timeline.jsonl, \
-journal.jsonl, report.json, report.md, report.html, junit.xml and metrics.prom. A failed, timed-out or interrupted \
-drill restores the cluster and still writes its report.")]
+journal.jsonl, report.json, report.md, report.html, junit.xml and metrics.prom, then manifest.json (the sha256 of every \
+other file; `hybrid-drill verify` checks it) and, with a signing key, manifest.sig. A failed, timed-out or interrupted \
+drill restores the cluster and still writes its report. A drill whose spec.evidence requires a change or an approver \
+is refused (exit 2) without --change or --approved-by, before the cluster is contacted.")]
     Run {
         /// The drill file (YAML).
         file: PathBuf,
@@ -94,6 +101,58 @@ drill restores the cluster and still writes its report.")]
         /// list (keep a secret URL there rather than in the drill file, which every run directory copies).
         #[arg(long, value_name = "[slack=]URL", env = "HYBRID_DRILL_NOTIFY", value_delimiter = ',', value_parser = notify_flag)]
         notify: Vec<Webhook>,
+        /// The change record the drill runs under (e.g. CHG-1), recorded in every report format.
+        #[arg(long, value_name = "ID")]
+        change: Option<String>,
+        /// Who approved the drill, recorded in every report format.
+        #[arg(long, value_name = "NAME")]
+        approved_by: Option<String>,
+        /// Sign the run directory's manifest with this ed25519 key: a file (PKCS#8 PEM as `openssl genpkey -algorithm
+        /// ed25519` writes it, or the 32-byte seed in base64 or hex), or a secret reference `${env:NAME}` or
+        /// `${file:/path}` (a Kubernetes Secret as a variable or a mounted file).
+        #[arg(long, value_name = "KEY", env = "HYBRID_DRILL_SIGNING_KEY")]
+        signing_key: Option<String>,
+    },
+    /// Check a run directory against its manifest: each file changed, removed or added since, and the signature.
+    #[command(after_help = "Exit codes: 0 every file as the manifest records it and the signature valid (or the \
+manifest unsigned and no key required), 6 a file changed, removed or added, or the signature missing or invalid where \
+required, 2 no readable manifest. `hybrid-drill report` prints to stdout and never rewrites a run directory: keep \
+re-rendered reports elsewhere. Touches no cluster.")]
+    Verify {
+        /// The run directory (reports/<drill>/<UTC timestamp>/).
+        run_dir: PathBuf,
+        /// The public key the manifest must be signed by (SPKI PEM from `openssl pkey -pubout`, or 32 bytes in base64
+        /// or hex; a file or a secret reference); an unsigned manifest then fails.
+        #[arg(long, value_name = "KEY", env = "HYBRID_DRILL_PUBLIC_KEY")]
+        public_key: Option<String>,
+        #[arg(long, short = 'o', value_enum, default_value = "text")]
+        output: OutputFormat,
+    },
+    /// Gather every drill and incident of a period for an auditor: each run directory verified and copied, with an
+    /// index in Markdown and HTML.
+    #[command(after_help = "The directory holds index.md, index.html, evidence.json and runs/<drill>/<stamp>/ (each \
+run directory as it was, its manifest included): the verdicts, the RTO trend, the deviations, the action items (open, \
+or closed by a later run of the drill) and a table of the controls the bundle supports (DORA ICT continuity testing, \
+SOC 2 A1.3, ISO 22301 exercises); support, never a certification. Touches no cluster.")]
+    Evidence {
+        /// A reports directory (reports/<drill>/<run>/report.json), as `history` reads it.
+        #[arg(default_value = "reports", env = "HYBRID_DRILL_REPORTS")]
+        reports_dir: PathBuf,
+        /// The first day (or RFC 3339 time) of the period, in UTC.
+        #[arg(long, value_name = "DATE", value_parser = parse_day_start)]
+        since: chrono::DateTime<chrono::Utc>,
+        /// The last day of the period, included (default: now).
+        #[arg(long, value_name = "DATE", value_parser = parse_day_end)]
+        until: Option<chrono::DateTime<chrono::Utc>>,
+        /// Where to write the bundle (default: evidence-SINCE-UNTIL); it must not exist or be empty.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Also write the bundle as DIR.tar.gz.
+        #[arg(long)]
+        archive: bool,
+        /// The public key every manifest must be signed by (as `verify --public-key`).
+        #[arg(long, value_name = "KEY", env = "HYBRID_DRILL_PUBLIC_KEY")]
+        public_key: Option<String>,
     },
     /// Watch the cluster for real fallbacks and measure each with the drills' ruler: read-only, long-running.
     #[command(
@@ -233,6 +292,23 @@ pub(super) fn notify_flag(text: &str) -> Result<Webhook, crate::http::UrlError> 
     };
     let url = crate::http::service_url(url)?;
     Ok(Webhook { url, format, timeout: Webhook::DEFAULT_TIMEOUT })
+}
+
+/// `2026-01-01` as its first instant in UTC, or an RFC 3339 time.
+fn parse_day_start(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    parse_day(text, chrono::NaiveTime::MIN)
+}
+
+/// `2026-12-31` as its last instant in UTC (the day included), or an RFC 3339 time.
+fn parse_day_end(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    parse_day(text, chrono::NaiveTime::from_hms_milli_opt(23, 59, 59, 999).unwrap_or_default())
+}
+
+fn parse_day(text: &str, at: chrono::NaiveTime) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    match chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d") {
+        Ok(day) => Ok(day.and_time(at).and_utc()),
+        Err(_) => parse_time(text).map_err(|_| format!("`{text}`: expected a date (2026-01-01) or RFC 3339 time")),
+    }
 }
 
 /// An RFC 3339 time, with any offset, as UTC.

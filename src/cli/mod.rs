@@ -3,6 +3,7 @@
 
 mod args;
 mod commands;
+mod evidence;
 mod recover;
 
 use std::process::ExitCode;
@@ -21,6 +22,7 @@ use commands::{
     block_on, completions, history_command, identify_command, man_command, plan_command, preflight_command,
     report_command, run_command, validate, watch_command,
 };
+use evidence::{EvidenceFlags, evidence_command, verify_command};
 use recover::recover_command;
 
 pub fn main() -> ExitCode {
@@ -33,10 +35,27 @@ pub fn main() -> ExitCode {
             println!("{}", serde_json::to_string_pretty(&drill::json_schema()).unwrap_or_default());
             EXIT_PASSED
         }
-        Command::Run { file, yes, dry_run, output, reports_dir, pushgateway, notify } => {
+        Command::Run {
+            file,
+            yes,
+            dry_run,
+            output,
+            reports_dir,
+            pushgateway,
+            notify,
+            change,
+            approved_by,
+            signing_key,
+        } => {
             let json = output == OutputFormat::Json;
-            let opts = RunOptions { target, yes, dry_run, json, reports_dir, pushgateway, notify };
+            let approval = crate::evidence::Approval { change, approved_by };
+            let opts =
+                RunOptions { target, yes, dry_run, json, reports_dir, pushgateway, notify, approval, signing_key };
             block_on(run_command(&file, opts))
+        }
+        Command::Verify { run_dir, public_key, output } => verify_command(&run_dir, public_key.as_deref(), output),
+        Command::Evidence { reports_dir, since, until, out, archive, public_key } => {
+            evidence_command(EvidenceFlags { reports_dir, since, until, out, archive, public_key })
         }
         Command::Watch { file, reports_dir, episode_limit, metrics_addr, episodes } => {
             let opts = crate::incident::WatchOptions { target, reports_dir, episode_limit, metrics_addr, episodes };

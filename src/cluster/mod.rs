@@ -9,6 +9,7 @@ pub mod deadline;
 pub mod displacement;
 pub mod drain_selection;
 pub mod identity;
+pub mod initiator;
 pub mod karpenter;
 pub mod lease;
 pub mod marks;
@@ -43,6 +44,7 @@ pub const READ_PERMISSIONS: Permissions = &[
     ("", "pods", &["get", "list", "watch"]),
     ("", "events", &["list", "watch"]),
     ("", "namespaces[kube-system]", &["get"]),
+    ("authentication.k8s.io", "selfsubjectreviews", &["create"]),
     ("policy", "poddisruptionbudgets", &["list", "watch"]),
     ("karpenter.sh", "nodepools", &["list", "watch"]),
     ("karpenter.sh", "nodeclaims", &["list", "watch"]),

@@ -45,6 +45,31 @@ pub struct DrillSpec {
     pub notify: Vec<Webhook>,
     /// Alertmanager silences held from the fault to the end of the drill.
     pub silences: Vec<SilenceSpec>,
+    /// What each run's audit record must hold; who owns its action items.
+    pub evidence: EvidencePolicy,
+}
+
+/// `spec.evidence`: the change reference and approver a run must be given, and the action items' owner.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EvidencePolicy {
+    pub require_change: bool,
+    pub require_approver: bool,
+    pub owner: Option<String>,
+}
+
+impl EvidencePolicy {
+    /// The flags a run lacks that this drill requires: `--change`, `--approved-by`.
+    pub fn missing(&self, change: Option<&str>, approver: Option<&str>) -> Vec<&'static str> {
+        let absent = |v: Option<&str>| v.is_none_or(|v| v.trim().is_empty());
+        let mut missing = Vec::new();
+        if self.require_change && absent(change) {
+            missing.push("--change");
+        }
+        if self.require_approver && absent(approver) {
+            missing.push("--approved-by");
+        }
+        missing
+    }
 }
 
 /// How a webhook wants its messages.

@@ -67,6 +67,26 @@ pub struct DrillSpec {
     /// or on rollback; journalled, so `hybrid-drill recover` expires them after a crash.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub silences: Vec<SilenceSection>,
+    /// What each run's audit record must hold, and who owns the action items its report raises.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<EvidenceSection>,
+}
+
+/// The audit record: a drill that requires a change reference or an approver is refused (exit 2, nothing touched)
+/// when `run` is not given `--change` or `--approved-by`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "Evidence")]
+pub struct EvidenceSection {
+    /// Refuse a run without `--change CHG-...`: the change record the drill was approved under.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub require_change: bool,
+    /// Refuse a run without `--approved-by NAME`: who approved it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub require_approver: bool,
+    /// The owner of the action items the report raises (a team or a person), e.g. `gpu-platform`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// The drill lock, a coordination.k8s.io/v1 Lease. Drills that share on-prem nodes or a fallback must share it.

@@ -174,6 +174,7 @@ fn set_up(drill: &Drill, out: &mut Vec<Need>) {
     let lock = &drill.spec.lock;
     out.extend([
         Need::new("", "namespaces", "get", "the cluster's identity").named("kube-system"),
+        Need::new("authentication.k8s.io", "selfsubjectreviews", "create", "the report's initiator"),
         Need::new("karpenter.sh", "nodepools", "list", "the plan reads the fallback NodePools"),
         Need::new("karpenter.sh", "nodepools", "watch", "the run watches the fallback NodePools"),
         Need::new("karpenter.sh", "nodeclaims", "list", "the run watches the fallback's NodeClaims"),

@@ -23,6 +23,7 @@ pub struct RunMeta {
     pub drill_source: String,
     pub cluster_server: String,
     pub cluster_version: String,
+    pub provenance: Option<super::provenance::Provenance>,
 }
 
 impl RunMeta {
@@ -34,6 +35,7 @@ impl RunMeta {
             drill_source: report.drill.source.clone(),
             cluster_server: report.cluster.server.clone(),
             cluster_version: report.cluster.version.clone(),
+            provenance: report.provenance.clone(),
         }
     }
 }
@@ -85,10 +87,11 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         _ => None,
     });
     let outcome = outcome(observations, !analysis.objectives_missed.is_empty(), &rollback, &abort_reason);
-    Report {
+    let mut report = Report {
         schema: REPORT_SCHEMA.into(),
         tool_version: meta.tool_version.clone(),
         run_id,
+        provenance: meta.provenance.clone(),
         drill: DrillIdentity {
             name: drill.metadata.name.clone(),
             description: drill.metadata.description.clone(),
@@ -118,15 +121,25 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         watch_gaps: observations.iter().filter(|o| matches!(o.event, Event::WatchGap { .. })).count(),
         api_requests: requests_sent(observations).map_or(0, |(total, _)| total),
         api_requests_by_verb: requests_sent(observations).map(|(_, by_verb)| by_verb.clone()).unwrap_or_default(),
-        warnings: observations
-            .iter()
-            .filter_map(|o| match &o.event {
-                Event::Warning { message } => Some(message.clone()),
-                _ => None,
-            })
-            .collect(),
+        warnings: warnings(observations),
         reclaim_blockers: super::blockers::reclaim_blockers(observations),
-    }
+        deviations: Vec::new(),
+        action_items: Vec::new(),
+    };
+    report.deviations = super::deviations::deviations(drill, observations, &report);
+    report.action_items = super::deviations::action_items(drill, &report);
+    report
+}
+
+/// Every warning the run recorded, in order.
+fn warnings(observations: &[Observation]) -> Vec<String> {
+    observations
+        .iter()
+        .filter_map(|o| match &o.event {
+            Event::Warning { message } => Some(message.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 impl IncidentFacts {
@@ -404,20 +417,23 @@ pub fn load(run_dir: &Path) -> Result<Report, LoadError> {
         return Err(LoadError::Schema { path: path.display().to_string(), found: report.schema });
     }
     let observations = crate::timeline::read(&path.with_file_name("timeline.jsonl")).unwrap_or_default();
-    if observations.is_empty() {
-        return Ok(report);
-    }
     let drill_file = path.with_file_name("drill.yaml");
     let source = std::fs::read_to_string(&drill_file).unwrap_or_else(|_| report.drill.source.clone());
-    match crate::drill::from_source(&drill_file, source) {
-        Ok(loaded) if holds_the_report(&observations) => {
-            Ok(build(&loaded.drill, &observations, &RunMeta::recorded(&report)))
-        }
+    let drill = crate::drill::from_source(&drill_file, source).ok().map(|l| l.drill);
+    match drill {
+        Some(drill) if holds_the_report(&observations) => Ok(build(&drill, &observations, &RunMeta::recorded(&report))),
         _ => {
-            report.notable_events = notable(&observations);
-            report.overlap = overlap(&observations);
-            report.reclaim_blockers = super::blockers::reclaim_blockers(&observations);
-            report.autoscaler = super::autoscaling::autoscaling(&observations);
+            if !observations.is_empty() {
+                report.notable_events = notable(&observations);
+                report.overlap = overlap(&observations);
+                report.reclaim_blockers = super::blockers::reclaim_blockers(&observations);
+                report.autoscaler = super::autoscaling::autoscaling(&observations);
+            }
+            // A report recorded before deviations and action items were: derived from what it kept.
+            if let Some(drill) = drill.filter(|_| report.deviations.is_empty() && report.action_items.is_empty()) {
+                report.deviations = super::deviations::deviations(&drill, &observations, &report);
+                report.action_items = super::deviations::action_items(&drill, &report);
+            }
             Ok(report)
         }
     }

@@ -13,8 +13,20 @@ type Section = fn(&mut String, &Report) -> fmt::Result;
 pub fn render(report: &Report) -> String {
     let mut md = String::new();
     // Writing to a String cannot fail: each section returns fmt::Result only so that `?` can carry its writes.
-    let sections: [Section; 10] =
-        [head, phases, startup, fallback, overlap, autoscaler, steps, restore, milestones, events];
+    let sections: [Section; 12] = [
+        head,
+        phases,
+        startup,
+        fallback,
+        overlap,
+        autoscaler,
+        steps,
+        deviations,
+        action_items,
+        restore,
+        milestones,
+        events,
+    ];
     let _ = sections.iter().try_for_each(|section| section(&mut md, report));
     md
 }
@@ -43,10 +55,52 @@ fn head(md: &mut String, report: &Report) -> fmt::Result {
         report.cluster.context, report.cluster.server, report.cluster.version
     )?;
     writeln!(md, "| Drill file | `{}` |", report.drill.file)?;
-    writeln!(md, "| Tool | hybrid-drill {} |", report.tool_version)?;
+    match &report.provenance {
+        Some(p) => {
+            for (label, value) in p.rows() {
+                writeln!(md, "| {label} | {} |", value.replace('|', "\\|"))?;
+            }
+        }
+        None => writeln!(md, "| Tool | hybrid-drill {} |", report.tool_version)?,
+    }
     writeln!(md, "| API requests | {} |", super::requests_in_words(report))?;
     writeln!(md, "\n## Fidelity\n\n{}\n", report.fidelity)?;
     Ok(())
+}
+
+/// Every departure from the plan, or a line saying there was none.
+fn deviations(md: &mut String, report: &Report) -> fmt::Result {
+    writeln!(
+        md,
+        "## Deviations from the plan
+"
+    )?;
+    if report.deviations.is_empty() {
+        return writeln!(md, "None: every step ran as planned, with no retry, warning or override.\n");
+    }
+    for d in &report.deviations {
+        let at = d.t_seconds.map(|t| format!(" (t+{})", human_seconds(t))).unwrap_or_default();
+        writeln!(md, "- **{}**{at}: {}", d.kind.label(), d.what)?;
+    }
+    writeln!(md)
+}
+
+/// One row per missed objective and preflight finding: what to fix, why, and who owns it.
+fn action_items(md: &mut String, report: &Report) -> fmt::Result {
+    writeln!(
+        md,
+        "## Action items
+"
+    )?;
+    if report.action_items.is_empty() {
+        return writeln!(md, "None: every objective was met and preflight raised nothing.\n");
+    }
+    writeln!(md, "| Objective | Measured | Likely cause | Owner |\n|---|---|---|---|")?;
+    for a in &report.action_items {
+        let cell = |s: &str| s.replace('|', "\\|");
+        writeln!(md, "| {} | {} | {} | {} |", cell(&a.objective), cell(&a.measured), cell(&a.cause), cell(&a.owner))?;
+    }
+    writeln!(md)
 }
 
 /// The phase table and its clocks.

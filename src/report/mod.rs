@@ -4,6 +4,7 @@
 pub mod autoscaling;
 mod blockers;
 mod build;
+pub mod deviations;
 pub mod fidelity;
 pub mod history;
 pub mod html;
@@ -11,8 +12,9 @@ pub mod junit;
 pub mod legend;
 pub mod markdown;
 mod model;
-mod page;
+pub(crate) mod page;
 pub mod prometheus;
+pub mod provenance;
 #[cfg(test)]
 pub(crate) mod sample;
 pub mod terminal;

@@ -104,6 +104,9 @@ pub struct Report {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incident: Option<IncidentFacts>,
     pub run_id: String,
+    /// Who ran it and why; reports written before provenance was recorded have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<super::provenance::Provenance>,
     pub drill: DrillIdentity,
     pub cluster: ClusterRecord,
     pub started: DateTime<Utc>,
@@ -139,6 +142,13 @@ pub struct Report {
     /// Why the fallback was not reclaimed, each reason as first seen; empty when nothing held it.
     #[serde(default)]
     pub reclaim_blockers: Vec<super::blockers::ReclaimBlocker>,
+    /// Every departure from the plan: retries, failed or timed-out steps, warnings, overridden gates, manual actions
+    /// and what was left in place on purpose.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deviations: Vec<super::deviations::Deviation>,
+    /// What to fix: one item per missed objective and per preflight warning.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub action_items: Vec<super::deviations::ActionItem>,
 }
 
 impl Report {

@@ -76,7 +76,7 @@ svg .objective-line { stroke: var(--missed); stroke-width: 1; stroke-dasharray: 
 "#;
 
 /// A complete HTML document around `body`.
-pub(super) fn page(title: &str, body: Markup) -> String {
+pub(crate) fn page(title: &str, body: Markup) -> String {
     let document = html! {
         (DOCTYPE)
         html lang="en" {

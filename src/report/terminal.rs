@@ -74,6 +74,23 @@ pub fn render(report: &Report, run_dir: &str) -> String {
     for w in &report.warnings {
         out.push_str(&format!("warning: {w}\n"));
     }
+    out.push_str(&evidence_lines(report));
     out.push_str(&format!("report: {run_dir}/report.md ({} API requests)\n", report.api_requests));
+    out
+}
+
+/// Who ran it and under which change, and how many deviations and action items the report lists.
+fn evidence_lines(report: &Report) -> String {
+    let mut out = String::new();
+    if let Some(p) = &report.provenance {
+        let or_none = |v: &Option<String>| v.clone().unwrap_or_else(|| "none".into());
+        out.push_str(&format!(
+            "initiated by {} · change {} · approved by {}\n",
+            p.initiator_line(),
+            or_none(&p.change),
+            or_none(&p.approved_by)
+        ));
+    }
+    out.push_str(&format!("deviations: {} · action items: {}\n", report.deviations.len(), report.action_items.len()));
     out
 }

@@ -28,6 +28,10 @@ pub enum SetupError {
     /// Another drill (or `recover`) holds the cluster's drill lock.
     #[error(transparent)]
     Locked(#[from] LockError),
+    #[error("refusing the drill: its file requires {missing} (spec.evidence); nothing was touched")]
+    Unapproved { missing: String },
+    #[error("cannot sign the run's manifest: {0}; nothing was touched")]
+    SigningKey(#[from] crate::evidence::keys::KeyError),
 }
 
 fn unreleased_note(unreleased: &Option<String>) -> String {

@@ -16,12 +16,14 @@ use tokio::task::JoinHandle;
 use crate::cluster::lease::{Claimant, Observer, this_host};
 use crate::cluster::{self, Cluster, KubeContext, Reader};
 use crate::drill::{Action, Drill, LoadedDrill, ReplicaBasis, ReturnAction, Webhook, WorkloadRef};
+use crate::evidence::{Approval, SigningKey};
 use crate::monitor::Monitor;
 use crate::notify::{self, Notice, Notifier};
 use crate::phases;
 use crate::plan::{self, Plan};
 use crate::preflight;
 use crate::progress::Progress;
+use crate::report::provenance::Provenance;
 use crate::report::{self, Outcome, Report, RunMeta};
 use crate::safety::lock::{self, Claim, HeldLock};
 use crate::safety::{self, Mutator, RollbackOutcome};
@@ -46,6 +48,10 @@ pub struct RunOptions {
     pub pushgateway: Option<String>,
     /// Webhooks told of the run besides the drill's own `spec.notify`.
     pub notify: Vec<Webhook>,
+    /// The change record and approver the run is given; a drill may require both.
+    pub approval: Approval,
+    /// The key that signs the run directory's manifest: a file, or a secret reference.
+    pub signing_key: Option<String>,
 }
 
 /// What a finished (or stopped) run left behind.
@@ -75,12 +81,19 @@ pub async fn plan_only(loaded: &LoadedDrill, target: &KubeContext) -> Result<Str
 
 /// Runs a drill through its four stages.
 pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, SetupError> {
+    // Before the cluster is contacted: a run the drill file does not allow, or whose record could not be signed,
+    // touches nothing.
+    let missing = opts.approval.missing(loaded);
+    if !missing.is_empty() {
+        return Err(SetupError::Unapproved { missing: missing.join(" and ") });
+    }
+    let key = opts.signing_key.as_deref().map(SigningKey::load).transpose()?;
     // Registered before anything is touched, so a signal never kills the process mid-change.
     let signals = tokio::spawn(interrupted());
     let mut run = Run::set_up(loaded, opts).await?;
     let stop = run.execute(signals).await;
     let stopped = run.stop(stop).await;
-    run.finish(stopped, opts).await
+    run.finish(stopped, opts, key.as_ref()).await
 }
 
 /// Why the steps stopped.
@@ -139,6 +152,7 @@ struct Run<'a> {
     lock: HeldLock,
     warnings: Warnings,
     notifier: Notifier,
+    provenance: Provenance,
 }
 
 impl<'a> Run<'a> {
@@ -151,6 +165,7 @@ impl<'a> Run<'a> {
         let (cluster, version) = cluster::connect(&opts.target, &drill.spec.cluster).await?;
         let plan = plan::resolve(&cluster, drill).await?;
         let observed = cluster.observe().await?;
+        let provenance = crate::evidence::provenance::gather(&cluster, loaded, &opts.approval).await;
         // Said before the confirmation: a drill that cannot start should not ask for one.
         let mut observer = Observer::default();
         let say = |text: &str| eprintln!("hybrid-drill: {text}");
@@ -249,6 +264,7 @@ impl<'a> Run<'a> {
             lock,
             warnings,
             notifier,
+            provenance,
         })
     }
 
@@ -480,7 +496,12 @@ impl<'a> Run<'a> {
     }
 
     /// Stops watching, cuts the timeline into phases, judges the run, then writes (and maybe pushes) its report.
-    async fn finish(mut self, stopped: Stopped, opts: &RunOptions) -> Result<RunResult, SetupError> {
+    async fn finish(
+        mut self,
+        stopped: Stopped,
+        opts: &RunOptions,
+        key: Option<&SigningKey>,
+    ) -> Result<RunResult, SetupError> {
         let drill = &self.loaded.drill;
         // Nothing touches the cluster after the stop stage: the next drill may start.
         if let Err(e) = self.mutator.release_lock(self.lock).await {
@@ -498,7 +519,8 @@ impl<'a> Run<'a> {
                 analysis.fallback.gpu_limit.unwrap_or_default()
             ));
         }
-        let mut report = seal(&self.timeline, &self.cluster, self.loaded, &self.version, outcome);
+        let provenance = self.provenance.clone();
+        let mut report = seal(&self.timeline, &self.cluster, self.loaded, &self.version, outcome, provenance);
         self.follow.abort();
         self.progress.finish();
         if let Some(url) = &opts.pushgateway
@@ -517,6 +539,8 @@ impl<'a> Run<'a> {
         }
         let io = |source| SetupError::RunDir { path: self.dir.display().to_string(), source };
         write_reports(&self.dir, &report).map_err(io)?;
+        // Last: every file of the run is written, and none is written after.
+        crate::evidence::seal(&self.dir, &report.run_id, key).map_err(|e| io(std::io::Error::other(e)))?;
         Ok(RunResult { report, run_dir: self.dir })
     }
 }
@@ -529,6 +553,7 @@ pub(crate) fn seal(
     loaded: &LoadedDrill,
     version: &str,
     outcome: Outcome,
+    provenance: Provenance,
 ) -> Report {
     if cluster.is_lab() {
         timeline.record(Event::Warning {
@@ -539,7 +564,8 @@ pub(crate) fn seal(
     }
     timeline.record(Event::RequestsSent { total: cluster.requests_sent(), by_verb: cluster.requests_by_verb() });
     timeline.record(Event::DrillFinished { outcome });
-    report::build(&loaded.drill, &timeline.observations(), &run_meta(loaded, cluster, version))
+    let meta = RunMeta { provenance: Some(provenance), ..run_meta(loaded, cluster, version) };
+    report::build(&loaded.drill, &timeline.observations(), &meta)
 }
 
 /// What a report keeps of the tool, the drill file and the API server.
@@ -550,6 +576,7 @@ pub(crate) fn run_meta(loaded: &LoadedDrill, cluster: &Cluster, version: &str) -
         drill_source: crate::secrets::redact(&loaded.source).into_owned(),
         cluster_server: cluster.server.clone(),
         cluster_version: version.to_string(),
+        provenance: None,
     }
 }
 

@@ -11,7 +11,7 @@ mod targets;
 mod tests;
 
 use super::diagnostics::Diagnostic;
-use super::model::{Drill, DrillSpec, ExpectedCluster, Metadata, ParsedSelector};
+use super::model::{Drill, DrillSpec, EvidencePolicy, ExpectedCluster, Metadata, ParsedSelector};
 use super::parse::{SpanMap, join};
 use super::raw::{self, API_VERSION, KIND};
 use crate::cluster::selector::SelectorError;
@@ -87,6 +87,7 @@ impl Validator<'_> {
         let steps = self.steps(&spec.steps);
         let notify = self.notify(&spec.notify);
         let silences = self.silences(&spec.silences);
+        let evidence = self.evidence(spec.evidence.as_ref());
         Some(Drill {
             metadata: Metadata { name: name.clone(), description: drill.metadata.description.clone() },
             spec: DrillSpec {
@@ -103,8 +104,21 @@ impl Validator<'_> {
                 lock,
                 notify,
                 silences,
+                evidence,
             },
         })
+    }
+
+    fn evidence(&mut self, section: Option<&raw::EvidenceSection>) -> EvidencePolicy {
+        let section = section.cloned().unwrap_or_default();
+        if section.owner.as_deref().is_some_and(|o| o.trim().is_empty()) {
+            self.problem("spec.evidence.owner", "the action items' owner must not be empty: name a team or a person");
+        }
+        EvidencePolicy {
+            require_change: section.require_change,
+            require_approver: section.require_approver,
+            owner: section.owner,
+        }
     }
 }
 

@@ -341,3 +341,22 @@ fn ready_pods_is_a_number_or_a_share_and_a_wrong_one_is_located() {
     let negative = diagnostics(with("readyPods: -2"));
     assert!(negative[0].message.starts_with("readyPods must be at least 1"), "{:?}", negative[0].message);
 }
+
+#[test]
+fn the_evidence_a_drill_requires_is_read_and_an_empty_owner_located() {
+    let steps = "    - {id: s, pause: 1s}\n";
+    let none = valid("", steps);
+    assert_eq!(none.spec.evidence, crate::drill::EvidencePolicy::default());
+    assert!(none.spec.evidence.missing(None, None).is_empty());
+    let strict = valid("  evidence: {requireChange: true, requireApprover: true, owner: gpu-platform}\n", steps);
+    assert_eq!(strict.spec.evidence.owner.as_deref(), Some("gpu-platform"));
+    assert_eq!(strict.spec.evidence.missing(None, Some(" ")), ["--change", "--approved-by"]);
+    assert_eq!(strict.spec.evidence.missing(Some("CHG-1"), None), ["--approved-by"]);
+    assert!(strict.spec.evidence.missing(Some("CHG-1"), Some("alice")).is_empty());
+    let source = drill_source("  evidence: {owner: ''}\n", steps);
+    let d = diagnostics(source.clone());
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert!(d[0].message.starts_with("the action items' owner must not be empty"), "{d:?}");
+    assert_eq!(&source[d[0].location.start..d[0].location.end], "''");
+    assert!(!diagnostics(drill_source("  evidence: {requireChnage: true}\n", steps)).is_empty(), "a typo is refused");
+}

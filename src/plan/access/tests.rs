@@ -59,6 +59,7 @@ fn a_drain_needs_its_cordon_evictions_lock_and_the_restore_checks_reads() {
         &needs,
         &[
             "get namespaces[kube-system]",
+            "create authentication.k8s.io/selfsubjectreviews",
             "create coordination.k8s.io/leases@kube-system",
             "update coordination.k8s.io/leases[hybrid-drill]@kube-system",
             "patch nodes",

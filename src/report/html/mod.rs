@@ -11,7 +11,9 @@ use maud::html;
 use crate::report::Report;
 use crate::report::page::page;
 use chart::timeline;
-use sections::{autoscaler, events, fallback, header, overlap, phases, restore_and_warnings, startup, steps};
+use sections::{
+    autoscaler, deviations_and_actions, events, fallback, header, overlap, phases, restore_and_warnings, startup, steps,
+};
 
 pub fn render(report: &Report) -> String {
     let body = html! {
@@ -20,6 +22,7 @@ pub fn render(report: &Report) -> String {
         (phases(report))
         (startup(report))
         (steps(report))
+        (deviations_and_actions(report))
         section { h2 { "Fidelity" } p { (report.fidelity) } }
         (fallback(report))
         (overlap(report))

@@ -29,7 +29,7 @@ pub(super) fn header(report: &Report) -> Markup {
         "context {}, {} (Kubernetes {})",
         report.cluster.context, report.cluster.server, report.cluster.version
     );
-    let details = [
+    let mut details = vec![
         ("Run", report.run_id.clone()),
         ("Started", rfc3339(&report.started)),
         ("Finished", rfc3339(&report.finished)),
@@ -38,6 +38,11 @@ pub(super) fn header(report: &Report) -> Markup {
         ("Tool", format!("hybrid-drill {}", report.tool_version)),
         ("API requests", format!("{} (watch gaps: {})", crate::report::requests_in_words(report), report.watch_gaps)),
     ];
+    if let Some(p) = &report.provenance {
+        // Who and why first, the build with its commit in place of the bare version.
+        details.retain(|(k, _)| *k != "Tool");
+        details.splice(0..0, p.rows());
+    }
     html! {
         header {
             h1 { (report.kind.heading()) ": " (report.drill.name) }
@@ -263,6 +268,39 @@ pub(super) fn autoscaler(report: &Report) -> Markup {
             h2 { "Autoscaler" }
             p { (first) }
             ul { @for line in lines { li { (line) } } }
+        }
+    }
+}
+
+/// Every deviation from the plan, then the action items with their likely cause and owner.
+pub(super) fn deviations_and_actions(report: &Report) -> Markup {
+    html! {
+        section id="deviations" {
+            h2 { "Deviations from the plan" }
+            @if report.deviations.is_empty() { p { "None: every step ran as planned, with no retry, warning or override." } }
+            ul {
+                @for d in &report.deviations {
+                    li {
+                        strong { (d.kind.label()) }
+                        @if let Some(t) = d.t_seconds { " (t+" (human_seconds(t)) ")" }
+                        ": " (d.what)
+                    }
+                }
+            }
+        }
+        section id="action-items" {
+            h2 { "Action items" }
+            @if report.action_items.is_empty() { p { "None: every objective was met and preflight raised nothing." } }
+            @else {
+                table {
+                    thead { tr { th { "Objective" } th { "Measured" } th { "Likely cause" } th { "Owner" } } }
+                    tbody {
+                        @for a in &report.action_items {
+                            tr { td { (a.objective) } td { (a.measured) } td { (a.cause) } td { (a.owner) } }
+                        }
+                    }
+                }
+            }
         }
     }
 }
