@@ -112,7 +112,7 @@ what it missed marked unknown."
         #[arg(long, value_name = "DIR", default_value = "reports", env = "HYBRID_DRILL_REPORTS")]
         reports_dir: PathBuf,
         /// Close an episode after this long even if the workload is not back on-prem with the fallback reclaimed.
-        #[arg(long, value_name = "DURATION", default_value = "6h", value_parser = humantime::parse_duration)]
+        #[arg(long, value_name = "DURATION", default_value = "6h", value_parser = crate::drill::duration::parse_flag)]
         episode_limit: std::time::Duration,
         /// Serve Prometheus metrics here (e.g. 0.0.0.0:9464): the episode in progress, the fallback's nodes and GPUs
         /// now, the last episode's RTO and phases.
@@ -146,7 +146,8 @@ Touches no cluster.")]
         #[arg(long, short = 'f', value_enum, default_value = "text")]
         format: HistoryFormat,
     },
-    /// Check drill files without touching a cluster; errors point at the line and column.
+    /// Check drill files without touching a cluster: every problem at once, each at its line and column with the
+    /// fix. With --context, also whether the drill is for that context.
     Validate {
         #[arg(required = true)]
         files: Vec<PathBuf>,

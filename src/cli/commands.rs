@@ -62,11 +62,13 @@ pub(super) fn load(file: &Path) -> Result<drill::LoadedDrill, u8> {
     })
 }
 
-pub(super) fn validate(files: &[PathBuf]) -> u8 {
+/// Each file checked on its own, and against `--context` when given; warnings do not change the exit code.
+pub(super) fn validate(files: &[PathBuf], context: Option<&str>) -> u8 {
     let mut code = EXIT_PASSED;
     for file in files {
-        match load(file) {
+        match drill::load_expecting(file, drill::validate::Expected { context }) {
             Ok(d) => {
+                eprint!("{}", d.render_warnings());
                 println!(
                     "ok: {} is a valid drill ({}, {} steps)",
                     file.display(),
@@ -77,7 +79,10 @@ pub(super) fn validate(files: &[PathBuf]) -> u8 {
                     println!("warning: {}: {warning}", file.display());
                 }
             }
-            Err(c) => code = c,
+            Err(e) => {
+                eprint!("{}", e.render());
+                code = EXIT_INVALID;
+            }
         }
     }
     code

@@ -28,7 +28,7 @@ pub fn main() -> ExitCode {
     init_tracing(cli.verbose);
     let target = KubeContext { kubeconfig: cli.kubeconfig.clone(), context: cli.context.clone() };
     let code = match cli.command {
-        Command::Validate { files } => validate(&files),
+        Command::Validate { files } => validate(&files, cli.context.as_deref()),
         Command::Schema => {
             println!("{}", serde_json::to_string_pretty(&drill::json_schema()).unwrap_or_default());
             EXIT_PASSED
