@@ -106,12 +106,12 @@ fn every_command_with_output_formats_takes_dash_o() {
 
 #[test]
 fn the_old_format_flag_still_works_with_a_warning() {
-    let dir = tempfile::tempdir().unwrap();
-    let new = bin().arg("history").arg(dir.path()).args(["-o", "json"]).output().unwrap();
+    let run = repo().join("tests/fixtures/run");
+    let new = bin().arg("history").arg(&run).args(["-o", "json"]).output().unwrap();
     assert_eq!(new.status.code(), Some(0), "{}", stderr(&new));
     assert!(!stderr(&new).contains("deprecated"), "{}", stderr(&new));
     for old in [&["-f", "json"][..], &["--format", "json"], &["--format=json"]] {
-        let out = bin().arg("history").arg(dir.path()).args(old).output().unwrap();
+        let out = bin().arg("history").arg(&run).args(old).output().unwrap();
         assert_eq!((out.status.code(), stdout(&out)), (Some(0), stdout(&new)), "{old:?}: {}", stderr(&out));
         assert!(stderr(&out).contains("is deprecated on `history`: use `-o`/`--output`"), "{}", stderr(&out));
     }

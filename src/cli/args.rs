@@ -96,7 +96,7 @@ pub enum Command {
         #[arg(long, value_name = "DIR", default_value = "reports", env = "HYBRID_DRILL_REPORTS")]
         reports_dir: PathBuf,
         /// Close an episode after this long even if the workload is not back on-prem with the fallback reclaimed.
-        #[arg(long, value_name = "DURATION", default_value = "6h", value_parser = humantime::parse_duration)]
+        #[arg(long, value_name = "DURATION", default_value = "6h", value_parser = crate::drill::duration::parse_flag)]
         episode_limit: std::time::Duration,
         /// Serve Prometheus metrics here (e.g. 0.0.0.0:9464): the episode in progress, the fallback's nodes and GPUs
         /// now, the last episode's RTO and phases.
@@ -111,7 +111,7 @@ pub enum Command {
     Report {
         /// The run directory (reports/<drill>/<UTC timestamp>/) or its report.json.
         run_dir: PathBuf,
-        /// The format to print: md, html, json, junit or prometheus (`-f`/`--format` still work, deprecated).
+        /// The format to print: md, html, json, junit or prometheus.
         #[arg(long, short = 'o', short_alias = 'f', alias = "format", value_enum, default_value = "md")]
         output: Format,
         /// Also push the run's metrics to this Prometheus Pushgateway (e.g. http://pushgateway:9091).
@@ -124,11 +124,12 @@ pub enum Command {
         /// A reports directory (reports/<drill>/<run>/report.json), one drill's directory, or one run.
         #[arg(default_value = "reports", env = "HYBRID_DRILL_REPORTS")]
         reports_dir: PathBuf,
-        /// The format to print: text, md, html or json (`-f`/`--format` still work, deprecated).
+        /// The format to print: text, md, html or json.
         #[arg(long, short = 'o', short_alias = 'f', alias = "format", value_enum, default_value = "text")]
         output: HistoryFormat,
     },
-    /// Check drill files without touching a cluster; errors point at the line and column.
+    /// Check drill files without touching a cluster: every problem at once, each at its line and column with the
+    /// fix. With --context, also whether the drill is for that context.
     #[command(after_help = with_exit_codes(VALIDATE_HELP, Some("validate")))]
     Validate {
         /// The drill files (YAML) to check.
@@ -286,9 +287,11 @@ const VALIDATE_HELP: &str = "\
 Examples:
   hybrid-drill validate drills/drain.yaml
   hybrid-drill validate drills/*.yaml -o json
+  hybrid-drill validate --context prod-eks drills/drain.yaml
 
 JSON (`schema: hybrid-drill.io/validate/v1`): `valid`, and `files`, each with `file`, `valid`, `drill`, `steps`, \
-`warnings` and `errors` (each `message`, `line`, `column`, and `label` and `help` when known). Touches no cluster.";
+`warnings` and `errors` (each `message`, `line`, `column`, and `label` and `help` when known; a warning about what \
+the drill leaves in place has no line). Warnings keep exit 0. Touches no cluster.";
 
 const PLAN_HELP: &str = "\
 Examples:

@@ -47,9 +47,11 @@ pub(super) fn load(file: &Path) -> Result<drill::LoadedDrill, u8> {
     })
 }
 
-pub(super) fn validate(files: &[PathBuf], output: OutputFormat) -> u8 {
+/// Each file checked on its own, and against `--context` when given; warnings do not change the exit code. With
+/// `-o json` the one object is all that is printed.
+pub(super) fn validate(files: &[PathBuf], output: OutputFormat, context: Option<&str>) -> u8 {
     let checked: Vec<(&PathBuf, Result<drill::LoadedDrill, drill::DrillError>)> =
-        files.iter().map(|file| (file, drill::load(file))).collect();
+        files.iter().map(|file| (file, drill::load_expecting(file, drill::validate::Expected { context }))).collect();
     if output == OutputFormat::Json {
         println!("{}", serde_json::to_string_pretty(&super::validate_json::render(&checked)).unwrap_or_default());
     }
@@ -58,6 +60,7 @@ pub(super) fn validate(files: &[PathBuf], output: OutputFormat) -> u8 {
         match loaded {
             Ok(_) if output == OutputFormat::Json => {}
             Ok(d) => {
+                eprint!("{}", d.render_warnings());
                 println!(
                     "ok: {} is a valid drill ({}, {} steps)",
                     file.display(),

@@ -36,7 +36,7 @@ pub fn main() -> ExitCode {
     }
     let target = KubeContext { kubeconfig: cli.kubeconfig.clone(), context: cli.context.clone() };
     let code = match cli.command {
-        Command::Validate { files, output } => validate(&files, output),
+        Command::Validate { files, output } => validate(&files, output, cli.context.as_deref()),
         Command::Schema => {
             println!("{}", serde_json::to_string_pretty(&drill::json_schema()).unwrap_or_default());
             EXIT_PASSED
