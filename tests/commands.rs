@@ -138,6 +138,16 @@ fn validate_prints_json_with_every_problem_located() {
     assert_eq!((error["line"].as_u64(), error["column"].as_u64()), (Some(line as u64), Some(7)), "{error}");
     assert!(error["message"].as_str().unwrap().contains("unknown key `drian`"), "{error}");
     assert_eq!(error["label"], "did you mean `drain`?");
+
+    // A warning is located like an error and keeps the file valid (exit 0).
+    let unwaited = drain_with("      waitFor: fallback-empty\n", "      pause: 1s\n", dir.path());
+    let out = bin().args(["validate", "-o", "json"]).arg(&unwaited).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let warning = &answer["files"][0]["warnings"][0];
+    assert_eq!(answer["files"][0]["valid"], true, "{answer:#}");
+    assert!(warning["message"].as_str().unwrap().contains("reclaim"), "{answer:#}");
+    assert!(warning["line"].as_u64().is_some_and(|l| l > 0), "a located warning: {answer:#}");
 }
 
 #[test]

@@ -299,9 +299,9 @@ Examples:
   hybrid-drill plan drills/drain.yaml -o json | jq .preflight.verdict
 
 JSON (`schema: hybrid-drill.io/plan/v1`): `context`, `server`, `kubernetes`, `drill`, `nodes`, `cordoned_already`, \
-`pods_to_evict`, `pods_protected`, `budgets`, `node_pool`, `pool_gpu_limit`, `warnings`, `text` (the plan as \
-printed) and `preflight` (as `preflight -o json`, or `error`). Reads only. A failed preflight check exits 5, as \
-`run` would refuse the drill.";
+`pods_to_evict`, `pods_protected`, `budgets`, `node_pool`, `pool_gpu_limit`, `steps`, `warnings`, `refused` \
+(whether a run would be refused), `text` (the plan as printed) and `preflight` (as `preflight -o json`, or \
+`error`). Reads only. A failed preflight check exits 5, as `run` would refuse the drill.";
 
 const PREFLIGHT_HELP: &str = "\
 Examples:

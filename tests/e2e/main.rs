@@ -11,6 +11,7 @@ mod budgets;
 mod concurrent;
 mod cut;
 mod drills;
+mod dry_run;
 mod lease;
 mod permissions;
 mod preflight;
