@@ -185,7 +185,7 @@ fn help_teaches_with_examples_and_exit_codes() {
     let out = bin().arg("--help").output().unwrap();
     let (stdout, _) = text(&out);
     assert!(stdout.contains("hybrid-drill run drills/drain.yaml"), "{stdout}");
-    assert!(stdout.contains("4  restore failed"), "{stdout}");
+    assert!(stdout.contains("4  restore incomplete"), "{stdout}");
 }
 
 #[test]

@@ -501,3 +501,21 @@ pub fn assert_fidelity(run_dir: &std::path::Path) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Writes (not reads) the lab's admin made, from the audit log's line `from` on: the tool and the tests act as it.
+pub fn admin_writes(instance: u32, from: usize) -> Vec<String> {
+    let log = std::fs::read_to_string(run_dir_of(instance).join("logs/audit.log")).unwrap_or_default();
+    log.lines()
+        .skip(from)
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|e| e["stage"] == "ResponseComplete" && e["user"]["username"] == "hybrid-lab-admin")
+        .filter(|e| {
+            ["create", "update", "patch", "delete", "deletecollection"].contains(&e["verb"].as_str().unwrap_or(""))
+        })
+        .map(|e| format!("{} {}", e["verb"].as_str().unwrap(), e["requestURI"].as_str().unwrap()))
+        .collect()
+}
+
+pub fn audit_lines(instance: u32) -> usize {
+    std::fs::read_to_string(run_dir_of(instance).join("logs/audit.log")).map_or(0, |log| log.lines().count())
+}
