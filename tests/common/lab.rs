@@ -320,15 +320,19 @@ pub fn cordoned_or_marked() -> Vec<String> {
 /// 0. The batch pods may still be on the Spot pool, and a forced drain deleted the bare pod: [`reset_lab`] puts
 /// those back.
 pub fn workload_on_prem_and_fallback_empty() -> bool {
-    let hybrid = hybrid_nodes();
-    let pods = kubectl_json(&["get", "pods", "-n", "inference", "-l", "app=llm-inference"]);
-    let pods = pods["items"].as_array().unwrap();
-    let ready_on_prem = pods.iter().filter(|p| ready_on(p, &hybrid)).count();
     let claims = kubectl_json(&["get", "nodeclaims", "-l", "karpenter.sh/nodepool=gpu-fallback"])["items"]
         .as_array()
         .unwrap()
         .len();
-    ready_on_prem == 4 && pods.len() == 4 && claims == 0
+    inference_on_prem() && claims == 0
+}
+
+/// The inference workload's 4 pods, each Ready on a hybrid node, and no other.
+fn inference_on_prem() -> bool {
+    let hybrid = hybrid_nodes();
+    let pods = kubectl_json(&["get", "pods", "-n", "inference", "-l", "app=llm-inference"]);
+    let pods = pods["items"].as_array().unwrap();
+    pods.len() == 4 && pods.iter().filter(|p| ready_on(p, &hybrid)).count() == 4
 }
 
 /// The lab's steady state: the workload on-prem, the batch, bare, emptyDir and StatefulSet pods on-prem, no NodeClaim
@@ -404,7 +408,7 @@ pub fn reset_lab() {
     }
     assert!(set_max_unavailable(2), "cannot restore the workload's PodDisruptionBudget");
     if !lab_steady() {
-        if !workload_on_prem_and_fallback_empty() {
+        if !inference_on_prem() {
             kubectl(&["rollout", "restart", "deployment/llm-inference", "-n", "inference"]);
         }
         // The batch pods fall back to the Spot pool and stay there; a forced drain deleted the bare pod for good.
@@ -412,6 +416,18 @@ pub fn reset_lab() {
             kubectl(&["rollout", "restart", "deployment/embeddings", "-n", "batch"]);
             kubectl(&["apply", "-f", repo().join("lab/manifests/45-batch.yaml").to_str().unwrap()]);
             kubectl(&["apply", "-f", repo().join("lab/manifests/47-statefulset.yaml").to_str().unwrap()]);
+        }
+        let home = || {
+            rolled_out("inference", "llm-inference")
+                && rolled_out("batch", "embeddings")
+                && inference_on_prem()
+                && batch_on_prem()
+        };
+        eventually("the lab's workloads back on-prem", Duration::from_secs(300), home);
+        // The cloud capacity left behind goes at once: Karpenter would reclaim it by consolidation, consolidateAfter
+        // and a validation pass later (20 to 40 s of a reset), which no test that follows asserts anything about.
+        if !kubectl_json(&["get", "nodeclaims"])["items"].as_array().unwrap().is_empty() {
+            kubectl(&["delete", "nodeclaims", "--all", "--wait=false"]);
         }
         eventually("the lab's steady state (workloads on-prem, no NodeClaim)", Duration::from_secs(300), lab_steady);
     }
