@@ -41,9 +41,9 @@ fn rendered(format: &str, file: &str) -> (tempfile::TempDir, PathBuf) {
 }
 
 fn report(run: &Path, format: &str) -> String {
-    let out = bin().arg("report").arg(run).args(["--format", format]).output().unwrap();
+    let out = bin().arg("report").arg(run).args(["--output", format]).output().unwrap();
     let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "report --format {format}: {stderr}");
+    assert_eq!(out.status.code(), Some(0), "report --output {format}: {stderr}");
     stdout
 }
 
@@ -171,7 +171,7 @@ fn history_shows_a_row_per_run_with_changes_and_regressions() {
         "{stdout}"
     );
 
-    let out = bin().arg("history").arg(reports.path()).args(["--format", "json"]).output().unwrap();
+    let out = bin().arg("history").arg(reports.path()).args(["--output", "json"]).output().unwrap();
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
     let runs = json["drills"][0]["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 3);
@@ -183,7 +183,7 @@ fn history_shows_a_row_per_run_with_changes_and_regressions() {
     let md = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
         .arg("history")
         .arg(reports.path())
-        .args(["--format", "md"])
+        .args(["--output", "md"])
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&md.stdout).lines().filter(|l| l.starts_with("| 2026-")).count(), 3);
@@ -193,7 +193,7 @@ fn history_shows_a_row_per_run_with_changes_and_regressions() {
 fn history_html_draws_each_phase_trend_in_chromium() {
     let reports = tempfile::tempdir().unwrap();
     three_runs(reports.path());
-    let out = bin().arg("history").arg(reports.path()).args(["--format", "html"]).output().unwrap();
+    let out = bin().arg("history").arg(reports.path()).args(["--output", "html"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     let page = reports.path().join("history.html");
     std::fs::write(&page, &out.stdout).unwrap();
@@ -270,7 +270,7 @@ fn report_pushes_the_metrics_to_a_pushgateway() {
     let dir = tempfile::tempdir().unwrap();
     let run = write_run(dir.path(), "1", &fixture());
     let (url, received) = pushgateway("200 OK");
-    let out = bin().arg("report").arg(&run).args(["--format", "json", "--pushgateway", &url]).output().unwrap();
+    let out = bin().arg("report").arg(&run).args(["--output", "json", "--pushgateway", &url]).output().unwrap();
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let request = received.join().unwrap();
