@@ -110,6 +110,7 @@ pub enum Command {
         /// or hex; a file or a secret reference); an unsigned manifest then fails.
         #[arg(long, value_name = "KEY", env = "HYBRID_DRILL_PUBLIC_KEY")]
         public_key: Option<String>,
+        /// `text` names each file and the signature's status; `json` one object for scripts (`intact`, the files).
         #[arg(long, short = 'o', value_enum, default_value = "text")]
         output: OutputFormat,
     },

@@ -44,7 +44,6 @@ pub const READ_PERMISSIONS: Permissions = &[
     ("", "pods", &["get", "list", "watch"]),
     ("", "events", &["list", "watch"]),
     ("", "namespaces[kube-system]", &["get"]),
-    ("authentication.k8s.io", "selfsubjectreviews", &["create"]),
     ("policy", "poddisruptionbudgets", &["list", "watch"]),
     ("karpenter.sh", "nodepools", &["list", "watch"]),
     ("karpenter.sh", "nodeclaims", &["list", "watch"]),
@@ -69,6 +68,8 @@ pub const READ_PERMISSIONS: Permissions = &[
 /// What a run and `recover` change, cluster-wide: deploy/clusterrole.yaml's `hybrid-drill` grants exactly these, and
 /// nothing else (a run needs [`READ_PERMISSIONS`] too).
 pub const RUN_PERMISSIONS: Permissions = &[
+    // Not a write (a SelfSubjectReview stores nothing), but a create, which the read-only role never grants.
+    ("authentication.k8s.io", "selfsubjectreviews", &["create"]),
     ("", "nodes", &["patch"]),
     ("", "pods", &["patch"]),
     ("", "pods/eviction", &["create"]),

@@ -86,7 +86,7 @@ impl PublicKey {
 
 /// `sha256:` and the first 16 hex digits of the public key's digest: how reports and `verify` name a key.
 pub fn key_id(key: &PublicKey) -> String {
-    format!("sha256:{}", &super::manifest::sha256_hex(key.as_bytes())[..16])
+    format!("sha256:{}", &super::digest::sha256_hex(key.as_bytes())[..16])
 }
 
 /// The text a key spec holds: a secret reference resolved, or a file read.

@@ -2,6 +2,7 @@
 //! manifest and its signature (`manifest`, `keys`), and the bundle of a period's runs for an auditor (`bundle`).
 
 pub mod bundle;
+pub mod digest;
 pub mod keys;
 pub mod manifest;
 pub mod provenance;

@@ -34,7 +34,7 @@ pub fn local(loaded: &LoadedDrill, approval: &Approval) -> Provenance {
         host: this_host(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
         git_commit: GIT_COMMIT.into(),
-        drill_sha256: super::manifest::sha256_hex(loaded.source.as_bytes()),
+        drill_sha256: super::digest::sha256_hex(loaded.source.as_bytes()),
         change: approval.change.clone(),
         approved_by: approval.approved_by.clone(),
     }

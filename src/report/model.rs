@@ -145,10 +145,10 @@ pub struct Report {
     /// Every departure from the plan: retries, failed or timed-out steps, warnings, overridden gates, manual actions
     /// and what was left in place on purpose.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub deviations: Vec<super::deviations::Deviation>,
+    pub deviations: Vec<Deviation>,
     /// What to fix: one item per missed objective and per preflight warning.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub action_items: Vec<super::deviations::ActionItem>,
+    pub action_items: Vec<ActionItem>,
 }
 
 impl Report {
@@ -225,3 +225,70 @@ pub struct ClusterRecord {
 pub(super) fn no_pods(startup: &Startup) -> bool {
     startup.pods.is_empty()
 }
+
+/// What kind of departure from the plan a deviation is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeviationKind {
+    /// A request the tool repeated: an eviction a budget refused, a watch that lost its stream.
+    Retry,
+    StepFailed,
+    StepTimedOut,
+    /// A step that started and never finished: a signal, a guard or the deadline stopped the drill.
+    StepAborted,
+    Warning,
+    /// A safety check the drill file turned off or down: a preflight failure let through, a forced drain.
+    OverriddenGate,
+    /// Something a person did or must do: an emergency stop, a restore that needs `recover`.
+    ManualAction,
+    /// A change the drill keeps on purpose (`keepChanges`), for a later `recover`.
+    ExpectedLeftover,
+}
+
+impl DeviationKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            DeviationKind::Retry => "retry",
+            DeviationKind::StepFailed => "step failed",
+            DeviationKind::StepTimedOut => "step timed out",
+            DeviationKind::StepAborted => "step aborted",
+            DeviationKind::Warning => "warning",
+            DeviationKind::OverriddenGate => "overridden gate",
+            DeviationKind::ManualAction => "manual action",
+            DeviationKind::ExpectedLeftover => "expected leftover",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Deviation {
+    pub kind: DeviationKind,
+    /// Seconds into the run, when the timeline dates it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t_seconds: Option<f64>,
+    pub what: String,
+}
+
+/// Where an action item comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ActionSource {
+    MissedObjective,
+    PreflightWarning,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActionItem {
+    pub source: ActionSource,
+    /// `provisioning <= 5.0s`, or the preflight check's finding.
+    pub objective: String,
+    /// What the run measured (`6.0s`, `not measured`), or `warning` for a preflight finding.
+    pub measured: String,
+    /// The likely cause, from the phase breakdown, and what would address it.
+    pub cause: String,
+    /// `spec.evidence.owner`, or `unassigned`.
+    pub owner: String,
+}
+
+/// Said where the drill file names no owner.
+pub const UNASSIGNED: &str = "unassigned";
