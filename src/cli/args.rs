@@ -136,6 +136,9 @@ pub enum Command {
         /// The public key every manifest must be signed by (as `verify --public-key`).
         #[arg(long, value_name = "KEY", env = "HYBRID_DRILL_PUBLIC_KEY")]
         public_key: Option<String>,
+        /// `text` says where the index is; `json` one object for scripts (`runs`, `not_intact`, `index`, `archive`).
+        #[arg(long, short = 'o', value_enum, default_value = "text")]
+        output: OutputFormat,
     },
     /// Watch the cluster for real fallbacks and measure each with the drills' ruler: read-only, long-running.
     #[command(after_help = with_exit_codes(WATCH_HELP, Some("watch")))]

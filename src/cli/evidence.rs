@@ -50,6 +50,7 @@ pub(super) struct EvidenceFlags {
     pub out: Option<PathBuf>,
     pub archive: bool,
     pub public_key: Option<String>,
+    pub output: OutputFormat,
 }
 
 pub(super) fn evidence_command(flags: EvidenceFlags) -> u8 {
@@ -79,9 +80,23 @@ pub(super) fn evidence_command(flags: EvidenceFlags) -> u8 {
                 eprintln!("warning: {w}");
             }
             let failed = bundle.runs.iter().filter(|e| e.verification.is_some() && !e.intact()).count();
-            println!("{} runs in {}", bundle.runs.len(), out.join("index.html").display());
-            if let Some(archive) = archive {
-                println!("archive: {}", archive.display());
+            let index = out.join("index.html");
+            match flags.output {
+                OutputFormat::Json => {
+                    let json = serde_json::json!({
+                        "runs": bundle.runs.len(),
+                        "not_intact": failed,
+                        "index": index,
+                        "archive": archive,
+                    });
+                    println!("{}", serde_json::to_string_pretty(&json).unwrap_or_default());
+                }
+                OutputFormat::Text => {
+                    println!("{} runs in {}", bundle.runs.len(), index.display());
+                    if let Some(archive) = archive {
+                        println!("archive: {}", archive.display());
+                    }
+                }
             }
             if failed > 0 {
                 eprintln!("warning: {failed} run directories do not match their manifest: see the index");

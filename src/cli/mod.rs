@@ -62,8 +62,8 @@ pub fn main() -> ExitCode {
             block_on(run_command(&file, opts))
         }
         Command::Verify { run_dir, public_key, output } => verify_command(&run_dir, public_key.as_deref(), output),
-        Command::Evidence { reports_dir, since, until, out, archive, public_key } => {
-            evidence_command(EvidenceFlags { reports_dir, since, until, out, archive, public_key })
+        Command::Evidence { reports_dir, since, until, out, archive, public_key, output } => {
+            evidence_command(EvidenceFlags { reports_dir, since, until, out, archive, public_key, output })
         }
         Command::Watch { file, reports_dir, episode_limit, metrics_addr, episodes } => {
             let opts = crate::incident::WatchOptions { target, reports_dir, episode_limit, metrics_addr, episodes };

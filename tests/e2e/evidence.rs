@@ -1,8 +1,9 @@
 //! End-to-end: the audit record of a drill. A drill file that requires a change and an approver is refused without
 //! them, touching nothing; run through the lab's exec-credential operator (the stand-in for EKS's IAM authenticator)
 //! with `--change` and `--approved-by`, every report format records the operator as the API server authenticated
-//! them, with the mapped IAM ARN; the run directory verifies against its manifest until one byte of report.json
-//! changes; and `evidence` bundles that run with recorded ones, an incident among them, listing each.
+//! them, with the mapped IAM ARN; the run directory's manifest, signed with a key given as a secret reference,
+//! verifies against the signer's public key (not another's) until one byte of report.json changes; and `evidence`
+//! bundles that run with recorded ones, an incident among them, listing each.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -11,7 +12,7 @@ use std::time::Instant;
 use serde_json::Value;
 use sha2::Digest;
 
-use crate::common::lab::{hybrid_drill, kubeconfig, lock_lab, reset_lab};
+use crate::common::lab::{drill_run, hybrid_drill, kubeconfig, lock_lab, reset_lab};
 use crate::common::repo;
 
 /// A drill that checks the fallback design and the steady state, and changes nothing: the audit record is the
@@ -37,17 +38,23 @@ fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
+/// The signing key's seed, handed to the run as a secret reference to this variable.
+const SEED_VAR: &str = "LAB_DRILL_SIGNING_SEED";
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 fn run_as_operator(file: &Path, reports: &Path, flags: &[&str]) -> Output {
-    hybrid_drill()
-        .arg("run")
-        .arg(file)
-        .args(["--yes", "--output", "json", "--reports-dir"])
-        .arg(reports)
-        .arg("--kubeconfig")
-        .arg(kubeconfig().with_file_name("kubeconfig-exec"))
-        .args(flags)
-        .output()
-        .unwrap()
+    let mut run = drill_run(file, reports, kubeconfig().with_file_name("kubeconfig-exec"));
+    run.env(SEED_VAR, hex(&[7; 32])).args(flags).output().unwrap()
+}
+
+/// The public key of the seed `byte` repeated, as a file `verify --public-key` reads.
+fn public_key(dir: &Path, byte: u8) -> PathBuf {
+    let path = dir.join(format!("key-{byte}.pub"));
+    std::fs::write(&path, hex(&ed25519_dalek::SigningKey::from_bytes(&[byte; 32]).verifying_key().to_bytes())).unwrap();
+    path
 }
 
 /// The drill lock's Lease as kubectl prints it (empty when there is none): unchanged means untouched.
@@ -60,8 +67,8 @@ fn lock_lease() -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn verify(run_dir: &Path) -> (i32, String) {
-    let out = hybrid_drill().arg("verify").arg(run_dir).output().unwrap();
+fn verify(run_dir: &Path, key: &Path) -> (i32, String) {
+    let out = hybrid_drill().arg("verify").arg(run_dir).arg("--public-key").arg(key).output().unwrap();
     (out.status.code().unwrap_or(-1), text(&out))
 }
 
@@ -77,7 +84,7 @@ fn recorded(reports: &Path, fixture: &str, stamp: &str) -> PathBuf {
 }
 
 #[test]
-fn a_run_under_a_change_records_its_operator_verifies_and_is_bundled_with_an_incident() {
+fn a_signed_run_under_a_change_records_its_operator_verifies_and_is_bundled_with_an_incident() {
     let _lab = lock_lab();
     reset_lab();
     let started = Instant::now();
@@ -94,7 +101,9 @@ fn a_run_under_a_change_records_its_operator_verifies_and_is_bundled_with_an_inc
     assert!(!reports.exists() || std::fs::read_dir(&reports).unwrap().next().is_none(), "a run directory was left");
     assert_eq!(lock_lease(), lease, "the refused run touched the drill lock");
 
-    let out = run_as_operator(&file, &reports, &["--change", "CHG-1", "--approved-by", "jane.doe"]);
+    let signing_key = format!("${{env:{SEED_VAR}}}");
+    let flags = ["--change", "CHG-1", "--approved-by", "jane.doe", "--signing-key", &signing_key];
+    let out = run_as_operator(&file, &reports, &flags);
     let report: Value =
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no report ({e}): {}", text(&out)));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
@@ -107,6 +116,11 @@ fn a_run_under_a_change_records_its_operator_verifies_and_is_bundled_with_an_inc
     assert!(p["git_commit"].as_str().is_some_and(|c| c.len() == 40), "{p:#}");
     let run_dir = reports.join("evidence-check").read_dir().unwrap().next().unwrap().unwrap().path();
     let file_text = |name: &str| std::fs::read_to_string(run_dir.join(name)).unwrap();
+    for entry in std::fs::read_dir(&run_dir).unwrap() {
+        let path = entry.unwrap().path();
+        let body = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+        assert!(!body.contains(&hex(&[7; 32])), "{} holds the signing key", path.display());
+    }
     for (name, needles) in [
         ("report.md", ["| Initiated by | hybrid-lab-operator (IAM arn:aws:sts::", "| Change | CHG-1 |"]),
         ("report.html", ["hybrid-lab-operator (IAM arn:aws:sts::", "<td>CHG-1</td>"]),
@@ -119,16 +133,21 @@ fn a_run_under_a_change_records_its_operator_verifies_and_is_bundled_with_an_inc
         }
     }
 
-    // The fresh run directory verifies; one byte of report.json changed, verify names it with its exit code.
-    let (code, said) = verify(&run_dir);
+    // The fresh run directory verifies against the signer's public key, not against another's; one byte of
+    // report.json changed, verify names it with its exit code.
+    let (ours, theirs) = (public_key(work.path(), 7), public_key(work.path(), 9));
+    let (code, said) = verify(&run_dir, &ours);
     assert_eq!(code, 0, "{said}");
-    assert!(said.contains("signature: none") && said.contains("intact:"), "{said}");
+    assert!(said.contains("signature: valid, by the trusted key") && said.contains("intact:"), "{said}");
+    let (code, said) = verify(&run_dir, &theirs);
+    assert_eq!(code, 8, "{said}");
+    assert!(said.contains("signature: INVALID"), "{said}");
     let mut bytes = std::fs::read(run_dir.join("report.json")).unwrap();
     let at = bytes.iter().position(|b| *b == b'{').unwrap();
     bytes[at] = b' ';
     std::fs::write(run_dir.join("report.json"), &bytes).unwrap();
-    let (code, said) = verify(&run_dir);
-    assert_eq!(code, 6, "{said}");
+    let (code, said) = verify(&run_dir, &ours);
+    assert_eq!(code, 8, "{said}");
     assert!(said.lines().any(|l| l == "tampered: report.json"), "{said}");
     // Put back: the bundle below checks this run intact.
     bytes[at] = b'{';
@@ -141,11 +160,13 @@ fn a_run_under_a_change_records_its_operator_verifies_and_is_bundled_with_an_inc
     let out = hybrid_drill()
         .arg("evidence")
         .arg(&reports)
-        .args(["--since", "2026-01-01", "--archive", "--out"])
+        .args(["--since", "2026-01-01", "--archive", "-o", "json", "--out"])
         .arg(&bundle)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+    assert_eq!((summary["runs"].as_u64(), summary["not_intact"].as_u64()), (Some(3), Some(0)), "{summary:#}");
     let index_md = std::fs::read_to_string(bundle.join("index.md")).unwrap();
     let index_html = std::fs::read_to_string(bundle.join("index.html")).unwrap();
     let run_id = report["run_id"].as_str().unwrap();
@@ -154,11 +175,12 @@ fn a_run_under_a_change_records_its_operator_verifies_and_is_bundled_with_an_inc
     }
     assert!(index_md.contains("2 drills and 1 incident;"), "{index_md}");
     assert!(index_md.contains("| CHG-1 | jane.doe | hybrid-lab-operator"), "{index_md}");
-    assert!(index_md.contains("intact; signature none"), "{index_md}");
+    assert!(index_md.contains("intact; signature valid"), "{index_md}");
     assert!(index_md.contains("SOC 2") && index_md.contains("supports:") && index_md.contains("not a certification"));
     // The bundle's copy of the run verifies on its own, and the archive holds the same.
     let copied = bundle.join("runs/evidence-check").join(run_dir.file_name().unwrap());
-    assert_eq!(verify(&copied).0, 0, "{}", verify(&copied).1);
+    let (code, said) = verify(&copied, &ours);
+    assert_eq!(code, 0, "{said}");
     assert!(bundle.with_extension("tar.gz").metadata().unwrap().len() > 1000);
     let elapsed = started.elapsed().as_secs();
     assert!(elapsed <= 60, "took {elapsed}s: the budget is 60 s");
