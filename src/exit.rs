@@ -9,6 +9,8 @@ pub const EXIT_ABORTED: u8 = 3;
 pub const EXIT_RESTORE_FAILED: u8 = 4;
 /// Refused: another drill (or `recover`) holds the cluster's drill lock; nothing was touched. Worth retrying later.
 pub const EXIT_LOCKED: u8 = 5;
+/// `history --fail-on-regression`: the latest run of a series regressed against the run before it or its objective.
+pub const EXIT_REGRESSION: u8 = 6;
 
 pub fn exit_code(outcome: Outcome) -> i32 {
     i32::from(match outcome {

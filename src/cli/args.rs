@@ -136,15 +136,24 @@ node-exporter's textfile collector). Touches no cluster.")]
         pushgateway: Option<String>,
     },
     /// Compare every past run of each drill: RTO and every phase, change against the previous run and the objective.
-    #[command(after_help = "A phase is flagged as a regression when it is more than 20% (and 1s) slower than in the \
-previous run that measured it, over its objective, or not measured. `--format html` draws the trend of each phase. \
-Touches no cluster.")]
+    #[command(after_help = "Runs compare within a series: one drill file on one cluster profile (the \
+`hybrid-drill.io/profile` label of kube-system, else the context); ◆ marks a run whose drill file changed (sha256). \
+A phase is flagged as a regression when it is more than 20% (and 1s) slower than in the previous run that measured \
+it, over its objective, or not measured. A crashed run (a timeline and no report.json) is listed as `crashed: \
+incomplete`. The text view fits COLUMNS (default 80). `--format html` draws the trend of each phase. Touches no \
+cluster.\n\nExit codes: 0 listed (and no regression with --fail-on-regression), 2 nothing readable, 6 the latest run \
+of a series regressed (--fail-on-regression).\n\nExample (CI, after a drill):\n  hybrid-drill history reports \
+--fail-on-regression 10")]
     History {
         /// A reports directory (reports/<drill>/<run>/report.json), one drill's directory, or one run.
         #[arg(default_value = "reports", env = "HYBRID_DRILL_REPORTS")]
         reports_dir: PathBuf,
         #[arg(long, short = 'f', value_enum, default_value = "text")]
         format: HistoryFormat,
+        /// Exit 6 when the latest run of any series has a regression: a phase more than PCT percent (default 20)
+        /// and 1s slower than the run before, over its objective, or not measured.
+        #[arg(long, value_name = "PCT", num_args = 0..=1, default_missing_value = "20")]
+        fail_on_regression: Option<f64>,
     },
     /// Check drill files without touching a cluster; errors point at the line and column.
     Validate {

@@ -43,7 +43,9 @@ pub fn main() -> ExitCode {
             block_on(watch_command(&file, opts))
         }
         Command::Report { run_dir, format, pushgateway } => report_command(&run_dir, format, pushgateway.as_deref()),
-        Command::History { reports_dir, format } => history_command(&reports_dir, format),
+        Command::History { reports_dir, format, fail_on_regression } => {
+            history_command(&reports_dir, format, fail_on_regression)
+        }
         Command::Plan { file } => block_on(plan_command(&file, &target)),
         Command::Preflight {
             file,

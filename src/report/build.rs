@@ -85,7 +85,7 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         _ => None,
     });
     let outcome = outcome(observations, !analysis.objectives_missed.is_empty(), &rollback, &abort_reason);
-    Report {
+    let mut report = Report {
         schema: REPORT_SCHEMA.into(),
         tool_version: meta.tool_version.clone(),
         run_id,
@@ -101,6 +101,8 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         outcome,
         exit_code: crate::exit::exit_code(outcome),
         abort_reason,
+        headline: Vec::new(),
+        crashed: None,
         fidelity: incident.as_ref().map_or_else(|| fidelity::statement(drill, observations), IncidentFacts::statement),
         // A drill the watch saw is a drill, whoever recorded it: never an incident in history or alerts.
         kind: if incident.as_ref().is_some_and(|i| i.drill_run.is_none()) { RunKind::Incident } else { RunKind::Drill },
@@ -126,7 +128,11 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
             })
             .collect(),
         reclaim_blockers: super::blockers::reclaim_blockers(observations),
-    }
+        last_resort: super::headline::last_resorts(drill, observations),
+        service_level: super::service::service_level(drill, observations),
+    };
+    report.headline = super::headline::qualifiers(&report, super::headline::on_prem_nodes(observations));
+    report
 }
 
 impl IncidentFacts {
@@ -300,14 +306,16 @@ fn marker(event: &Event) -> Option<Marker> {
 
 /// Observations worth a line in a report, each with its marker lane.
 pub fn notable(observations: &[Observation]) -> Vec<Notable> {
+    let mut needed = super::service::Needed::start(None, observations);
     observations
         .iter()
         .filter_map(|o| {
+            let needed = needed.after(&o.event);
             marker(&o.event).map(|kind| Notable {
                 t_seconds: o.t_ms as f64 / 1000.0,
                 at: o.received,
                 server_time: o.server_time,
-                what: o.event.describe(),
+                what: super::service::availability_words(&o.event, needed).unwrap_or_else(|| o.event.describe()),
                 kind,
             })
         })
@@ -393,9 +401,26 @@ fn holds_the_report(observations: &[Observation]) -> bool {
 /// Reads a run directory. The report is computed again from its `drill.yaml` and `timeline.jsonl`, with the meta
 /// `report.json` kept, so an old run re-renders with today's logic. A run whose timeline lacks what [`build`] needs
 /// (recorded by an older hybrid-drill) keeps its recorded report, with markers and the overlap window derived again
-/// where its timeline is there.
+/// where its timeline is there. A run directory with a timeline and no report.json (the run crashed) gets its report
+/// rebuilt, marked as such.
 pub fn load(run_dir: &Path) -> Result<Report, LoadError> {
-    let path = if run_dir.is_file() { run_dir.to_path_buf() } else { run_dir.join("report.json") };
+    if super::crashed::is_crashed_run(run_dir) {
+        return super::crashed::rebuild(run_dir);
+    }
+    let mut report = load_recorded(run_dir)?;
+    let observations =
+        crate::timeline::read(&report_file(run_dir).with_file_name("timeline.jsonl")).unwrap_or_default();
+    report.headline = super::headline::qualifiers(&report, super::headline::on_prem_nodes(&observations));
+    Ok(report)
+}
+
+fn report_file(run_dir: &Path) -> std::path::PathBuf {
+    if run_dir.is_file() { run_dir.to_path_buf() } else { run_dir.join("report.json") }
+}
+
+/// A run directory's report.json, measured again from its timeline where that holds what [`build`] needs.
+fn load_recorded(run_dir: &Path) -> Result<Report, LoadError> {
+    let path = report_file(run_dir);
     let text =
         std::fs::read_to_string(&path).map_err(|cause| LoadError::Read { path: path.display().to_string(), cause })?;
     let mut report: Report =

@@ -4,7 +4,11 @@
 pub mod autoscaling;
 mod blockers;
 mod build;
+mod crashed;
 pub mod fidelity;
+pub mod figures;
+pub mod fold;
+pub mod headline;
 pub mod history;
 pub mod html;
 pub mod junit;
@@ -15,6 +19,7 @@ mod page;
 pub mod prometheus;
 #[cfg(test)]
 pub(crate) mod sample;
+pub mod service;
 pub mod terminal;
 #[cfg(test)]
 mod tests;

@@ -112,6 +112,12 @@ pub struct Report {
     pub exit_code: i32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub abort_reason: Option<String>,
+    /// What qualifies the verdict, the most serious first: every format opens with these.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headline: Vec<super::headline::Qualifier>,
+    /// Set when the run stopped without writing its report: this one is rebuilt from its timeline and journal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crashed: Option<super::headline::Crashed>,
     /// What the drill simulated, and what it does not reproduce.
     pub fidelity: String,
     pub steps: Vec<StepRecord>,
@@ -139,6 +145,12 @@ pub struct Report {
     /// Why the fallback was not reclaimed, each reason as first seen; empty when nothing held it.
     #[serde(default)]
     pub reclaim_blockers: Vec<super::blockers::ReclaimBlocker>,
+    /// The cut nodes that came back only through the drill's `lastResort` hook.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub last_resort: Vec<super::headline::LastResortRun>,
+    /// The workload's Ready pods against those needed, during the fault and during the return.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_level: Option<super::service::ServiceLevel>,
 }
 
 impl Report {
