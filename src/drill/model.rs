@@ -501,6 +501,22 @@ impl WorkloadKind {
             WorkloadKind::StatefulSet => "statefulset",
         }
     }
+
+    /// The kind as kubectl reads it in `KIND/NAME`, in any case: its short name (`deploy`, `sts`), singular or plural,
+    /// alone or with its group (`deployment.apps`) or version and group (`deployments.v1.apps`).
+    pub fn from_kubectl(text: &str) -> Option<WorkloadKind> {
+        let text = text.to_lowercase();
+        let resource = text.strip_suffix(".v1.apps").or_else(|| text.strip_suffix(".apps")).unwrap_or(&text);
+        let grouped = resource.len() != text.len();
+        match resource {
+            "deployment" | "deployments" => Some(WorkloadKind::Deployment),
+            "statefulset" | "statefulsets" => Some(WorkloadKind::StatefulSet),
+            // Short names stand alone: kubectl has no `deploy.apps`.
+            "deploy" if !grouped => Some(WorkloadKind::Deployment),
+            "sts" if !grouped => Some(WorkloadKind::StatefulSet),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for WorkloadKind {

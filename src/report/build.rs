@@ -1,7 +1,5 @@
-//! Building a report from a drill and its timeline (a pure function, so a run directory re-renders with today's
-//! logic), and reading one back from a run directory.
-
-use std::path::Path;
+//! Building a report from a drill and its timeline: a pure function, so a run directory re-renders with today's
+//! logic (`load` reads one back).
 
 use chrono::{DateTime, Utc};
 
@@ -27,7 +25,7 @@ pub struct RunMeta {
 
 impl RunMeta {
     /// The meta a recorded report kept.
-    fn recorded(report: &Report) -> RunMeta {
+    pub(super) fn recorded(report: &Report) -> RunMeta {
         RunMeta {
             tool_version: report.tool_version.clone(),
             drill_file: report.drill.file.clone(),
@@ -120,19 +118,23 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         watch_gaps: observations.iter().filter(|o| matches!(o.event, Event::WatchGap { .. })).count(),
         api_requests: requests_sent(observations).map_or(0, |(total, _)| total),
         api_requests_by_verb: requests_sent(observations).map(|(_, by_verb)| by_verb.clone()).unwrap_or_default(),
-        warnings: observations
-            .iter()
-            .filter_map(|o| match &o.event {
-                Event::Warning { message } => Some(message.clone()),
-                _ => None,
-            })
-            .collect(),
+        warnings: warnings(observations),
         reclaim_blockers: super::blockers::reclaim_blockers(observations),
         last_resort: super::headline::last_resorts(drill, observations),
         service_level: super::service::service_level(drill, observations),
     };
     report.headline = super::headline::qualifiers(&report, super::headline::on_prem_nodes(observations));
     report
+}
+
+fn warnings(observations: &[Observation]) -> Vec<String> {
+    observations
+        .iter()
+        .filter_map(|o| match &o.event {
+            Event::Warning { message } => Some(message.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 impl IncidentFacts {
@@ -387,63 +389,4 @@ pub fn overlap(observations: &[Observation]) -> Option<OverlapWindow> {
         seconds: None,
         unconfirmed_pods: unconfirmed.into_iter().map(str::to_string).collect(),
     })
-}
-
-/// Whether a timeline holds every fact a report needs: runs recorded before the report's facts were timeline
-/// events lack the request count, written once at the end of every run since.
-fn holds_the_report(observations: &[Observation]) -> bool {
-    let has = |f: fn(&Event) -> bool| observations.iter().any(|o| f(&o.event));
-    has(|e| matches!(e, Event::DrillStarted { .. }))
-        && has(|e| matches!(e, Event::DrillFinished { .. }))
-        && has(|e| matches!(e, Event::RequestsSent { .. }))
-}
-
-/// Reads a run directory. The report is computed again from its `drill.yaml` and `timeline.jsonl`, with the meta
-/// `report.json` kept, so an old run re-renders with today's logic. A run whose timeline lacks what [`build`] needs
-/// (recorded by an older hybrid-drill) keeps its recorded report, with markers and the overlap window derived again
-/// where its timeline is there. A run directory with a timeline and no report.json (the run crashed) gets its report
-/// rebuilt, marked as such.
-pub fn load(run_dir: &Path) -> Result<Report, LoadError> {
-    if super::crashed::is_crashed_run(run_dir) {
-        return super::crashed::rebuild(run_dir);
-    }
-    let mut report = load_recorded(run_dir)?;
-    let observations =
-        crate::timeline::read(&report_file(run_dir).with_file_name("timeline.jsonl")).unwrap_or_default();
-    report.headline = super::headline::qualifiers(&report, super::headline::on_prem_nodes(&observations));
-    Ok(report)
-}
-
-fn report_file(run_dir: &Path) -> std::path::PathBuf {
-    if run_dir.is_file() { run_dir.to_path_buf() } else { run_dir.join("report.json") }
-}
-
-/// A run directory's report.json, measured again from its timeline where that holds what [`build`] needs.
-fn load_recorded(run_dir: &Path) -> Result<Report, LoadError> {
-    let path = report_file(run_dir);
-    let text =
-        std::fs::read_to_string(&path).map_err(|cause| LoadError::Read { path: path.display().to_string(), cause })?;
-    let mut report: Report =
-        serde_json::from_str(&text).map_err(|cause| LoadError::Parse { path: path.display().to_string(), cause })?;
-    if report.schema != REPORT_SCHEMA {
-        return Err(LoadError::Schema { path: path.display().to_string(), found: report.schema });
-    }
-    let observations = crate::timeline::read(&path.with_file_name("timeline.jsonl")).unwrap_or_default();
-    if observations.is_empty() {
-        return Ok(report);
-    }
-    let drill_file = path.with_file_name("drill.yaml");
-    let source = std::fs::read_to_string(&drill_file).unwrap_or_else(|_| report.drill.source.clone());
-    match crate::drill::from_source(&drill_file, source) {
-        Ok(loaded) if holds_the_report(&observations) => {
-            Ok(build(&loaded.drill, &observations, &RunMeta::recorded(&report)))
-        }
-        _ => {
-            report.notable_events = notable(&observations);
-            report.overlap = overlap(&observations);
-            report.reclaim_blockers = super::blockers::reclaim_blockers(&observations);
-            report.autoscaler = super::autoscaling::autoscaling(&observations);
-            Ok(report)
-        }
-    }
 }

@@ -1,91 +1,11 @@
 //! What qualifies a run's verdict, said beside it in every format: a crash, a stop, last-resort actions, what was
 //! left in the cluster, each missed objective by name with its figures, the service level, and the warnings.
 
-use serde::{Deserialize, Serialize};
-
 use super::model::Report;
+pub use super::model::{Crashed, LastResortRun, Qualifier, QualifierKind};
 use super::{human_seconds, service};
 use crate::drill::{Action, Drill};
 use crate::timeline::{Event, Observation};
-
-/// One thing a reader must know with the verdict.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Qualifier {
-    pub kind: QualifierKind,
-    pub text: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum QualifierKind {
-    /// The run stopped without finishing: the report is rebuilt from what it left.
-    Crashed,
-    Stopped,
-    /// A cut node came back only through the drill's `lastResort` hook (a power cycle).
-    LastResort,
-    /// Something the run changed, or started, that is still in the cluster.
-    Leftover,
-    MissedObjective,
-    Service,
-    Warning,
-}
-
-impl QualifierKind {
-    /// The words a text format prints before the qualifier.
-    pub fn tag(self) -> &'static str {
-        match self {
-            QualifierKind::Crashed => "CRASHED: incomplete",
-            QualifierKind::Stopped => "stopped because",
-            QualifierKind::LastResort => "LAST RESORT",
-            QualifierKind::Leftover => "LEFT IN THE CLUSTER",
-            QualifierKind::MissedObjective => "OBJECTIVE MISSED",
-            QualifierKind::Service => "service",
-            QualifierKind::Warning => "warning",
-        }
-    }
-
-    /// The serde name, for CSS classes.
-    pub fn slug(self) -> &'static str {
-        match self {
-            QualifierKind::Crashed => "crashed",
-            QualifierKind::Stopped => "stopped",
-            QualifierKind::LastResort => "last-resort",
-            QualifierKind::Leftover => "leftover",
-            QualifierKind::MissedObjective => "missed-objective",
-            QualifierKind::Service => "service",
-            QualifierKind::Warning => "warning",
-        }
-    }
-
-    /// Whether it changes how the verdict reads (shown in red), rather than adding to it.
-    pub fn is_serious(self) -> bool {
-        !matches!(self, QualifierKind::Service | QualifierKind::Warning | QualifierKind::Stopped)
-    }
-}
-
-/// A host cut's `lastResort` hook run for a node that did not come back once its cut was lifted.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LastResortRun {
-    /// The cut step.
-    pub step: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
-    pub command: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exit_code: Option<i32>,
-    pub t_seconds: f64,
-}
-
-/// A run that stopped without writing its report (killed, out of memory, the host lost): its report is rebuilt from
-/// the timeline and the journal it left.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Crashed {
-    /// The last thing the timeline recorded, and when.
-    pub last_seen: String,
-    /// What the journal still has to undo, newest first.
-    #[serde(default)]
-    pub outstanding: Vec<String>,
-}
 
 /// The verdict in words: `passed`, `objective missed`, ... or `crashed: incomplete`.
 pub fn verdict(report: &Report) -> String {

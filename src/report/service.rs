@@ -1,43 +1,10 @@
 //! The service level a run showed, from the workload's Ready pods as the timeline saw them: the lowest Ready count
 //! and the time below target, during the fault and during the return (a second dip).
 
-use serde::{Deserialize, Serialize};
-
-use super::human_seconds;
+pub use super::model::{Dip, ServiceLevel};
+use super::{counted, human_seconds};
 use crate::drill::{Drill, ReadyPods};
 use crate::timeline::{Event, Observation};
-
-/// The Ready pods of the workload against the pods the drill needs Ready, in the two windows that matter.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ServiceLevel {
-    /// Ready pods when the drill began, before the fault.
-    pub ready_before: usize,
-    /// From the fault to the start of the return (or the end of the run).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fault: Option<Dip>,
-    /// From the start of the return to the end of the run: the workload moving home can dip again.
-    #[serde(default, skip_serializing_if = "Option::is_none", rename = "return")]
-    pub back: Option<Dip>,
-}
-
-/// One window of the run, on the tool's clock.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Dip {
-    /// The fewest workload pods Ready at any moment of the window.
-    pub lowest_ready: usize,
-    /// The Ready pods the service needed at that moment (`restoredWhen.readyPods`, resolved at the fault).
-    pub needed: usize,
-    /// How long fewer pods than needed were Ready, summed over the window.
-    pub seconds_below: f64,
-    /// How many times the count fell below the target in the window.
-    pub dips: usize,
-}
-
-impl Dip {
-    pub fn dipped(&self) -> bool {
-        self.dips > 0 || self.lowest_ready < self.needed
-    }
-}
 
 /// Replays the Ready pods: the baseline's count (its pods unnamed but those on-prem), then every pod event.
 #[derive(Default)]
@@ -186,11 +153,11 @@ pub fn service_level(drill: &Drill, observations: &[Observation]) -> Option<Serv
 /// `as few as 3 of the 4 pods needed Ready, below target for 1m 02.0s`, or `never below the 4 pods needed Ready`.
 pub fn dip_words(d: &Dip) -> String {
     if !d.dipped() {
-        return format!("never below the {} pods needed Ready", d.needed);
+        return format!("never below the {} needed Ready", counted(d.needed, "pod"));
     }
     let lowest = match d.lowest_ready {
         0 => format!("no pod Ready (down; {} needed)", d.needed),
-        n => format!("as few as {n} of the {} pods needed Ready (degraded, still serving)", d.needed),
+        n => format!("as few as {n} of the {} needed Ready (degraded, still serving)", counted(d.needed, "pod")),
     };
     let times = if d.dips > 1 { format!(" in {} dips", d.dips) } else { String::new() };
     format!("{lowest}, below target for {}{times}", human_seconds(d.seconds_below))
@@ -268,7 +235,7 @@ mod tests {
         assert!(!back.dipped(), "{back:?}");
         let lines = sentences(&s);
         assert!(lines[0].contains("no pod Ready (down; 1 needed), below target for 10.9s"), "{lines:?}");
-        assert_eq!(lines[1], "during the return: never below the 1 pods needed Ready");
+        assert_eq!(lines[1], "during the return: never below the 1 pod needed Ready");
     }
 
     #[test]

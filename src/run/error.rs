@@ -38,3 +38,15 @@ fn unreleased_note(unreleased: &Option<String>) -> String {
         None => String::new(),
     }
 }
+
+impl SetupError {
+    /// Its exit code: refused when the cluster's state forbids the drill now (the lock held, a drain kubectl would
+    /// refuse), as a failed preflight check is; any other problem is invalid set-up.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            SetupError::Locked(lock) if lock.is_held() => crate::exit::EXIT_REFUSED,
+            SetupError::Plan(PlanError::DrainRefused(_)) => crate::exit::EXIT_REFUSED,
+            _ => crate::exit::EXIT_INVALID,
+        }
+    }
+}

@@ -4,6 +4,7 @@
 
 mod directory;
 mod error;
+mod plan_only;
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
@@ -20,7 +21,6 @@ use crate::monitor::Monitor;
 use crate::notify::{self, Notice, Notifier};
 use crate::phases;
 use crate::plan::{self, Plan};
-use crate::preflight;
 use crate::progress::Progress;
 use crate::report::{self, Outcome, Report, RunMeta};
 use crate::safety::lock::{self, Claim, HeldLock};
@@ -34,6 +34,7 @@ use directory::open_run_files;
 pub(crate) use directory::run_dir;
 pub use directory::write_reports;
 pub use error::SetupError;
+pub use plan_only::{Planned, plan_only};
 
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -52,25 +53,6 @@ pub struct RunOptions {
 pub struct RunResult {
     pub report: Report,
     pub run_dir: PathBuf,
-}
-
-/// `hybrid-drill plan`: resolves everything read-only and says what a run would do.
-pub async fn plan_only(loaded: &LoadedDrill, target: &KubeContext) -> Result<String, SetupError> {
-    let drill = &loaded.drill;
-    let (cluster, version) = cluster::connect(target, &drill.spec.cluster).await?;
-    let plan = plan::resolve_for(&cluster, drill, plan::access::Scope::Plan).await?;
-    let targets = preflight::PreflightTargets::of(drill);
-    let verdict = match preflight::run(&cluster.reader(), &targets, &preflight::Expectations::of(drill)).await {
-        Ok(report) => format!("{}{}\n", preflight::render::table(&report), preflight::plan_note(drill, &report)),
-        Err(e) => format!("preflight could not run: {e}\n"),
-    };
-    let left: String = crate::drill::left_in_place::warnings(drill).iter().map(|w| format!("warning: {w}\n")).collect();
-    Ok(format!(
-        "context {} ({}, Kubernetes {version})\n{}{left}\n{verdict}nothing was changed\n",
-        cluster.context,
-        cluster.server,
-        plan.describe(drill)
-    ))
 }
 
 /// Runs a drill through its four stages.
@@ -697,6 +679,6 @@ mod tests {
         assert_eq!(stopped(Stop::StepFailed("f".into()), false).outcome(true), Outcome::Aborted);
         assert_eq!(stopped(Stop::Aborted("a".into()), true).outcome(true), Outcome::RestoreFailed);
         // The abort reason is the Aborted event's now: report::tests reads it back from the timeline.
-        assert_eq!(crate::exit::exit_code(Outcome::Refused), i32::from(crate::exit::EXIT_INVALID));
+        assert_eq!(crate::exit::exit_code(Outcome::Refused), i32::from(crate::exit::EXIT_REFUSED));
     }
 }

@@ -275,8 +275,8 @@ fn three_drills_leave_reports_a_browser_ci_and_prometheus_read_and_a_history() {
     assert!(crate::common::sample(&metrics, "hybrid_drill_fallback_gpu_hours", &[drill_label]).unwrap() > 0.0);
 
     let history = |format: &str| {
-        let out = hybrid_drill().arg("history").arg(drill.reports.path()).args(["--format", format]).output().unwrap();
-        assert!(out.status.success(), "history --format {format}: {}", String::from_utf8_lossy(&out.stderr));
+        let out = hybrid_drill().arg("history").arg(drill.reports.path()).args(["--output", format]).output().unwrap();
+        assert!(out.status.success(), "history --output {format}: {}", String::from_utf8_lossy(&out.stderr));
         out.stdout
     };
     let json: Value = serde_json::from_slice(&history("json")).unwrap();
@@ -919,7 +919,7 @@ fn kubectl_drain_refuses_bare_and_empty_dir_pods_until_flagged_and_never_evicts_
     let run = drill.command(&unflagged).output().unwrap();
     for (what, out) in [("plan", &plan), ("run", &run)] {
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{what}: {stderr}");
+        assert_eq!(out.status.code(), Some(5), "{what}: {stderr}");
         assert!(stderr.contains(bare_clause) && stderr.contains(&cache_clause), "{what}: {stderr}");
     }
     assert!(drill.run_dir().is_none(), "a refused run left a run directory");
@@ -932,7 +932,7 @@ fn kubectl_drain_refuses_bare_and_empty_dir_pods_until_flagged_and_never_evicts_
         .output()
         .unwrap();
     let findings: Value = serde_json::from_slice(&preflight.stdout).unwrap();
-    assert_eq!(preflight.status.code(), Some(1), "{findings:#}");
+    assert_eq!(preflight.status.code(), Some(5), "the same refusal as plan and run: {findings:#}");
     let failed: Vec<&str> = findings["findings"]
         .as_array()
         .unwrap()

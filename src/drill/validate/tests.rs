@@ -73,6 +73,22 @@ fn workload_refs() {
 }
 
 #[test]
+fn workload_refs_take_every_kubectl_spelling() {
+    for (text, kind) in [
+        ("deploy/llm", WorkloadKind::Deployment),
+        ("deployments/llm", WorkloadKind::Deployment),
+        ("deployment.apps/llm", WorkloadKind::Deployment),
+        ("deployments.v1.apps/llm", WorkloadKind::Deployment),
+        ("sts/llm", WorkloadKind::StatefulSet),
+        ("statefulsets.apps/llm", WorkloadKind::StatefulSet),
+    ] {
+        assert_eq!(parse_workload_ref(text).unwrap(), WorkloadRef { kind, name: "llm".into() }, "{text}");
+    }
+    assert!(parse_workload_ref("deploy.apps/llm").is_err(), "kubectl has no grouped short name");
+    assert!(parse_workload_ref("replicasets.apps/llm").is_err());
+}
+
+#[test]
 fn a_misspelt_hook_placeholder_is_located_and_a_real_node_address_is_valid() {
     let steps = "    - {id: f, nodeFailure: {fail: [ipmitool, -H, '{internalIp}'], recover: [on, '{internalIP}']}}\n    - {id: r, restore: node-failure}\n";
     let source = drill_source("", steps);

@@ -44,7 +44,7 @@ fn drill(d: &DrillHistory) -> Markup {
     html! {
         section class="drill" data-drill=(d.drill) {
             h2 { (d.series.title()) }
-            p { (d.runs.len()) " runs." }
+            p { (crate::report::counted(d.runs.len(), "run")) "." }
             @for w in d.runs.windows(2).filter(|w| w[1].drill_changed) {
                 p class="muted" {
                     "◆ " (date(&w[1].started)) ": the drill file changed (sha256 " (w[0].drill_sha256[..12]) " → "

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::{Outcome, Report, RunKind, human_seconds, load};
+use super::{Outcome, Report, RunKind, counted, human_seconds, load};
 use crate::phases::{PhaseId, Verdict};
 
 pub const HISTORY_SCHEMA: &str = "hybrid-drill.io/history/v1";
@@ -371,7 +371,7 @@ pub fn render_markdown(h: &History) -> String {
         human_seconds(REGRESSION_MIN_SECONDS)
     );
     for d in &h.drills {
-        let _ = writeln!(out, "## {}\n\n{} runs.\n", d.series.title(), d.runs.len());
+        let _ = writeln!(out, "## {}\n\n{}.\n", d.series.title(), counted(d.runs.len(), "run"));
         let mut head = vec!["Run (UTC)".to_string(), "Verdict".to_string()];
         head.extend(d.phases.iter().map(header));
         let _ = writeln!(out, "| {} |", head.iter().map(|h| md_cell(h)).collect::<Vec<_>>().join(" | "));

@@ -12,7 +12,7 @@ use super::{
     value_text, verdict_text,
 };
 use crate::phases::PhaseId;
-use crate::report::{Outcome, human_seconds};
+use crate::report::{Outcome, counted, human_seconds};
 
 /// The width to fit: `COLUMNS` when set, else the terminal's, else 80.
 pub fn terminal_width() -> usize {
@@ -24,7 +24,7 @@ pub fn terminal_width() -> usize {
 pub fn render_text(h: &History, width: usize) -> String {
     let mut out = String::new();
     for d in &h.drills {
-        wrapped(&mut out, &format!("{}: {} runs", d.series.title(), d.runs.len()), width, "");
+        wrapped(&mut out, &format!("{}: {}", d.series.title(), counted(d.runs.len(), "run")), width, "");
         let _ = writeln!(out, "{}", runs_table(d, width));
         for (r, before) in changed_files(d) {
             wrapped(
