@@ -302,7 +302,9 @@ fn the_host_cut_drill_pins_its_run_label_brings_its_locked_out_nodes_back_with_i
         assert!(md.contains(&format!("ran `lab/node-reboot {node}` (exit 0)")), "{md}");
     }
     // The verdict does not stand alone: every node's power cycle is said beside it, in every format.
-    let head: Vec<&str> = md.lines().skip_while(|l| !l.starts_with("**Verdict: ")).take(4).collect();
+    // The head: from the verdict to the run's facts table.
+    let head: Vec<&str> =
+        md.lines().skip_while(|l| !l.starts_with("**Verdict: ")).take_while(|l| !l.starts_with("| |")).collect();
     assert_eq!(head[0], "**Verdict: passed**", "{md}");
     let last_resort = head.iter().find(|l| l.starts_with("- **LAST RESORT**: ")).unwrap_or_else(|| panic!("{md}"));
     assert!(last_resort.contains("all 4 on-prem nodes did not come back once the cut was lifted"), "{last_resort}");
