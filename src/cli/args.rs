@@ -128,8 +128,9 @@ pub enum Command {
         #[arg(long, short = 'o', short_alias = 'f', alias = "format", value_enum, default_value = "text")]
         output: HistoryFormat,
         /// Exit 7 when the latest run of any series has a regression: a phase more than PCT percent (default 20)
-        /// and 1s slower than the run before, over its objective, or not measured.
-        #[arg(long, value_name = "PCT", num_args = 0..=1, default_missing_value = "20")]
+        /// and 1s slower than the run before, over its objective, or not measured. PCT takes `=`
+        /// (`--fail-on-regression=10`), so a reports directory after the flag is never read as PCT.
+        #[arg(long, value_name = "PCT", num_args = 0..=1, require_equals = true, default_missing_value = "20")]
         fail_on_regression: Option<f64>,
     },
     /// Check drill files without touching a cluster: every problem at once, each at its line and column with the
@@ -283,7 +284,8 @@ Examples:
   hybrid-drill history
   hybrid-drill history reports/onprem-gpu-drain -o md
   hybrid-drill history -o html > history.html
-  hybrid-drill history reports --fail-on-regression 10   # in CI, after a drill
+  hybrid-drill history --fail-on-regression reports      # in CI, after a drill
+  hybrid-drill history --fail-on-regression=10 reports   # a phase 10% (and 1s) slower fails
 
 Runs compare within a series: one drill file on one cluster profile (the `hybrid-drill.io/profile` label of \
 kube-system, else the context); ◆ marks a run whose drill file changed (sha256). A phase is flagged as a regression \
