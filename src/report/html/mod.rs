@@ -11,11 +11,14 @@ use maud::html;
 use crate::report::Report;
 use crate::report::page::page;
 use chart::timeline;
-use sections::{autoscaler, events, fallback, header, overlap, phases, restore_and_warnings, startup, steps};
+use sections::{
+    autoscaler, events, fallback, header, measured, overlap, phases, plain_legend, restore_and_warnings, startup, steps,
+};
 
 pub fn render(report: &Report) -> String {
     let body = html! {
         (header(report))
+        (plain_legend())
         (timeline(report))
         (phases(report))
         (startup(report))
@@ -26,6 +29,7 @@ pub fn render(report: &Report) -> String {
         (autoscaler(report))
         (restore_and_warnings(report))
         (events(report))
+        (measured(report))
         section {
             h2 { "Drill file as run" }
             p class="muted" { (report.drill.file) }
