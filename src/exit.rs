@@ -13,6 +13,8 @@ pub const EXIT_RESTORE_FAILED: u8 = 4;
 pub const EXIT_REFUSED: u8 = 5;
 /// `status` found something a drill left or is still doing: the lock held, an unfinished run, marks in the cluster.
 pub const EXIT_LEFT_OVER: u8 = 6;
+/// `history --fail-on-regression`: the latest run of a series regressed against the run before it or its objective.
+pub const EXIT_REGRESSION: u8 = 7;
 /// `verify` found a file of the run directory changed, removed or added after its manifest, or the manifest's
 /// signature missing (where a key is required) or invalid. A code of its own, so that a script tells an altered
 /// record from what `status` finds left over.
@@ -95,6 +97,11 @@ pub const TABLE: &[ExitRow] = &[
         meaning: "not clean: the drill lock is held, a run is unfinished, or objects in the cluster carry a run's marks \
                   (`status` names each; `hybrid-drill recover` restores)",
         commands: &["status"],
+    },
+    ExitRow {
+        code: EXIT_REGRESSION,
+        meaning: "history found a regression against the previous comparable run",
+        commands: &["history"],
     },
     ExitRow {
         code: EXIT_TAMPERED,

@@ -180,6 +180,11 @@ pub enum Command {
         /// The format to print: text, md, html or json.
         #[arg(long, short = 'o', short_alias = 'f', alias = "format", value_enum, default_value = "text")]
         output: HistoryFormat,
+        /// Exit 7 when the latest run of any series has a regression: a phase more than PCT percent (default 20)
+        /// and 1s slower than the run before, over its objective, or not measured. PCT takes `=`
+        /// (`--fail-on-regression=10`), so a reports directory after the flag is never read as PCT.
+        #[arg(long, value_name = "PCT", num_args = 0..=1, require_equals = true, default_missing_value = "20")]
+        fail_on_regression: Option<f64>,
     },
     /// Check drill files without touching a cluster: every problem at once, each at its line and column with the
     /// fix. With --context, also whether the drill is for that context.
@@ -355,9 +360,14 @@ Examples:
   hybrid-drill history
   hybrid-drill history reports/onprem-gpu-drain -o md
   hybrid-drill history -o html > history.html
+  hybrid-drill history --fail-on-regression reports      # in CI, after a drill
+  hybrid-drill history --fail-on-regression=10 reports   # a phase 10% (and 1s) slower fails
 
-A phase is flagged as a regression when it is more than 20% (and 1s) slower than in the previous run that measured \
-it, over its objective, or not measured. `-o html` draws the trend of each phase. Touches no cluster.";
+Runs compare within a series: one drill file on one cluster profile (the `hybrid-drill.io/profile` label of \
+kube-system, else the context); ◆ marks a run whose drill file changed (sha256). A phase is flagged as a regression \
+when it is more than 20% (and 1s) slower than in the previous run that measured it, over its objective, or not \
+measured. A crashed run (a timeline and no report.json) is listed as `crashed: incomplete`. The text view fits \
+COLUMNS (default 80). `-o html` draws the trend of each phase. Touches no cluster.";
 
 const VALIDATE_HELP: &str = "\
 Examples:

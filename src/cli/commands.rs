@@ -8,7 +8,7 @@ use clap::CommandFactory;
 use crate::cluster::drain_selection::DrainFlags;
 use crate::cluster::{self, Cluster, KubeContext};
 use crate::drill::{self};
-use crate::exit::{EXIT_INVALID, EXIT_PASSED};
+use crate::exit::{EXIT_INVALID, EXIT_PASSED, EXIT_REGRESSION};
 use crate::preflight;
 use crate::report::history::{self, History};
 use crate::report::{Format, terminal};
@@ -266,7 +266,7 @@ pub(super) async fn identify_command(target: &KubeContext) -> u8 {
     }
 }
 
-pub(super) fn history_command(reports_dir: &Path, format: HistoryFormat) -> u8 {
+pub(super) fn history_command(reports_dir: &Path, format: HistoryFormat, fail_on_regression: Option<f64>) -> u8 {
     let (runs, warnings) = match history::collect(reports_dir) {
         Ok(found) => found,
         Err(e) => {
@@ -277,15 +277,23 @@ pub(super) fn history_command(reports_dir: &Path, format: HistoryFormat) -> u8 {
     for w in warnings {
         eprintln!("warning: {w}");
     }
-    let h: History = history::build(runs);
+    let ratio = fail_on_regression.map_or(history::REGRESSION_RATIO, |pct| pct / 100.0);
+    let h: History = history::build(runs, ratio);
     print!(
         "{}",
         match format {
-            HistoryFormat::Text => history::render_text(&h),
+            HistoryFormat::Text => history::render_text(&h, history::terminal_width()),
             HistoryFormat::Md => history::render_markdown(&h),
             HistoryFormat::Html => history::html::render(&h),
             HistoryFormat::Json => history::render_json(&h),
         }
     );
-    EXIT_PASSED
+    let regressed = history::latest_regressions(&h);
+    if fail_on_regression.is_none() || regressed.is_empty() {
+        return EXIT_PASSED;
+    }
+    for r in regressed {
+        eprintln!("regression: {r}");
+    }
+    EXIT_REGRESSION
 }

@@ -70,7 +70,9 @@ pub fn main() -> ExitCode {
             block_on(watch_command(&file, opts))
         }
         Command::Report { run_dir, output, pushgateway } => report_command(&run_dir, output, pushgateway.as_deref()),
-        Command::History { reports_dir, output } => history_command(&reports_dir, output),
+        Command::History { reports_dir, output, fail_on_regression } => {
+            history_command(&reports_dir, output, fail_on_regression)
+        }
         Command::Plan { file, output } => block_on(plan_command(&file, &target, output)),
         Command::Preflight {
             file,

@@ -282,6 +282,7 @@ mod tests {
                 context: "hybrid-lab".into(),
                 server: "https://127.0.0.1:26443/".into(),
                 kube_system_uid: uid.into(),
+                profile: None,
             };
             observed.write(&dir).unwrap();
         }

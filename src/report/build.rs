@@ -1,7 +1,5 @@
-//! Building a report from a drill and its timeline (a pure function, so a run directory re-renders with today's
-//! logic), and reading one back from a run directory.
-
-use std::path::Path;
+//! Building a report from a drill and its timeline: a pure function, so a run directory re-renders with today's
+//! logic (`load` reads one back).
 
 use chrono::{DateTime, Utc};
 
@@ -28,7 +26,7 @@ pub struct RunMeta {
 
 impl RunMeta {
     /// The meta a recorded report kept.
-    fn recorded(report: &Report) -> RunMeta {
+    pub(super) fn recorded(report: &Report) -> RunMeta {
         RunMeta {
             tool_version: report.tool_version.clone(),
             drill_file: report.drill.file.clone(),
@@ -104,6 +102,8 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         outcome,
         exit_code: crate::exit::exit_code(outcome),
         abort_reason,
+        headline: Vec::new(),
+        crashed: None,
         fidelity: incident.as_ref().map_or_else(|| fidelity::statement(drill, observations), IncidentFacts::statement),
         // A drill the watch saw is a drill, whoever recorded it: never an incident in history or alerts.
         kind: if incident.as_ref().is_some_and(|i| i.drill_run.is_none()) { RunKind::Incident } else { RunKind::Drill },
@@ -123,11 +123,13 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         api_requests_by_verb: requests_sent(observations).map(|(_, by_verb)| by_verb.clone()).unwrap_or_default(),
         warnings: warnings(observations),
         reclaim_blockers: super::blockers::reclaim_blockers(observations),
+        last_resort: super::headline::last_resorts(drill, observations),
+        service_level: super::service::service_level(drill, observations),
         deviations: Vec::new(),
         action_items: Vec::new(),
     };
-    report.deviations = super::deviations::deviations(drill, observations, &report);
-    report.action_items = super::deviations::action_items(drill, &report);
+    report.headline = super::headline::qualifiers(&report, super::headline::on_prem_nodes(observations));
+    super::deviations::fill(drill, observations, &mut report);
     report
 }
 
@@ -313,14 +315,16 @@ fn marker(event: &Event) -> Option<Marker> {
 
 /// Observations worth a line in a report, each with its marker lane.
 pub fn notable(observations: &[Observation]) -> Vec<Notable> {
+    let mut needed = super::service::Needed::start(None, observations);
     observations
         .iter()
         .filter_map(|o| {
+            let needed = needed.after(&o.event);
             marker(&o.event).map(|kind| Notable {
                 t_seconds: o.t_ms as f64 / 1000.0,
                 at: o.received,
                 server_time: o.server_time,
-                what: o.event.describe(),
+                what: super::service::availability_words(&o.event, needed).unwrap_or_else(|| o.event.describe()),
                 kind,
             })
         })
@@ -392,49 +396,4 @@ pub fn overlap(observations: &[Observation]) -> Option<OverlapWindow> {
         seconds: None,
         unconfirmed_pods: unconfirmed.into_iter().map(str::to_string).collect(),
     })
-}
-
-/// Whether a timeline holds every fact a report needs: runs recorded before the report's facts were timeline
-/// events lack the request count, written once at the end of every run since.
-fn holds_the_report(observations: &[Observation]) -> bool {
-    let has = |f: fn(&Event) -> bool| observations.iter().any(|o| f(&o.event));
-    has(|e| matches!(e, Event::DrillStarted { .. }))
-        && has(|e| matches!(e, Event::DrillFinished { .. }))
-        && has(|e| matches!(e, Event::RequestsSent { .. }))
-}
-
-/// Reads a run directory. The report is computed again from its `drill.yaml` and `timeline.jsonl`, with the meta
-/// `report.json` kept, so an old run re-renders with today's logic. A run whose timeline lacks what [`build`] needs
-/// (recorded by an older hybrid-drill) keeps its recorded report, with markers and the overlap window derived again
-/// where its timeline is there.
-pub fn load(run_dir: &Path) -> Result<Report, LoadError> {
-    let path = if run_dir.is_file() { run_dir.to_path_buf() } else { run_dir.join("report.json") };
-    let text =
-        std::fs::read_to_string(&path).map_err(|cause| LoadError::Read { path: path.display().to_string(), cause })?;
-    let mut report: Report =
-        serde_json::from_str(&text).map_err(|cause| LoadError::Parse { path: path.display().to_string(), cause })?;
-    if report.schema != REPORT_SCHEMA {
-        return Err(LoadError::Schema { path: path.display().to_string(), found: report.schema });
-    }
-    let observations = crate::timeline::read(&path.with_file_name("timeline.jsonl")).unwrap_or_default();
-    let drill_file = path.with_file_name("drill.yaml");
-    let source = std::fs::read_to_string(&drill_file).unwrap_or_else(|_| report.drill.source.clone());
-    let drill = crate::drill::from_source(&drill_file, source).ok().map(|l| l.drill);
-    match drill {
-        Some(drill) if holds_the_report(&observations) => Ok(build(&drill, &observations, &RunMeta::recorded(&report))),
-        _ => {
-            if !observations.is_empty() {
-                report.notable_events = notable(&observations);
-                report.overlap = overlap(&observations);
-                report.reclaim_blockers = super::blockers::reclaim_blockers(&observations);
-                report.autoscaler = super::autoscaling::autoscaling(&observations);
-            }
-            // A report recorded before deviations and action items were: derived from what it kept.
-            if let Some(drill) = drill.filter(|_| report.deviations.is_empty() && report.action_items.is_empty()) {
-                report.deviations = super::deviations::deviations(&drill, &observations, &report);
-                report.action_items = super::deviations::action_items(&drill, &report);
-            }
-            Ok(report)
-        }
-    }
 }

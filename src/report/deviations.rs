@@ -11,6 +11,12 @@ use crate::drill::{Action, Check, Drill, OnDeviation};
 use crate::phases::Phase;
 use crate::timeline::{Event, Observation};
 
+/// Sets the report's deviations and action items, from the rest of it.
+pub(super) fn fill(drill: &Drill, observations: &[Observation], report: &mut Report) {
+    report.deviations = deviations(drill, observations, report);
+    report.action_items = action_items(drill, report);
+}
+
 /// Every deviation of the run, in the order of the timeline, then what the drill file overrides or keeps.
 pub fn deviations(drill: &Drill, observations: &[Observation], report: &Report) -> Vec<Deviation> {
     let mut out: Vec<Deviation> = observations.iter().filter_map(timeline_deviation).collect();

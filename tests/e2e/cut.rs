@@ -301,6 +301,19 @@ fn the_host_cut_drill_pins_its_run_label_brings_its_locked_out_nodes_back_with_i
         assert!(timeline.contains(&ran), "{timeline}");
         assert!(md.contains(&format!("ran `lab/node-reboot {node}` (exit 0)")), "{md}");
     }
+    // The verdict does not stand alone: every node's power cycle is said beside it, in every format.
+    // The head: from the verdict to the run's facts table.
+    let head: Vec<&str> =
+        md.lines().skip_while(|l| !l.starts_with("**Verdict: ")).take_while(|l| !l.starts_with("| |")).collect();
+    assert_eq!(head[0], "**Verdict: passed**", "{md}");
+    let last_resort = head.iter().find(|l| l.starts_with("- **LAST RESORT**: ")).unwrap_or_else(|| panic!("{md}"));
+    assert!(last_resort.contains("all 4 on-prem nodes did not come back once the cut was lifted"), "{last_resort}");
+    assert_eq!(report["headline"][0]["kind"], "last-resort", "{:#}", report["headline"]);
+    assert_eq!(report["last_resort"].as_array().unwrap().len(), HYBRID.len());
+    let html = std::fs::read_to_string(run_dir(reports.path()).unwrap().join("report.html")).unwrap();
+    let verdict = html.find(r#"id="verdict""#).unwrap();
+    let beside = html.find("LAST RESORT:").unwrap();
+    assert!(beside > verdict && beside < html.find(r#"<svg id="gantt""#).unwrap(), "the last resort under the verdict");
     print_phases(&report);
     println!("overlap: {}", report["overlap"]);
     assert_fidelity(&run_dir(reports.path()).unwrap());
@@ -474,8 +487,21 @@ fn a_run_killed_after_its_cut_is_lifted_by_recover_even_without_its_journal() {
     assert_eq!(out.status.code(), None, "the run should have died: {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(leftovers().len(), 1, "{:?}", leftovers());
     assert_eq!(cut_labelled(), HYBRID);
-    // With the journal gone, the run id label in the cluster is all that is left to go by.
     let dir = run_dir(reports.path()).unwrap();
+    // The crashed run left no report.json: one is rebuilt from its timeline and journal, marked so, and history
+    // lists the run rather than skip it.
+    let out = hybrid_drill().arg("report").arg(&dir).output().unwrap();
+    let md = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{md}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(md.contains("**Verdict: crashed: incomplete**"), "{md}");
+    assert!(
+        md.contains("journalled and never undone: create CiliumClusterwideNetworkPolicy/hybrid-drill-cut-"),
+        "{md}"
+    );
+    let out = hybrid_drill().arg("history").arg(reports.path()).env("COLUMNS", "80").output().unwrap();
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(listed.contains("dx-cut · ") && listed.contains("crashed: incomplete"), "{listed}");
+    // With the journal gone, the run id label in the cluster is all that is left to go by.
     std::fs::remove_file(dir.join("journal.jsonl")).unwrap();
     let out = hybrid_drill().arg("recover").arg(&dir).arg("--kubeconfig").arg(kubeconfig()).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -275,7 +275,13 @@ fn three_drills_leave_reports_a_browser_ci_and_prometheus_read_and_a_history() {
     assert!(crate::common::sample(&metrics, "hybrid_drill_fallback_gpu_hours", &[drill_label]).unwrap() > 0.0);
 
     let history = |format: &str| {
-        let out = hybrid_drill().arg("history").arg(drill.reports.path()).args(["--output", format]).output().unwrap();
+        let out = hybrid_drill()
+            .arg("history")
+            .arg(drill.reports.path())
+            .args(["--output", format])
+            .env("COLUMNS", "80")
+            .output()
+            .unwrap();
         assert!(out.status.success(), "history --output {format}: {}", String::from_utf8_lossy(&out.stderr));
         out.stdout
     };
@@ -287,8 +293,13 @@ fn three_drills_leave_reports_a_browser_ci_and_prometheus_read_and_a_history() {
         let rto = &row["phases"][0];
         assert!(rto["change_seconds"].is_number() && rto["objective_margin_seconds"].is_number(), "{row:#}");
     }
+    // The three runs are one series: one drill file on the lab's profile, which lab/up labels kube-system with.
+    assert_eq!(json["drills"].as_array().unwrap().len(), 1, "{json:#}");
+    let environment = json["drills"][0]["series"]["environment"].as_str().unwrap();
+    assert!(environment.starts_with("profile "), "{environment}");
     let text = String::from_utf8(history("text")).unwrap();
-    assert!(text.contains("onprem-gpu-drain: 3 runs"), "{text}");
+    assert!(text.contains("onprem-gpu-drain · ") && text.contains(&format!("{environment}: 3 runs")), "{text}");
+    assert!(text.lines().all(|l| l.chars().count() <= 80), "wider than 80 columns:\n{text}");
     let page_path = drill.reports.path().join("history.html");
     std::fs::write(&page_path, history("html")).unwrap();
     let page = crate::common::open_in_chromium(&page_path, "lab-history", 1800);

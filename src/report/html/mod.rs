@@ -12,12 +12,14 @@ use crate::report::Report;
 use crate::report::page::page;
 use chart::timeline;
 use sections::{
-    autoscaler, deviations_and_actions, events, fallback, header, overlap, phases, restore_and_warnings, startup, steps,
+    autoscaler, deviations_and_actions, events, fallback, header, measured, overlap, phases, plain_legend,
+    restore_and_warnings, startup, steps,
 };
 
 pub fn render(report: &Report) -> String {
     let body = html! {
         (header(report))
+        (plain_legend())
         (timeline(report))
         (phases(report))
         (startup(report))
@@ -29,6 +31,7 @@ pub fn render(report: &Report) -> String {
         (autoscaler(report))
         (restore_and_warnings(report))
         (events(report))
+        (measured(report))
         section {
             h2 { "Drill file as run" }
             p class="muted" { (report.drill.file) }

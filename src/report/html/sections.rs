@@ -4,7 +4,7 @@
 use maud::{Markup, html};
 
 use crate::phases::{Boundary, Phase, Verdict};
-use crate::report::legend::{self, Figure};
+use crate::report::legend;
 use crate::report::{Report, human_seconds, seconds_cell, verdict_word};
 use crate::timeline::rfc3339;
 
@@ -47,10 +47,11 @@ pub(super) fn header(report: &Report) -> Markup {
         header {
             h1 { (report.kind.heading()) ": " (report.drill.name) }
             @if let Some(d) = &report.drill.description { p class="muted" { (d) } }
-            p { span class={ "badge verdict " (report.outcome.slug()) } id="verdict" { (report.outcome.as_str()) } }
+            p { span class={ "badge verdict " (report.outcome.slug()) } id="verdict" { (crate::report::headline::verdict(report)) } }
             @if let Some(reason) = &report.abort_reason {
                 div class="callout" { strong { "Stopped because:" } " " (reason) }
             }
+            (qualifiers(report))
             div class="figures" {
                 @if let Some(rto) = rto(report) {
                     @let label = match rto.objective_seconds {
@@ -66,11 +67,57 @@ pub(super) fn header(report: &Report) -> Markup {
                 ))
                 (figure(&format!("{:.3}", f.gpu_hours), &format!("fallback GPU-hours · {} nodes", f.nodes), ""))
                 (figure(&cost, "estimated fallback cost", ""))
+                @if let Some(s) = &report.service_level {
+                    @for (when, dip) in [("fault", &s.fault), ("return", &s.back)] {
+                        @if let Some(d) = dip {
+                            (figure(
+                                &format!("{} / {}", d.lowest_ready, d.needed),
+                                &format!("fewest pods Ready during the {when} · below target {}", human_seconds(d.seconds_below)),
+                                if d.dipped() { "missed" } else { "met" },
+                            ))
+                        }
+                    }
+                }
                 (figure(&f.max_gpus.to_string(), &peak, if f.overrun { "missed" } else { "" }))
             }
             table class="details" {
                 @for (k, v) in &details { tr { th { (k) } td { (v) } } }
             }
+        }
+    }
+}
+
+/// What qualifies the verdict, beside it: the abort's reason has its own callout above.
+fn qualifiers(report: &Report) -> Markup {
+    use crate::report::headline::QualifierKind;
+    let shown = report.headline.iter().filter(|q| q.kind != QualifierKind::Stopped);
+    html! {
+        ul class="qualifiers" id="qualifiers" {
+            @for q in shown {
+                li class={ "qualifier " (q.kind.slug()) @if q.kind.is_serious() { " missed" } } {
+                    strong { (q.kind.tag()) ":" } " " (q.text)
+                }
+            }
+        }
+    }
+}
+
+/// The legend in plain words, near the top.
+pub(super) fn plain_legend() -> Markup {
+    html! {
+        section id="legend" {
+            h2 { "Legend" }
+            ul class="legend-lines" { @for line in legend::PLAIN { li { (line) } } }
+        }
+    }
+}
+
+/// Every figure's clock and bound, at the end.
+pub(super) fn measured(report: &Report) -> Markup {
+    html! {
+        section id="measured" {
+            h2 { "How each figure is measured" }
+            (legend_lines(&legend::measured(report)))
         }
     }
 }
@@ -101,7 +148,7 @@ pub(super) fn phases(report: &Report) -> Markup {
                     tbody { @for p in &report.phases { (phase_row(p)) } }
                 }
             }
-            (legend_lines(&legend::phases(report)))
+            @if let Some(note) = crate::report::figures::rto_breakdown(report) { p class="note" { (note) } }
         }
     }
 }
@@ -152,7 +199,7 @@ pub(super) fn startup(report: &Report) -> Markup {
                 @if let (Some(slowest), Some(spread)) = (&s.slowest, s.spread_seconds) {
                     p { "Slowest: " strong { (slowest) } ", " (human_seconds(spread)) " more than the quickest." }
                 }
-                (legend_lines(&[legend::line(Figure::Startup)]))
+                @if let Some(note) = crate::report::figures::startup_note(report) { p class="note" { (note) } }
             }
         }
     }
@@ -178,7 +225,6 @@ pub(super) fn steps(report: &Report) -> Markup {
                     }
                 }
             }
-            (legend_lines(&[legend::line(Figure::Steps)]))
         }
     }
 }
@@ -236,7 +282,6 @@ pub(super) fn fallback(report: &Report) -> Markup {
                     p { "Drill ceiling (guards.maxFallbackGpus): " (ceiling) " (not exceeded)." }
                 }
             }
-            (legend_lines(&[Figure::FallbackHours, Figure::PeakGpus, Figure::Cost].map(legend::line)))
         }
     }
 }
@@ -252,7 +297,6 @@ pub(super) fn overlap(report: &Report) -> Markup {
         section id="overlap" {
             h2 { "Overlap window (split brain)" }
             div class="callout note" { (first) (chars.as_str()) }
-            (legend_lines(&[legend::line(Figure::Overlap)]))
         }
     }
 }
@@ -317,9 +361,6 @@ pub(super) fn restore_and_warnings(report: &Report) -> Markup {
                 }
             }
         }
-        @if !report.warnings.is_empty() {
-            section { h2 { "Warnings" } ul { @for w in &report.warnings { li { (w) } } } }
-        }
     }
 }
 
@@ -330,14 +371,14 @@ pub(super) fn events(report: &Report) -> Markup {
             table {
                 thead { tr { th class="num" { "t" } th { "Kind" } th { "Event" } th { "Server time" } } }
                 tbody {
-                    @for n in &report.notable_events {
+                    @for n in crate::report::fold::fold(&report.notable_events) {
                         tr {
                             td class="num" { "+" (human_seconds(n.t_seconds)) }
                             td {
                                 span class="swatch" style={ "background:" (marker_color(n.kind)) } {}
                                 (n.kind.label())
                             }
-                            td { (n.what) }
+                            td { (n.text()) }
                             td { (time_or_dash(n.server_time.as_ref())) }
                         }
                     }
