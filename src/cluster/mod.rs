@@ -5,6 +5,7 @@
 pub mod autoscaler;
 pub mod budgets;
 pub mod client;
+pub mod collateral;
 pub mod deadline;
 pub mod displacement;
 pub mod drain_selection;

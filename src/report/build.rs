@@ -126,6 +126,9 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
             })
             .collect(),
         reclaim_blockers: super::blockers::reclaim_blockers(observations),
+        blast_radius: super::leftovers::blast_radius(observations),
+        collateral: super::leftovers::collateral(observations),
+        leftovers: super::leftovers::leftovers(observations),
     }
 }
 
@@ -270,7 +273,9 @@ fn marker(event: &Event) -> Option<Marker> {
         Event::NodeClaimCreated { .. }
         | Event::NodeClaimCondition { .. }
         | Event::NodeClaimDeleted { .. }
-        | Event::ReclaimBlocked { .. } => Marker::NodeClaim,
+        | Event::ReclaimBlocked { .. }
+        | Event::CollateralNodeClaim { .. }
+        | Event::Leftover { .. } => Marker::NodeClaim,
         Event::NodeAdded { .. }
         | Event::NodeDeleted { .. }
         | Event::Cordoned { .. }
@@ -287,6 +292,7 @@ fn marker(event: &Event) -> Option<Marker> {
         | Event::RestoreStarted { .. }
         | Event::FaultRemoved { .. }
         | Event::RestartTriggered { .. }
+        | Event::CollateralReturned { .. }
         | Event::UndoDone { .. }
         | Event::UndoFailed { .. } => Marker::Restore,
         Event::WatchGap { .. }
@@ -417,6 +423,9 @@ pub fn load(run_dir: &Path) -> Result<Report, LoadError> {
             report.notable_events = notable(&observations);
             report.overlap = overlap(&observations);
             report.reclaim_blockers = super::blockers::reclaim_blockers(&observations);
+            report.blast_radius = super::leftovers::blast_radius(&observations);
+            report.collateral = super::leftovers::collateral(&observations);
+            report.leftovers = super::leftovers::leftovers(&observations);
             report.autoscaler = super::autoscaling::autoscaling(&observations);
             Ok(report)
         }

@@ -8,6 +8,7 @@ pub mod fidelity;
 pub mod history;
 pub mod html;
 pub mod junit;
+mod leftovers;
 pub mod legend;
 pub mod markdown;
 mod model;

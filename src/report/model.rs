@@ -139,6 +139,16 @@ pub struct Report {
     /// Why the fallback was not reclaimed, each reason as first seen; empty when nothing held it.
     #[serde(default)]
     pub reclaim_blockers: Vec<super::blockers::ReclaimBlocker>,
+    /// Every workload the fault displaced (the drilled one too), by owner, and the NodePools each could land on.
+    #[serde(default)]
+    pub blast_radius: Vec<crate::cluster::collateral::BlastGroup>,
+    /// Every other workload the fault displaced (from the on-prem nodes before it), with its pods and GPUs.
+    #[serde(default)]
+    pub collateral: Vec<crate::cluster::collateral::Bystander>,
+    /// What was still different from the state before the fault at the end: NodeClaims the drill caused, in any
+    /// NodePool, and displaced workloads still off the on-prem nodes; `expected` when the drill file leaves them.
+    #[serde(default)]
+    pub leftovers: Vec<crate::cluster::collateral::Leftover>,
 }
 
 impl Report {

@@ -74,6 +74,9 @@ pub fn render(report: &Report, run_dir: &str) -> String {
     for w in &report.warnings {
         out.push_str(&format!("warning: {w}\n"));
     }
+    for l in &report.leftovers {
+        out.push_str(&format!("{}\n", l.line()));
+    }
     out.push_str(&format!("report: {run_dir}/report.md ({} API requests)\n", report.api_requests));
     out
 }

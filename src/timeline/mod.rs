@@ -131,6 +131,32 @@ pub enum Event {
     WorkloadsDisplaced {
         workloads: Vec<crate::cluster::displacement::WorkloadMove>,
     },
+    /// Read before the fault: the NodeClaims that existed in any NodePool, and every other workload on the on-prem
+    /// nodes (the fault's collateral), so the end of the drill can be compared with it.
+    CollateralBefore {
+        nodeclaims: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        workloads: Vec<crate::cluster::collateral::Bystander>,
+        /// Every workload the fault displaces (the drilled one too), by owner, and the NodePools each may land on.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        blast_radius: Vec<crate::cluster::collateral::BlastGroup>,
+    },
+    /// A NodeClaim outside the fallback's NodePools that the drill caused, first seen (the collateral's capacity).
+    CollateralNodeClaim {
+        nodeclaim: crate::cluster::collateral::ClaimFacts,
+        /// `created`, `initialized` or `deleted`.
+        milestone: String,
+    },
+    /// A displaced workload still on capacity the drill created, restarted by the return (or left, as declared).
+    CollateralReturned {
+        workload: String,
+        restarted: bool,
+        detail: String,
+    },
+    /// Something still different from the state before the fault at the drill's end.
+    Leftover {
+        leftover: crate::cluster::collateral::Leftover,
+    },
     /// Every on-prem node Ready again after a restore.
     OnPremReady {
         nodes: usize,
@@ -626,6 +652,20 @@ impl Event {
                     .collect();
                 format!("workloads on the lost nodes: {}", each.join(", "))
             }
+            Event::CollateralBefore { nodeclaims, workloads, .. } => format!(
+                "before the fault: {} NodeClaims; collateral: {}",
+                nodeclaims.len(),
+                if workloads.is_empty() {
+                    "none".into()
+                } else {
+                    workloads.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+                }
+            ),
+            Event::CollateralNodeClaim { nodeclaim, milestone } => {
+                format!("NodeClaim {} {milestone} (collateral)", nodeclaim.describe())
+            }
+            Event::CollateralReturned { workload, detail, .. } => format!("collateral {workload}: {detail}"),
+            Event::Leftover { leftover } => leftover.line(),
             Event::RestoreStarted { what, .. } => format!("restore of the {what} started"),
             Event::FaultRemoved { what, .. } => what.clone(),
             Event::OnPremReady { nodes } => format!("on-prem nodes Ready ({nodes})"),
