@@ -337,9 +337,10 @@ spec:
 
         let during = since(&set_up, &cluster.requests_by_verb());
         assert_eq!(during.keys().collect::<Vec<_>>(), ["watch"], "{during:?}");
-        // One reconnect per watch held (two on nodes and on events: on-prem and fallback, namespace and NodeClaims).
+        // One reconnect per watch held (two on nodes and on events: on-prem and fallback, namespace and NodeClaims;
+        // two on NodeClaims: the fallback's and every other pool's, for the collateral).
         assert_eq!(during["watch"], set_up["watch"], "set up: {set_up:?}");
-        assert_eq!(set_up["watch"].values().sum::<u64>(), 7, "{set_up:?}");
+        assert_eq!(set_up["watch"].values().sum::<u64>(), 8, "{set_up:?}");
         drop(watches);
     }
 
