@@ -494,6 +494,18 @@ will abort the drill once the fallback holds them; raise the ceiling or move tho
         })
     }
 
+    /// Every workload the fault displaces, by owner, with where each can land; empty when it displaces none.
+    fn blast_radius_lines(&self) -> String {
+        if self.blast_radius.is_empty() {
+            return String::new();
+        }
+        let mut out = String::from("  workloads the fault displaces, and where each can land:\n");
+        for group in &self.blast_radius {
+            out.push_str(&format!("    {group}\n"));
+        }
+        out
+    }
+
     /// The blast radius, in the order the drill would act.
     pub fn describe(&self, drill: &Drill) -> String {
         let mut out = String::new();
@@ -538,12 +550,7 @@ will abort the drill once the fallback holds them; raise the ceiling or move tho
             };
             out.push_str(&format!("  GPUs moving to the fallback: {gpus} ({pods}){over}\n"));
         }
-        if !self.blast_radius.is_empty() {
-            out.push_str("  workloads the fault displaces, and where each can land:\n");
-            for group in &self.blast_radius {
-                out.push_str(&format!("    {group}\n"));
-            }
-        }
+        out.push_str(&self.blast_radius_lines());
         if let Some(warning) = self.gpu_ceiling_warning() {
             out.push_str(&format!("  WARNING: {warning}\n"));
         }
