@@ -334,9 +334,24 @@ pub fn workload_on_prem_and_fallback_empty() -> bool {
 /// The lab's steady state: the workload on-prem, the batch, bare, emptyDir and StatefulSet pods on-prem, no NodeClaim
 /// at all.
 fn lab_steady() -> bool {
-    workload_on_prem_and_fallback_empty()
+    rolled_out("inference", "llm-inference")
+        && rolled_out("batch", "embeddings")
+        && workload_on_prem_and_fallback_empty()
         && batch_on_prem()
         && kubectl_json(&["get", "nodeclaims"])["items"].as_array().unwrap().is_empty()
+}
+
+/// A Deployment whose controller has acted on its latest spec and whose pods are all of it and available: right after
+/// `kubectl rollout restart` the old pods are still the only ones, Ready where they were, until the controller
+/// starts replacing them.
+fn rolled_out(namespace: &str, name: &str) -> bool {
+    let deployment = kubectl_json(&["get", "deployment", name, "-n", namespace]);
+    let (spec, status) = (&deployment["spec"], &deployment["status"]);
+    let replicas = spec["replicas"].as_u64().unwrap_or(1);
+    status["observedGeneration"] == deployment["metadata"]["generation"]
+        && status["updatedReplicas"].as_u64() == Some(replicas)
+        && status["availableReplicas"].as_u64() == Some(replicas)
+        && status["replicas"].as_u64() == Some(replicas)
 }
 
 fn ready_on(pod: &Value, nodes: &[String]) -> bool {
