@@ -143,7 +143,9 @@ pub enum Event {
     },
     /// A NodeClaim outside the fallback's NodePools that the drill caused, first seen (the collateral's capacity).
     CollateralNodeClaim {
-        nodeclaim: crate::cluster::collateral::ClaimFacts,
+        /// `claim`, not `nodeclaim`: in every other observation `nodeclaim` is a NodeClaim's name, and readers of
+        /// timeline.jsonl (scripts/fidelity) take it as one.
+        claim: crate::cluster::collateral::ClaimFacts,
         /// `created`, `initialized` or `deleted`.
         milestone: String,
     },
@@ -661,8 +663,8 @@ impl Event {
                     workloads.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
                 }
             ),
-            Event::CollateralNodeClaim { nodeclaim, milestone } => {
-                format!("NodeClaim {} {milestone} (collateral)", nodeclaim.describe())
+            Event::CollateralNodeClaim { claim, milestone } => {
+                format!("NodeClaim {} {milestone} (collateral)", claim.describe())
             }
             Event::CollateralReturned { workload, detail, .. } => format!("collateral {workload}: {detail}"),
             Event::Leftover { leftover } => leftover.line(),
@@ -764,5 +766,30 @@ pub fn role_name(role: NodeRole) -> &'static str {
         NodeRole::OnPrem => "on-prem",
         NodeRole::Fallback => "fallback",
         NodeRole::Other => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::collateral::ClaimFacts;
+
+    #[test]
+    fn a_collateral_nodeclaim_keeps_nodeclaim_a_name_in_the_timeline() {
+        let claim = ClaimFacts {
+            name: "gpu-spot-x".into(),
+            node_pool: "gpu-spot".into(),
+            instance_type: None,
+            capacity_type: Some("spot".into()),
+            zone: None,
+            node: None,
+            created: None,
+            gpus: 4,
+            deleting: false,
+        };
+        let line = serde_json::to_value(Event::CollateralNodeClaim { claim, milestone: "created".into() }).unwrap();
+        assert_eq!(line["type"], "collateral-node-claim");
+        assert_eq!(line["claim"]["node_pool"], "gpu-spot");
+        assert!(line.get("nodeclaim").is_none(), "{line}");
     }
 }

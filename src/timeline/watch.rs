@@ -171,15 +171,15 @@ impl Handler<NodeClaim> for OtherClaims {
             Some((false, _)) if initialized => Some("initialized"),
             Some(_) => None,
         };
-        let nodeclaim = ClaimFacts::of(claim);
-        self.created.insert(name, (initialized, nodeclaim.clone()));
+        let facts = ClaimFacts::of(claim);
+        self.created.insert(name, (initialized, facts.clone()));
         if let Some(milestone) = milestone {
-            self.ctx.timeline.record(Event::CollateralNodeClaim { nodeclaim, milestone: milestone.into() });
+            self.ctx.timeline.record(Event::CollateralNodeClaim { claim: facts, milestone: milestone.into() });
         }
     }
     fn delete(&mut self, name: &str) {
-        if let Some((_, nodeclaim)) = self.created.remove(name) {
-            self.ctx.timeline.record(Event::CollateralNodeClaim { nodeclaim, milestone: "deleted".into() });
+        if let Some((_, claim)) = self.created.remove(name) {
+            self.ctx.timeline.record(Event::CollateralNodeClaim { claim, milestone: "deleted".into() });
         }
     }
     fn known(&self) -> Vec<String> {

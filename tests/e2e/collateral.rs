@@ -68,13 +68,13 @@ fn the_drain_drill_names_its_collateral_brings_it_home_and_ends_with_no_nodeclai
     let events = timeline(&dir);
     let spot: Vec<&Value> = events
         .iter()
-        .filter(|e| e["type"] == "collateral-node-claim" && e["nodeclaim"]["node_pool"] == "gpu-spot")
+        .filter(|e| e["type"] == "collateral-node-claim" && e["claim"]["node_pool"] == "gpu-spot")
         .collect();
     // Karpenter may make more than one Spot NodeClaim for the batch job (one per launch it retries or replaces):
     // each is followed from its creation to its deletion.
     let mut by_claim: std::collections::BTreeMap<&str, Vec<&str>> = std::collections::BTreeMap::new();
     for e in &spot {
-        by_claim.entry(e["nodeclaim"]["name"].as_str().unwrap()).or_default().push(e["milestone"].as_str().unwrap());
+        by_claim.entry(e["claim"]["name"].as_str().unwrap()).or_default().push(e["milestone"].as_str().unwrap());
     }
     assert!(!by_claim.is_empty(), "no Spot NodeClaim followed: {spot:#?}");
     for (claim, milestones) in &by_claim {
@@ -82,7 +82,7 @@ fn the_drain_drill_names_its_collateral_brings_it_home_and_ends_with_no_nodeclai
         assert_eq!(milestones.last(), Some(&"deleted"), "{claim}: {milestones:?}");
     }
     let initialized = spot.iter().find(|e| e["milestone"] == "initialized").expect("a Spot NodeClaim initialized");
-    assert_eq!(initialized["nodeclaim"]["capacity_type"], "spot", "{initialized:#}");
+    assert_eq!(initialized["claim"]["capacity_type"], "spot", "{initialized:#}");
     let returned = events.iter().find(|e| e["type"] == "collateral-returned").expect("a collateral-returned event");
     assert_eq!((&returned["workload"], &returned["restarted"]), (&"batch/embeddings".into(), &true.into()));
     // The reclaim waited for the Spot NodeClaim: it was gone before the run ended.
