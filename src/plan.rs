@@ -178,6 +178,9 @@ pub async fn resolve_for(cluster: &Cluster, drill: &Drill, scope: access::Scope)
     } else {
         Vec::new()
     };
+    if scope == access::Scope::Run {
+        check_collateral_restarts(cluster, drill, &pods, &blast_radius).await?;
+    }
     let budgets = budgets_of(cluster, &pods_to_evict).await?;
     let scale = autoscaler::read(&cluster.client, &targets.workload.namespace, &pods)
         .await
@@ -298,6 +301,28 @@ async fn check_restart_targets(cluster: &Cluster, drill: &Drill) -> Result<(), P
         }
     }
     Ok(())
+}
+
+/// The return restarts each other displaced workload it finds on capacity the drill created: a grant missing for one
+/// would fail the return half-way, after the fault. Those whose pods may land on some NodePool are asked about now;
+/// the refusal names the rule, and `spec.collateral.leave` is the other way out.
+async fn check_collateral_restarts(
+    cluster: &Cluster,
+    drill: &Drill,
+    drilled: &[Pod],
+    blast_radius: &[BlastGroup],
+) -> Result<(), PlanError> {
+    if !drill.spec.steps.iter().any(|s| matches!(s.action, Action::Return(_))) {
+        return Ok(());
+    }
+    let drilled: BTreeSet<String> = collateral::blast_radius(drilled, &[]).into_iter().map(|g| g.workload).collect();
+    let needs: Vec<access::Need> = blast_radius
+        .iter()
+        .filter(|g| !g.lands.is_empty() && !drilled.contains(&g.workload))
+        .filter(|g| !drill.spec.collateral_leave.contains(&g.workload))
+        .filter_map(|g| access::collateral_restart(&g.kind, &g.workload))
+        .collect();
+    Ok(access::check_needs(&cluster.client, &cluster.context, &needs).await?)
 }
 
 /// A host cut needs its CNI's policy CRD, its host firewall on, `allowCidrs` clear of the API server and its
