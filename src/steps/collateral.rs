@@ -44,8 +44,12 @@ pub async fn before(
 
 /// The state before the fault the run recorded: the NodeClaims then, and the other workloads on the on-prem nodes.
 pub fn recorded(timeline: &Timeline) -> Option<(BTreeSet<String>, Vec<Bystander>)> {
-    timeline.observations().into_iter().find_map(|o| match o.event {
-        Event::CollateralBefore { nodeclaims, workloads, .. } => Some((nodeclaims.into_iter().collect(), workloads)),
+    // Read during the reclaim's wait every few seconds: a copy of the whole timeline would hold the lock the watches
+    // stamp their observations under.
+    timeline.find_map(|o| match &o.event {
+        Event::CollateralBefore { nodeclaims, workloads, .. } => {
+            Some((nodeclaims.iter().cloned().collect(), workloads.clone()))
+        }
         _ => None,
     })
 }

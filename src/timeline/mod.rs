@@ -562,6 +562,12 @@ impl Timeline {
         self.lock().observations.clone()
     }
 
+    /// The first observation `f` maps to something, without copying the timeline: the watches stamp what they
+    /// record under the same lock, so a step that looks something up while they record must hold it briefly.
+    pub fn find_map<T>(&self, f: impl FnMut(&Observation) -> Option<T>) -> Option<T> {
+        self.lock().observations.iter().find_map(f)
+    }
+
     /// Every observation recorded from now on.
     pub fn subscribe(&self) -> tokio::sync::mpsc::UnboundedReceiver<Observation> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
