@@ -68,6 +68,28 @@ pub struct DrillSpec {
     /// or on rollback; journalled, so `hybrid-drill recover` expires them after a crash.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub silences: Vec<SilenceSection>,
+    /// The other workloads the fault displaces (the collateral): the return restarts each one still on capacity the
+    /// drill created, as it restarts the drilled workload, unless `leave` lists it.
+    #[serde(default, skip_serializing_if = "CollateralSection::is_empty")]
+    pub collateral: CollateralSection,
+}
+
+/// What the drill does with the other workloads its fault displaces.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "Collateral")]
+pub struct CollateralSection {
+    /// Workloads (`namespace/name` of their Deployment or StatefulSet) the return does not restart: they stay where
+    /// the fault moved them, and the report lists what they keep running as expected leftovers. A drill that leaves
+    /// cloud capacity running still exits 4.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub leave: Vec<String>,
+}
+
+impl CollateralSection {
+    fn is_empty(&self) -> bool {
+        self.leave.is_empty()
+    }
 }
 
 /// The drill lock, a coordination.k8s.io/v1 Lease. Drills that share on-prem nodes or a fallback must share it.

@@ -122,6 +122,9 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         reclaim_blockers: super::blockers::reclaim_blockers(observations),
         last_resort: super::headline::last_resorts(drill, observations),
         service_level: super::service::service_level(drill, observations),
+        blast_radius: super::leftovers::blast_radius(observations),
+        collateral: super::leftovers::collateral(observations),
+        leftovers: super::leftovers::leftovers(observations),
     };
     report.headline = super::headline::qualifiers(&report, super::headline::on_prem_nodes(observations));
     report
@@ -278,7 +281,9 @@ fn marker(event: &Event) -> Option<Marker> {
         Event::NodeClaimCreated { .. }
         | Event::NodeClaimCondition { .. }
         | Event::NodeClaimDeleted { .. }
-        | Event::ReclaimBlocked { .. } => Marker::NodeClaim,
+        | Event::ReclaimBlocked { .. }
+        | Event::CollateralNodeClaim { .. }
+        | Event::Leftover { .. } => Marker::NodeClaim,
         Event::NodeAdded { .. }
         | Event::NodeDeleted { .. }
         | Event::Cordoned { .. }
@@ -295,6 +300,7 @@ fn marker(event: &Event) -> Option<Marker> {
         | Event::RestoreStarted { .. }
         | Event::FaultRemoved { .. }
         | Event::RestartTriggered { .. }
+        | Event::CollateralReturned { .. }
         | Event::UndoDone { .. }
         | Event::UndoFailed { .. } => Marker::Restore,
         Event::WatchGap { .. }

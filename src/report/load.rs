@@ -61,6 +61,9 @@ fn load_recorded(run_dir: &Path) -> Result<Report, LoadError> {
             report.notable_events = notable(&observations);
             report.overlap = overlap(&observations);
             report.reclaim_blockers = blockers::reclaim_blockers(&observations);
+            report.blast_radius = super::leftovers::blast_radius(&observations);
+            report.collateral = super::leftovers::collateral(&observations);
+            report.leftovers = super::leftovers::leftovers(&observations);
             report.autoscaler = autoscaling::autoscaling(&observations);
             Ok(report)
         }

@@ -357,3 +357,16 @@ fn ready_pods_is_a_number_or_a_share_and_a_wrong_one_is_located() {
     let negative = diagnostics(with("readyPods: -2"));
     assert!(negative[0].message.starts_with("readyPods must be at least 1"), "{:?}", negative[0].message);
 }
+
+#[test]
+fn collateral_leave_names_workloads_as_namespace_slash_name_once() {
+    let steps = "    - {id: s, pause: 1s}\n";
+    let left = valid("  collateral: {leave: [batch/embeddings]}\n", steps);
+    assert_eq!(left.spec.collateral_leave, ["batch/embeddings"]);
+    let wrong = diagnostics(drill_source("  collateral: {leave: [embeddings, batch/a, batch/a]}\n", steps));
+    let messages: Vec<&str> = wrong.iter().map(|d| d.message.as_str()).collect();
+    assert_eq!(
+        messages,
+        ["`embeddings` must name a workload as `namespace/name`, e.g. `batch/embeddings`", "`batch/a` is listed twice"]
+    );
+}
