@@ -7,6 +7,8 @@ pub const EXIT_PASSED: u8 = 0;
 pub const EXIT_OBJECTIVE_MISSED: u8 = 1;
 pub const EXIT_INVALID: u8 = 2;
 pub const EXIT_ABORTED: u8 = 3;
+/// The cluster is not as the drill found it and a human must act: a restore that failed, or a completed drill that
+/// left cloud capacity it caused running (a NodeClaim in any NodePool; report.json's `leftovers` names it).
 pub const EXIT_RESTORE_FAILED: u8 = 4;
 /// Refused before anything was touched: a preflight check failed, or another drill (or `recover`) holds the
 /// cluster's drill lock. The same code from `preflight`, `plan`, `run` and `recover`.
@@ -83,7 +85,8 @@ pub const TABLE: &[ExitRow] = &[
     },
     ExitRow {
         code: EXIT_RESTORE_FAILED,
-        meaning: "restore incomplete: the cluster needs a human; `hybrid-drill recover RUN_DIR` redoes and checks it",
+        meaning: "restore incomplete: the cluster needs a human (`hybrid-drill recover RUN_DIR` redoes and checks it), or \
+                  the drill left cloud capacity it caused running (outcome left-behind, each NodeClaim named)",
         commands: &["run", "recover"],
     },
     ExitRow {
@@ -115,7 +118,7 @@ pub fn exit_code(outcome: Outcome) -> i32 {
         Outcome::Passed => EXIT_PASSED,
         Outcome::ObjectiveMissed => EXIT_OBJECTIVE_MISSED,
         Outcome::Aborted => EXIT_ABORTED,
-        Outcome::RestoreFailed => EXIT_RESTORE_FAILED,
+        Outcome::RestoreFailed | Outcome::LeftBehind => EXIT_RESTORE_FAILED,
         // A failed preflight refuses the drill before it touches anything: the code `preflight` itself exits with.
         Outcome::Refused => EXIT_REFUSED,
     })

@@ -5,6 +5,7 @@
 pub mod autoscaler;
 pub mod budgets;
 pub mod client;
+pub mod collateral;
 pub mod deadline;
 pub mod displacement;
 pub mod drain_selection;
@@ -81,7 +82,8 @@ pub const RUN_PERMISSIONS: Permissions = &[
 ];
 
 /// What the tool reads or changes in one namespace, by Role (namespace, Role, permissions): deploy/roles.yaml grants
-/// exactly these. The restart's namespace and name are the scheduled drill's `return.restart` target.
+/// exactly these. The restarts' namespaces and names are the scheduled drill's `return.restart` target and the
+/// collateral its return restarts.
 pub const NAMESPACED_PERMISSIONS: &[(&str, &str, Permissions)] = &[
     ("kube-system", "hybrid-drill-read", &[("", "configmaps[cilium-config]", &["get"])]),
     (
@@ -90,6 +92,7 @@ pub const NAMESPACED_PERMISSIONS: &[(&str, &str, Permissions)] = &[
         &[("", "endpoints[kubernetes]", &["get"]), ("discovery.k8s.io", "endpointslices", &["list"])],
     ),
     ("inference", "hybrid-drill-restart", &[("apps", "deployments[llm-inference]", &["patch"])]),
+    ("batch", "hybrid-drill-restart", &[("apps", "deployments[embeddings]", &["patch"])]),
 ];
 
 /// An error with its causes, `outer: inner: root`, repeated causes folded.
@@ -225,6 +228,7 @@ mod tests {
                 "kube-system/hybrid-drill-read",
                 "default/hybrid-drill-read",
                 "inference/hybrid-drill-restart",
+                "batch/hybrid-drill-restart",
                 "kube-system/hybrid-drill-lock"
             ]
         );

@@ -45,6 +45,8 @@ pub struct DrillSpec {
     pub notify: Vec<Webhook>,
     /// Alertmanager silences held from the fault to the end of the drill.
     pub silences: Vec<SilenceSpec>,
+    /// The displaced workloads (`namespace/name`) the return leaves where the fault moved them.
+    pub collateral_leave: Vec<String>,
     /// What each run's audit record must hold; who owns its action items.
     pub evidence: EvidencePolicy,
 }

@@ -71,6 +71,10 @@ pub struct DrillSpec {
     /// What each run's audit record must hold, and who owns the action items its report raises.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<EvidenceSection>,
+    /// The other workloads the fault displaces (the collateral): the return restarts each one still on capacity the
+    /// drill created, as it restarts the drilled workload, unless `leave` lists it.
+    #[serde(default, skip_serializing_if = "CollateralSection::is_empty")]
+    pub collateral: CollateralSection,
 }
 
 /// The audit record: a drill that requires a change reference or an approver is refused (exit 2, nothing touched)
@@ -88,6 +92,24 @@ pub struct EvidenceSection {
     /// The owner of the action items the report raises (a team or a person), e.g. `gpu-platform`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+}
+
+/// What the drill does with the other workloads its fault displaces.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "Collateral")]
+pub struct CollateralSection {
+    /// Workloads (`namespace/name` of their Deployment or StatefulSet) the return does not restart: they stay where
+    /// the fault moved them, and the report lists what they keep running as expected leftovers. A drill that leaves
+    /// cloud capacity running still exits 4.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub leave: Vec<String>,
+}
+
+impl CollateralSection {
+    fn is_empty(&self) -> bool {
+        self.leave.is_empty()
+    }
 }
 
 /// The drill lock, a coordination.k8s.io/v1 Lease. Drills that share on-prem nodes or a fallback must share it.

@@ -78,12 +78,7 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         Event::Aborted { reason } => Some(reason.clone()),
         _ => None,
     });
-    let rollback = observations.iter().rev().find_map(|o| match &o.event {
-        Event::RollbackFinished { undone, failed, verified } => {
-            Some(Rollback { undone: undone.clone(), failed: failed.clone(), verified: verified.clone() })
-        }
-        _ => None,
-    });
+    let rollback = rollback(observations);
     let outcome = outcome(observations, !analysis.objectives_missed.is_empty(), &rollback, &abort_reason);
     let mut report = Report {
         schema: REPORT_SCHEMA.into(),
@@ -125,12 +120,25 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         reclaim_blockers: super::blockers::reclaim_blockers(observations),
         last_resort: super::headline::last_resorts(drill, observations),
         service_level: super::service::service_level(drill, observations),
+        blast_radius: super::leftovers::blast_radius(observations),
+        collateral: super::leftovers::collateral(observations),
+        leftovers: super::leftovers::leftovers(observations),
         deviations: Vec::new(),
         action_items: Vec::new(),
     };
     report.headline = super::headline::qualifiers(&report, super::headline::on_prem_nodes(observations));
     super::deviations::fill(drill, observations, &mut report);
     report
+}
+
+/// What the run's restore undid, could not undo and verified, when it ran.
+fn rollback(observations: &[Observation]) -> Option<Rollback> {
+    observations.iter().rev().find_map(|o| match &o.event {
+        Event::RollbackFinished { undone, failed, verified } => {
+            Some(Rollback { undone: undone.clone(), failed: failed.clone(), verified: verified.clone() })
+        }
+        _ => None,
+    })
 }
 
 /// Every warning the run recorded, in order.
@@ -285,7 +293,9 @@ fn marker(event: &Event) -> Option<Marker> {
         Event::NodeClaimCreated { .. }
         | Event::NodeClaimCondition { .. }
         | Event::NodeClaimDeleted { .. }
-        | Event::ReclaimBlocked { .. } => Marker::NodeClaim,
+        | Event::ReclaimBlocked { .. }
+        | Event::CollateralNodeClaim { .. }
+        | Event::Leftover { .. } => Marker::NodeClaim,
         Event::NodeAdded { .. }
         | Event::NodeDeleted { .. }
         | Event::Cordoned { .. }
@@ -302,6 +312,7 @@ fn marker(event: &Event) -> Option<Marker> {
         | Event::RestoreStarted { .. }
         | Event::FaultRemoved { .. }
         | Event::RestartTriggered { .. }
+        | Event::CollateralReturned { .. }
         | Event::UndoDone { .. }
         | Event::UndoFailed { .. } => Marker::Restore,
         Event::WatchGap { .. }

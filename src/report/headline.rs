@@ -175,6 +175,7 @@ fn leftovers(report: &Report) -> Vec<String> {
     if let Some(o) = report.overlap.as_ref().filter(|o| !o.unconfirmed_pods.is_empty()) {
         out.push(format!("on-prem pods never confirmed gone: {}", o.unconfirmed_pods.join(", ")));
     }
+    out.extend(report.leftovers.iter().filter(|l| !l.expected).map(|l| format!("{}: {}", l.object, l.message)));
     out
 }
 

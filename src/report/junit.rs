@@ -53,6 +53,13 @@ fn outcome_case(report: &Report, classname: &str) -> TestCase {
             s.set_message(format!("objectives missed: {}", report.missed_list()));
             s
         }
+        Outcome::LeftBehind => {
+            let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            s.set_type(report.outcome.slug());
+            let left: Vec<String> = report.leftovers.iter().map(|l| l.line()).collect();
+            s.set_message(format!("left behind: {}", left.join("; ")));
+            s
+        }
         // The drill did not run to its end: an error, not a measured miss.
         Outcome::Aborted | Outcome::RestoreFailed | Outcome::Refused => {
             let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);

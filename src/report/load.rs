@@ -60,6 +60,9 @@ fn load_recorded(run_dir: &Path) -> Result<Report, LoadError> {
         report.notable_events = notable(&observations);
         report.overlap = overlap(&observations);
         report.reclaim_blockers = blockers::reclaim_blockers(&observations);
+        report.blast_radius = super::leftovers::blast_radius(&observations);
+        report.collateral = super::leftovers::collateral(&observations);
+        report.leftovers = super::leftovers::leftovers(&observations);
         report.autoscaler = autoscaling::autoscaling(&observations);
     }
     // A report recorded before deviations and action items were: derived from what it kept.

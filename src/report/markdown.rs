@@ -13,7 +13,7 @@ type Section = fn(&mut String, &Report) -> fmt::Result;
 pub fn render(report: &Report) -> String {
     let mut md = String::new();
     // Writing to a String cannot fail: each section returns fmt::Result only so that `?` can carry its writes.
-    let sections: [Section; 14] = [
+    let sections: [Section; 15] = [
         head,
         plain_legend,
         phases,
@@ -25,6 +25,7 @@ pub fn render(report: &Report) -> String {
         deviations,
         action_items,
         restore,
+        collateral,
         milestones,
         events,
         measured,
@@ -276,6 +277,27 @@ fn restore(md: &mut String, report: &Report) -> fmt::Result {
             let node = b.node.as_ref().map(|n| format!(" on {n}")).unwrap_or_default();
             writeln!(md, "- t={:.0}s {}{node}: {}: {}", b.t_seconds, b.cause, b.object, b.message)?;
         }
+    }
+    Ok(())
+}
+
+/// The other workloads the fault displaced, and what was still different from before it at the end.
+fn collateral(md: &mut String, report: &Report) -> fmt::Result {
+    if report.blast_radius.is_empty() && report.collateral.is_empty() && report.leftovers.is_empty() {
+        return Ok(());
+    }
+    writeln!(md, "\n## Collateral and leftovers\n")?;
+    for g in &report.blast_radius {
+        writeln!(md, "- blast radius: {g}")?;
+    }
+    for b in &report.collateral {
+        writeln!(md, "- displaced besides the drilled workload: {b}")?;
+    }
+    if report.leftovers.is_empty() {
+        writeln!(md, "- left behind: nothing; every NodeClaim the drill caused is gone and every workload is back")?;
+    }
+    for l in &report.leftovers {
+        writeln!(md, "- **{}**", l.line())?;
     }
     Ok(())
 }

@@ -13,6 +13,7 @@ pub mod headline;
 pub mod history;
 pub mod html;
 pub mod junit;
+mod leftovers;
 pub mod legend;
 mod load;
 pub mod markdown;

@@ -154,6 +154,16 @@ pub struct Report {
     /// The workload's Ready pods against those needed, during the fault and during the return.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_level: Option<ServiceLevel>,
+    /// Every workload the fault displaced (the drilled one too), by owner, and the NodePools each could land on.
+    #[serde(default)]
+    pub blast_radius: Vec<crate::cluster::collateral::BlastGroup>,
+    /// Every other workload the fault displaced (from the on-prem nodes before it), with its pods and GPUs.
+    #[serde(default)]
+    pub collateral: Vec<crate::cluster::collateral::Bystander>,
+    /// What was still different from the state before the fault at the end: NodeClaims the drill caused, in any
+    /// NodePool, and displaced workloads still off the on-prem nodes; `expected` when the drill file leaves them.
+    #[serde(default)]
+    pub leftovers: Vec<crate::cluster::collateral::Leftover>,
     /// Every departure from the plan: retries, failed or timed-out steps, warnings, overridden gates, manual actions
     /// and what was left in place on purpose.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -61,6 +61,10 @@ pub fn render(report: &Report, run_dir: &str) -> String {
             out.push_str(&format!("verified: {v}\n"));
         }
     }
+    // The unexpected leftovers head the report among its qualifiers; the expected ones are said here.
+    for l in report.leftovers.iter().filter(|l| l.expected) {
+        out.push_str(&format!("{}\n", l.line()));
+    }
     out.push_str(&evidence_lines(report));
     out.push_str(&format!("report: {run_dir}/report.md ({} API requests)\n", report.api_requests));
     out

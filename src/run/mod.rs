@@ -14,6 +14,7 @@ use chrono::Utc;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinHandle;
 
+use crate::cluster::collateral::LeftoverKind;
 use crate::cluster::lease::{Claimant, Observer, this_host};
 use crate::cluster::{self, Cluster, KubeContext, Reader};
 use crate::drill::{Action, Drill, LoadedDrill, ReplicaBasis, ReturnAction, Webhook, WorkloadRef};
@@ -91,12 +92,15 @@ enum Stop {
 struct Stopped {
     stop: Stop,
     restore_failed: bool,
+    /// Cloud capacity the drill caused was still running at the end (a leftover NodeClaim in any pool).
+    left_behind: bool,
 }
 
 impl Stopped {
     fn outcome(&self, objectives_met: bool) -> Outcome {
         match (&self.stop, self.restore_failed) {
             (_, true) => Outcome::RestoreFailed,
+            (Stop::Completed, _) if self.left_behind => Outcome::LeftBehind,
             (Stop::Completed, _) if objectives_met => Outcome::Passed,
             (Stop::Completed, _) => Outcome::ObjectiveMissed,
             (Stop::Refused(_), _) => Outcome::Refused,
@@ -195,6 +199,7 @@ impl<'a> Run<'a> {
             return Err(SetupError::Watches { error, unreleased });
         }
         timeline.record(view.read(|v| baseline(v, plan.pool_gpu_limit)));
+        record_collateral_before(&cluster.reader(), drill, &plan, &view, &timeline).await;
         if let Some(autoscaler) = &scale.autoscaler {
             timeline.record(Event::AutoscalerFound { autoscaler: autoscaler.clone() });
         }
@@ -313,12 +318,13 @@ impl<'a> Run<'a> {
     /// home; after a completed run, undoes what the steps left in place (unless the drill keeps it); after a refusal
     /// there is nothing to undo.
     async fn stop(&mut self, stop: Stop) -> Stopped {
-        let mut stopped = Stopped { stop, restore_failed: false };
+        let mut stopped = Stopped { stop, restore_failed: false, left_behind: false };
         let reason = match &stopped.stop {
             Stop::Completed => {
                 // The silences outlive the restore check of what the steps left: its own alerts must not page.
                 stopped.restore_failed = !self.leave_nothing_behind().await;
                 self.expire_silences().await;
+                stopped.left_behind = self.leftovers().await;
                 return stopped;
             }
             Stop::Refused(reason) => {
@@ -343,7 +349,26 @@ impl<'a> Run<'a> {
             self.warnings.raise(warning);
         }
         self.fallback_still_running();
+        self.leftovers().await;
         stopped
+    }
+
+    /// Compares the cluster with the state before the fault and names each difference left, live and in the
+    /// timeline; whether cloud capacity the drill caused is still running.
+    async fn leftovers(&mut self) -> bool {
+        let drill = &self.loaded.drill;
+        match steps::collateral::account(&self.reader, drill, &self.timeline, &self.plan.on_prem_nodes).await {
+            Ok(left) => {
+                for leftover in &left {
+                    self.progress.line(&leftover.line());
+                }
+                left.iter().any(|l| l.kind == LeftoverKind::NodeClaim)
+            }
+            Err(e) => {
+                self.warnings.raise(format!("cannot compare the cluster with its state before the fault: {e}"));
+                false
+            }
+        }
     }
 
     /// Sends a notice; a webhook that did not take it is a warning.
@@ -594,6 +619,18 @@ async fn silence(ctx: &StepContext<'_>, deadline: Duration) -> Result<(), crate:
 /// How long a silence outlives the drill's deadline: room for the restore after an abort.
 const SILENCE_MARGIN: Duration = Duration::from_secs(15 * 60);
 
+/// Records the state before the fault (every NodeClaim, every other workload on the on-prem nodes) for the return
+/// and the leftovers; a failed read is a warning: the run goes on without that accounting.
+async fn record_collateral_before(reader: &Reader, drill: &Drill, plan: &Plan, view: &SharedView, timeline: &Timeline) {
+    let drilled = view.read(|v| v.pods.keys().cloned().collect());
+    match steps::collateral::before(reader, drill, &plan.on_prem_nodes, &drilled, plan.blast_radius.clone()).await {
+        Ok(event) => timeline.record(event),
+        Err(e) => timeline.record(Event::Warning {
+            message: format!("cannot read the state before the fault (NodeClaims, other workloads): {e}"),
+        }),
+    };
+}
+
 fn confirm(plan: &Plan, loaded: &LoadedDrill, context: &str, yes: bool) -> Result<(), SetupError> {
     if yes {
         return Ok(());
@@ -695,7 +732,7 @@ mod tests {
     use super::*;
 
     fn stopped(stop: Stop, restore_failed: bool) -> Stopped {
-        Stopped { stop, restore_failed }
+        Stopped { stop, restore_failed, left_behind: false }
     }
 
     #[test]
@@ -705,6 +742,11 @@ mod tests {
         assert_eq!(stopped(Stop::Refused("r".into()), false).outcome(true), Outcome::Refused);
         assert_eq!(stopped(Stop::StepFailed("f".into()), false).outcome(true), Outcome::Aborted);
         assert_eq!(stopped(Stop::Aborted("a".into()), true).outcome(true), Outcome::RestoreFailed);
+        // Cloud capacity left running fails a completed drill, whatever its objectives; an abort stays an abort.
+        let left = |stop| Stopped { stop, restore_failed: false, left_behind: true };
+        assert_eq!(left(Stop::Completed).outcome(true), Outcome::LeftBehind);
+        assert_eq!(left(Stop::StepFailed("f".into())).outcome(true), Outcome::Aborted);
+        assert_eq!(crate::exit::exit_code(Outcome::LeftBehind), i32::from(crate::exit::EXIT_RESTORE_FAILED));
         // The abort reason is the Aborted event's now: report::tests reads it back from the timeline.
         assert_eq!(crate::exit::exit_code(Outcome::Refused), i32::from(crate::exit::EXIT_REFUSED));
     }

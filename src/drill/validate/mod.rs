@@ -120,6 +120,7 @@ impl Validator<'_> {
         let notify = self.notify(&spec.notify);
         let silences = self.silences(&spec.silences);
         let evidence = self.evidence(spec.evidence.as_ref());
+        self.collateral(&spec.collateral);
         Some(Drill {
             metadata: Metadata { name: name.clone(), description: drill.metadata.description.clone() },
             spec: DrillSpec {
@@ -137,6 +138,7 @@ impl Validator<'_> {
                 notify,
                 silences,
                 evidence,
+                collateral_leave: spec.collateral.leave.clone(),
             },
         })
     }
@@ -150,6 +152,29 @@ impl Validator<'_> {
             require_change: section.require_change,
             require_approver: section.require_approver,
             owner: section.owner,
+        }
+    }
+
+    /// `collateral.leave`: each a workload's `namespace/name`, once.
+    fn collateral(&mut self, collateral: &super::raw::CollateralSection) {
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, workload) in collateral.leave.iter().enumerate() {
+            let path = format!("spec.collateral.leave[{i}]");
+            let named = workload.split_once('/').is_some_and(|(ns, name)| {
+                let ok = |s: &str| {
+                    !s.is_empty()
+                        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+                };
+                ok(ns) && ok(name)
+            });
+            if !named {
+                self.problem(
+                    &path,
+                    format!("`{workload}` must name a workload as `namespace/name`, e.g. `batch/embeddings`"),
+                );
+            } else if !seen.insert(workload) {
+                self.problem(&path, format!("`{workload}` is listed twice"));
+            }
         }
     }
 }

@@ -376,3 +376,16 @@ fn the_evidence_a_drill_requires_is_read_and_an_empty_owner_located() {
     assert_eq!(&source[d[0].location.start..d[0].location.end], "''");
     assert!(!diagnostics(drill_source("  evidence: {requireChnage: true}\n", steps)).is_empty(), "a typo is refused");
 }
+
+#[test]
+fn collateral_leave_names_workloads_as_namespace_slash_name_once() {
+    let steps = "    - {id: s, pause: 1s}\n";
+    let left = valid("  collateral: {leave: [batch/embeddings]}\n", steps);
+    assert_eq!(left.spec.collateral_leave, ["batch/embeddings"]);
+    let wrong = diagnostics(drill_source("  collateral: {leave: [embeddings, batch/a, batch/a]}\n", steps));
+    let messages: Vec<&str> = wrong.iter().map(|d| d.message.as_str()).collect();
+    assert_eq!(
+        messages,
+        ["`embeddings` must name a workload as `namespace/name`, e.g. `batch/embeddings`", "`batch/a` is listed twice"]
+    );
+}

@@ -361,6 +361,32 @@ pub(super) fn restore_and_warnings(report: &Report) -> Markup {
                 }
             }
         }
+        @if !report.blast_radius.is_empty() || !report.collateral.is_empty() || !report.leftovers.is_empty() {
+            section {
+                h2 { "Collateral and leftovers" }
+                ul {
+                    @for g in &report.blast_radius { li { "blast radius: " (g) } }
+                    @for b in &report.collateral { li { "displaced besides the drilled workload: " (b) } }
+                    @for l in &report.leftovers {
+                        li class=(if l.expected { "" } else { "missed" }) { strong { (l.line()) } }
+                    }
+                }
+            }
+        }
+        @if !report.reclaim_blockers.is_empty() {
+            section {
+                h2 { "Reclaim blockers" }
+                ul {
+                    @for b in &report.reclaim_blockers {
+                        li {
+                            "t=" (format!("{:.0}s", b.t_seconds)) " " (b.cause)
+                            @if let Some(node) = &b.node { " on " (node) }
+                            ": " (b.object) ": " (b.message)
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 
