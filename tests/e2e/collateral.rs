@@ -14,8 +14,10 @@ use crate::common::repo;
 /// Runs the drill; its output, report.json (stdout) and run directory.
 fn run(file: &Path, reports: &Path) -> (Output, Value, PathBuf) {
     let out = drill_run(file, reports, kubeconfig()).output().unwrap();
-    let report: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("no report on stdout ({e}); stderr:\n{}", String::from_utf8_lossy(&out.stderr)));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        panic!("no report on stdout ({e}), {}; stdout:\n{stdout}\nstderr:\n{stderr}", out.status)
+    });
     let drill = std::fs::read_dir(reports).unwrap().flatten().next().unwrap().path();
     let dir = std::fs::read_dir(drill).unwrap().flatten().next().unwrap().path();
     (out, report, dir)
@@ -28,6 +30,23 @@ fn timeline(dir: &Path) -> Vec<Value> {
 
 fn nodeclaims() -> Vec<Value> {
     kubectl_json(&["get", "nodeclaims"])["items"].as_array().cloned().unwrap_or_default()
+}
+
+/// The drain drill, holding its return until the batch pods run on the Spot pool: the fallback for inference can be
+/// Ready before Karpenter has launched the Spot NodeClaim, and pods still Pending at the return go home by themselves
+/// once on-prem is uncordoned (nothing to return, no `collateral-returned`).
+fn batch_on_spot_before_the_return(dir: &Path) -> PathBuf {
+    let source = std::fs::read_to_string(repo().join("drills/drain.yaml")).unwrap();
+    let at = source.find("    # Uncordon on-prem, then a rollout restart").unwrap();
+    let kubeconfig = kubeconfig();
+    let wait = format!(
+        "    - id: batch-on-spot\n      exec:\n        command: [kubectl, --kubeconfig, \"{}\", wait, -n, batch, \
+         --for=condition=Ready, pod, -l, app=embeddings, --timeout=3m]\n      timeout: 4m\n",
+        kubeconfig.display()
+    );
+    let path = dir.join("drain.yaml");
+    std::fs::write(&path, format!("{}{wait}{}", &source[..at], &source[at..])).unwrap();
+    path
 }
 
 #[test]
@@ -55,8 +74,8 @@ fn the_drain_drill_names_its_collateral_brings_it_home_and_ends_with_no_nodeclai
         "{plan}"
     );
 
-    let reports = tempfile::tempdir().unwrap();
-    let (out, report, dir) = run(&repo().join("drills/drain.yaml"), reports.path());
+    let (drills, reports) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (out, report, dir) = run(&batch_on_spot_before_the_return(drills.path()), reports.path());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "report: {report:#}\nstderr:\n{stderr}");
     assert_eq!(report["leftovers"], serde_json::json!([]), "{report:#}");
