@@ -115,6 +115,16 @@ fn reset() {
     reset_lab();
 }
 
+/// A fault on every on-prem node displaces the lab's batch workloads too: each is named as collateral, and a drill
+/// that passed left nothing behind in any pool.
+fn assert_collateral_accounted(report: &Value) {
+    let collateral: Vec<&str> =
+        report["collateral"].as_array().unwrap().iter().filter_map(|b| b["workload"].as_str()).collect();
+    assert!(collateral.contains(&"batch/embeddings"), "{collateral:?}");
+    assert!(!collateral.contains(&"inference/llm-inference"), "the drilled workload is not collateral: {collateral:?}");
+    assert_eq!(report["leftovers"], serde_json::json!([]), "{:#}", report["leftovers"]);
+}
+
 fn guard() -> Repair<impl FnMut()> {
     Repair(repair_quietly)
 }
@@ -287,6 +297,7 @@ fn the_host_cut_drill_pins_its_run_label_brings_its_locked_out_nodes_back_with_i
     let (out, report) = finish(child);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "report: {report:#}\nstderr:\n{stderr}");
+    assert_collateral_accounted(&report);
     // The policy selects by the run's own label alone, which exactly the resolved on-prem nodes carry.
     let run_label = policy["metadata"]["labels"][RUN_LABEL].as_str().unwrap();
     assert_eq!(policy["spec"]["nodeSelector"], serde_json::json!({"matchLabels": {CUT_LABEL: run_label}}));
@@ -559,6 +570,7 @@ fn the_node_failure_drill_passes_with_its_hooks() {
     let out = run(&repo().join("drills/node-failure.yaml"), reports.path()).output().unwrap();
     let report = report_of(&out);
     assert_eq!(out.status.code(), Some(0), "report: {report:#}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_collateral_accounted(&report);
     print_phases(&report);
     // The lab's StatefulSet on a hybrid node: preflight said it would not fail over, and the report says it did not,
     // beside the Deployments whose replacements run elsewhere.
