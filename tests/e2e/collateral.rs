@@ -4,12 +4,12 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::common::lab::{
-    Repair, drill_run, hybrid_drill, kubeconfig, kubectl_json, kubectl_quiet, lock_lab, reset_lab,
+    Repair, drill_run, eventually, hybrid_drill, kubeconfig, kubectl_json, kubectl_quiet, lock_lab, reset_lab,
 };
 use crate::common::repo;
 
@@ -184,9 +184,21 @@ fn a_do_not_disrupt_pod_on_a_fallback_node_is_named_as_what_holds_the_reclaim() 
          tolerations: [{operator: Exists}]\n  containers: [{name: job, image: pinned-job}]\n",
     )
     .unwrap();
-    let _cleanup = Repair(|| {
-        kubectl_quiet(&["delete", "pod", "pinned-job", "-n", "default", "--ignore-not-found", "--wait=false"]);
-    });
+    // Gone at once, before the reset deletes its node: a pod left Terminating on a deleted node lingers until the
+    // pod garbage collector's next pass, and shows up in whatever the next test on this instance reads.
+    let remove_pinned = || {
+        kubectl_quiet(&[
+            "delete",
+            "pod",
+            "pinned-job",
+            "-n",
+            "default",
+            "--ignore-not-found",
+            "--force",
+            "--grace-period=0",
+        ]);
+    };
+    let _cleanup = Repair(remove_pinned);
     let steps = format!(
         "    - id: pin\n      exec:\n        command: [{{kubectl}}, apply, -f, \"{}\"]\n    - id: pinned\n      exec:\n        \
          command: [{{kubectl}}, wait, -n, default, --for=condition=Ready, pod/pinned-job, --timeout=2m]\n      \
@@ -228,5 +240,10 @@ fn a_do_not_disrupt_pod_on_a_fallback_node_is_named_as_what_holds_the_reclaim() 
             "named at {named}, Karpenter's event at {karpenter}, the reclaim started at {reclaim}"
         );
     }
+    remove_pinned();
+    eventually("the pinned pod gone", Duration::from_secs(30), || {
+        let pods = kubectl_json(&["get", "pods", "-n", "default"]);
+        !pods["items"].as_array().unwrap().iter().any(|p| p["metadata"]["name"] == "pinned-job")
+    });
     reset_lab();
 }
