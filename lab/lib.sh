@@ -70,6 +70,18 @@ TOKEN_WEBHOOK_PORT=$(( 20443 + PORT_OFFSET ))
 # The Prometheus parts drills talk to: Alertmanager (silences) and the Pushgateway (metrics), at their usual ports + 20000.
 ALERTMANAGER_PORT=$(( 29093 + PORT_OFFSET ))
 PUSHGATEWAY_PORT=$(( 29091 + PORT_OFFSET ))
+# Every port an instance listens on, with the component that owns it (lab/up refuses a port something else holds).
+instance_ports() {
+  printf '%s\n' "etcd $ETCD_PORT" "etcd $ETCD_PEER_PORT" "token-webhook $TOKEN_WEBHOOK_PORT" \
+    "kube-apiserver $APISERVER_PORT" "kube-controller-manager $KCM_PORT" "kube-scheduler $SCHEDULER_PORT" \
+    "kwok $KWOK_PORT" "karpenter $KARPENTER_METRICS_PORT" "karpenter $KARPENTER_HEALTH_PORT" \
+    "alertmanager $ALERTMANAGER_PORT" "pushgateway $PUSHGATEWAY_PORT"
+}
+# The pid listening on a port; nothing when the port is free.
+port_pid() { # port
+  ss -Hltnp "sport = :$1" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n 1
+}
+command_line() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | cut -c1-160; }
 # Start order; down stops them in reverse. host-firewall (lab/host-firewall-stand-in) and token-webhook
 # (lab/token-webhook) are lab stand-ins, scripts in lab/, not binaries.
 COMPONENTS="etcd token-webhook kube-apiserver kube-controller-manager kube-scheduler kwok karpenter host-firewall alertmanager pushgateway"

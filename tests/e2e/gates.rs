@@ -81,7 +81,7 @@ fn a_firing_alert_refuses_touching_nothing_and_an_override_lets_it_through_on_th
     let before = runs(&reports);
     let refused = drill_run(&file, &reports, kubeconfig()).output().unwrap();
     let said = text(&refused);
-    assert_eq!(refused.status.code(), Some(2), "{said}");
+    assert_eq!(refused.status.code(), Some(5), "{said}");
     assert!(said.contains("start gate `alert` is closed"), "{said}");
     assert!(said.contains(&format!("{alert} fires in {}", alertmanager_url())), "{said}");
     assert!(said.contains("--override-gate alert --reason TEXT"), "the fix is named: {said}");
@@ -90,7 +90,7 @@ fn a_firing_alert_refuses_touching_nothing_and_an_override_lets_it_through_on_th
     assert!(!lock_held() && cordoned_or_marked().is_empty(), "a refused drill touches nothing");
 
     let plan = hybrid_drill().arg("plan").arg(&file).arg("--kubeconfig").arg(kubeconfig()).output().unwrap();
-    assert_eq!(plan.status.code(), Some(0), "{}", text(&plan));
+    assert_eq!(plan.status.code(), Some(5), "plan says a run would be refused: {}", text(&plan));
     assert!(text(&plan).contains("CLOSED  alert:"), "plan shows the closed gate: {}", text(&plan));
 
     let why = "the alert is the one the drill itself causes";
@@ -104,7 +104,13 @@ fn a_firing_alert_refuses_touching_nothing_and_an_override_lets_it_through_on_th
     assert!(overridden["closed"].as_str().unwrap().contains(&alert), "{overridden}");
     // The lab's admin is a client certificate the API server names; the local account and host follow.
     assert!(overridden["by"].as_str().unwrap().contains('@'), "{overridden}");
-    assert!(report["warnings"].to_string().contains("start gate `alert` overridden by"), "{report:#}");
+    let deviations = report["deviations"].as_array().unwrap();
+    assert!(
+        deviations.iter().any(|d| d["kind"] == "overridden-gate"
+            && d["what"].as_str().unwrap().starts_with("start gate `alert` overridden by")
+            && d["what"].as_str().unwrap().contains(why)),
+        "the override is a deviation: {deviations:#?}"
+    );
 }
 
 #[test]
@@ -120,7 +126,7 @@ fn a_freeze_window_and_the_clusters_freeze_marker_refuse_with_their_fix() {
     let frozen = drill_with(dir.path(), "freeze-window", window, hold);
     let refused = drill_run(&frozen, &reports, kubeconfig()).output().unwrap();
     let said = text(&refused);
-    assert_eq!(refused.status.code(), Some(2), "{said}");
+    assert_eq!(refused.status.code(), Some(5), "{said}");
     assert!(said.contains("start gate `freeze-window` is closed"), "{said}");
     assert!(
         said.contains("release-train (2020-01-01T00:00 to 2099-01-01T00:00 Asia/Tokyo): the release train is rolling"),
@@ -135,7 +141,7 @@ fn a_freeze_window_and_the_clusters_freeze_marker_refuse_with_their_fix() {
     kubectl(&["create", "configmap", "hybrid-drill-freeze", "-n", "kube-system", "--from-literal=reason=release 4.2"]);
     let refused = drill_run(&plain, &reports, kubeconfig()).output().unwrap();
     let said = text(&refused);
-    assert_eq!(refused.status.code(), Some(2), "{said}");
+    assert_eq!(refused.status.code(), Some(5), "{said}");
     assert!(said.contains("start gate `cluster-freeze` is closed: the cluster is frozen"), "{said}");
     assert!(said.contains("release 4.2"), "the reason is named: {said}");
     assert!(said.contains("kubectl -n kube-system delete configmap hybrid-drill-freeze"), "the fix: {said}");
@@ -178,8 +184,15 @@ fn the_emergency_stop_aborts_a_running_drain_within_seconds_and_restores() {
     });
     assert!(!cordoned_or_marked().is_empty(), "the run cordoned nothing");
 
-    // On call, with the stop Role alone (impersonated by the lab's admin): the documented command.
+    // On call, with the stop Role alone (impersonated by the lab's admin): the documented command, and nothing
+    // else on the Lease.
     kubectl(&["apply", "-f", repo().join("deploy/oncall-roles.yaml").to_str().unwrap()]);
+    let oncall = ["--as=alice", "--as-group=hybrid-drill-oncall", "-n", "kube-system", "auth", "can-i"];
+    for (verb, allowed) in [("patch", true), ("get", true), ("update", false), ("delete", false)] {
+        let can = kubectl_quiet(&[&oncall[..], &[verb, "lease/hybrid-drill"]].concat());
+        assert_eq!(can, allowed, "on call may {verb} the Lease: {allowed}");
+    }
+    assert!(!kubectl_quiet(&[&oncall[..], &["patch", "lease/other"]].concat()), "only the drill's Lease");
     let pulled = chrono::Utc::now();
     let started = Instant::now();
     kubectl(&[
@@ -188,9 +201,9 @@ fn the_emergency_stop_aborts_a_running_drain_within_seconds_and_restores() {
         "-n",
         "kube-system",
         "annotate",
+        "lease/hybrid-drill",
         "hybrid-drill.io/stop=checkout errors rising",
         "hybrid-drill.io/stopped-by=alice",
-        "lease/hybrid-drill",
     ]);
     let out = child.take().wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -203,7 +216,13 @@ fn the_emergency_stop_aborts_a_running_drain_within_seconds_and_restores() {
     assert_eq!(report["abort_reason"], "emergency stop pulled by alice: checkout errors rising", "{stderr}");
     let stop = &report["emergency_stop"];
     assert_eq!((stop["reason"].as_str(), stop["by"].as_str()), (Some("checkout errors rising"), Some("alice")));
-    assert!(stop["seen_at"].is_string() && stop["set_at"].is_string(), "{stop}");
+    assert!(stop["seen_at"].is_string(), "{stop}");
+    // When the API server wrote the annotation (its managed fields, to the second) to the abort in the timeline.
+    let set_at: chrono::DateTime<chrono::Utc> = stop["set_at"].as_str().expect("set_at").parse().unwrap();
+    let from_write = (aborted - set_at).to_std().unwrap_or_default();
+    assert!(from_write < Duration::from_secs(5), "aborted {from_write:?} after the annotation was written");
+    let deviations = report["deviations"].to_string();
+    assert!(deviations.contains("emergency stop pulled by alice"), "the stop is a deviation: {deviations}");
     assert!(cordoned_or_marked().is_empty(), "left cordoned: {:?}", cordoned_or_marked());
     assert!(!lock_held(), "the lock, and its stop annotation with it, is released");
     let lease = kubectl_json(&["get", "lease", "hybrid-drill", "-n", "kube-system"]);
