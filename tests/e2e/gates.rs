@@ -1,7 +1,7 @@
 //! End-to-end: the start gates refuse a drill before anything is touched (a firing alert, a change-freeze window, the
 //! cluster's freeze marker), an override lets one through on the record, and the emergency stop (an annotation on
-//! the drill lock's Lease, set by an on-call identity bound only to deploy/oncall-roles.yaml) aborts a running drain
-//! and restores within seconds.
+//! the drill lock's Lease, set by an on-call identity bound only to deploy/oncall-roles.yaml) aborts a drain run as
+//! the in-cluster CronJob's ServiceAccount and restores within seconds.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -152,6 +152,18 @@ fn a_freeze_window_and_the_clusters_freeze_marker_refuse_with_their_fix() {
     assert_eq!(lifted.status.code(), Some(0), "{}", text(&lifted));
 }
 
+/// A copy of the lab's kubeconfig whose admin impersonates `user`: the identity a pod's ServiceAccount token has.
+fn service_account_kubeconfig(dir: &Path, user: &str) -> PathBuf {
+    let mut config: Value = serde_json::from_str(&kubectl(&["config", "view", "--raw", "-o", "json"])).unwrap();
+    for entry in config["users"].as_array_mut().unwrap() {
+        entry["user"]["as"] = Value::from(user);
+    }
+    // JSON is YAML: kubectl and kube read it as a kubeconfig.
+    let path = dir.join("service-account.kubeconfig");
+    std::fs::write(&path, config.to_string()).unwrap();
+    path
+}
+
 /// The time an observation of `kind` was received, from a run's timeline.
 fn seen_at(timeline: &str, kind: &str) -> Option<chrono::DateTime<chrono::Utc>> {
     timeline
@@ -168,7 +180,14 @@ fn the_emergency_stop_aborts_a_running_drain_within_seconds_and_restores() {
     let steps = "    - {id: drain, drain: {nodes: onPrem, force: true, deleteEmptyDirData: true}}\n    - {id: hold, \
                  pause: 120s}\n";
     let file = drill_with(dir.path(), "stopped", "", steps);
-    let child = drill_run(&file, dir.path().join("reports"), kubeconfig())
+    // The run as the in-cluster CronJob makes it: its ServiceAccount with deploy/'s grants and nothing else, so the
+    // stop is proven to reach the schedule's runs, not only an admin's.
+    let rbac = ["clusterrole.yaml", "clusterrolebinding.yaml", "roles.yaml", "lock-role.yaml"];
+    for manifest in rbac {
+        kubectl(&["apply", "-f", repo().join("deploy").join(manifest).to_str().unwrap()]);
+    }
+    let as_cronjob = service_account_kubeconfig(dir.path(), "system:serviceaccount:hybrid-drill:hybrid-drill");
+    let child = drill_run(&file, dir.path().join("reports"), &as_cronjob)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -214,6 +233,8 @@ fn the_emergency_stop_aborts_a_running_drain_within_seconds_and_restores() {
     let within = (aborted - pulled).to_std().unwrap_or_default();
     assert!(within < Duration::from_secs(5), "aborted {within:?} after the stop was pulled");
     assert_eq!(report["abort_reason"], "emergency stop pulled by alice: checkout errors rising", "{stderr}");
+    let initiator = &report["provenance"]["initiator"]["user"];
+    assert_eq!(initiator, "system:serviceaccount:hybrid-drill:hybrid-drill", "run as the CronJob's identity");
     let stop = &report["emergency_stop"];
     assert_eq!((stop["reason"].as_str(), stop["by"].as_str()), (Some("checkout errors rising"), Some("alice")));
     assert!(stop["seen_at"].is_string(), "{stop}");
