@@ -205,13 +205,25 @@ fn the_emergency_stop_aborts_a_running_drain_within_seconds_and_restores() {
 
     // On call, with the stop Role alone (impersonated by the lab's admin): the documented command, and nothing
     // else on the Lease.
-    kubectl(&["apply", "-f", repo().join("deploy/oncall-roles.yaml").to_str().unwrap()]);
+    for manifest in ["oncall-roles.yaml", "admission-policy.yaml"] {
+        kubectl(&["apply", "-f", repo().join("deploy").join(manifest).to_str().unwrap()]);
+    }
     let oncall = ["--as=alice", "--as-group=hybrid-drill-oncall", "-n", "kube-system", "auth", "can-i"];
     for (verb, allowed) in [("patch", true), ("get", true), ("update", false), ("delete", false)] {
         let can = kubectl_quiet(&[&oncall[..], &[verb, "lease/hybrid-drill"]].concat());
         assert_eq!(can, allowed, "on call may {verb} the Lease: {allowed}");
     }
     assert!(!kubectl_quiet(&[&oncall[..], &["patch", "lease/other"]].concat()), "only the drill's Lease");
+    // Patch would reach the holder too: the admission policy lets it set the stop alone.
+    let as_oncall = ["--as=alice", "--as-group=hybrid-drill-oncall", "-n", "kube-system"];
+    let take = [
+        &as_oncall[..],
+        &["patch", "lease/hybrid-drill", "--type=merge", "-p", r#"{"spec":{"holderIdentity":"alice"}}"#],
+    ];
+    assert!(!kubectl_quiet(&take.concat()), "on call may not take the lock");
+    let other =
+        [&as_oncall[..], &["annotate", "lease/hybrid-drill", "hybrid-drill.io/run-dir=/elsewhere", "--overwrite"]];
+    assert!(!kubectl_quiet(&other.concat()), "on call may not change the holder's annotations");
     let pulled = chrono::Utc::now();
     let started = Instant::now();
     kubectl(&[
