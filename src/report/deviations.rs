@@ -309,6 +309,17 @@ mod tests {
         );
     }
 
+    /// An observation `seq` seconds into the run.
+    fn at(seq: u64, event: Event) -> Observation {
+        Observation {
+            seq,
+            t_ms: seq * 1000,
+            received: sample::base() + chrono::Duration::seconds(seq as i64),
+            server_time: None,
+            event,
+        }
+    }
+
     /// A drill stopped by Ctrl-C in its wait, after a preflight let through with failures and a step that timed out.
     #[test]
     fn timeouts_overrides_and_an_emergency_stop_are_deviations_and_findings_action_items() {
@@ -320,13 +331,6 @@ mod tests {
             .replace("{restart: deployment/llm}", "{restart: deployment/llm, uncordon: false}")
             .replace("  steps:\n", "  keepChanges: true\n  steps:\n");
         let drill = crate::drill::from_source(std::path::Path::new("d.yaml"), source).unwrap().drill;
-        let at = |seq: u64, event: Event| Observation {
-            seq,
-            t_ms: seq * 1000,
-            received: sample::base() + chrono::Duration::seconds(seq as i64),
-            server_time: None,
-            event,
-        };
         let finished = |step: &str, outcome, message: &str| Event::StepFinished {
             step: step.into(),
             outcome,
@@ -380,13 +384,6 @@ mod tests {
     #[test]
     fn an_overridden_start_gate_and_the_emergency_stop_are_deviations() {
         let drill = crate::drill::from_source(std::path::Path::new("d.yaml"), sample::DRILL.into()).unwrap().drill;
-        let at = |seq: u64, event: Event| Observation {
-            seq,
-            t_ms: seq * 1000,
-            received: sample::base() + chrono::Duration::seconds(seq as i64),
-            server_time: None,
-            event,
-        };
         let set_at = sample::base() + chrono::Duration::seconds(4);
         let observations = vec![
             at(0, Event::DrillStarted { drill: "d".into(), run_id: "r".into(), context: "c".into() }),
