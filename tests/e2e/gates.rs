@@ -111,6 +111,8 @@ fn a_firing_alert_refuses_touching_nothing_and_an_override_lets_it_through_on_th
             && d["what"].as_str().unwrap().contains(why)),
         "the override is a deviation: {deviations:#?}"
     );
+    let headline = report["headline"].to_string();
+    assert!(headline.contains("started with start gate `alert` overridden by"), "the verdict says so: {headline}");
 }
 
 #[test]
