@@ -10,7 +10,7 @@ use super::SetupError;
 use crate::cluster::{self, KubeContext};
 use crate::drill::{Action, Check, Drill, LoadedDrill, OnDeviation};
 use crate::exit::{EXIT_INVALID, EXIT_PASSED, EXIT_REFUSED};
-use crate::gates::{self, GateState, Reading};
+use crate::gates::{self, GateState, Override, Reading};
 use crate::plan::{self, Plan, PodTarget};
 use crate::preflight::{self, PreflightReport};
 
@@ -24,6 +24,8 @@ pub struct Planned {
     pub warnings: Vec<String>,
     /// Each start gate as read now.
     pub gates: Vec<Reading>,
+    /// The closed gates `run --dry-run --override-gate` would let through.
+    pub overrides: Vec<Override>,
 }
 
 /// Resolves everything read-only and says what a run would do.
@@ -45,6 +47,7 @@ pub async fn plan_only(loaded: &LoadedDrill, target: &KubeContext, reports_dir: 
         preflight,
         warnings,
         gates,
+        overrides: Vec::new(),
     })
 }
 
@@ -56,7 +59,7 @@ impl Planned {
             Err(e) => format!("preflight could not run: {e}\n"),
         };
         let left: String = self.warnings.iter().map(|w| format!("warning: {w}\n")).collect();
-        let gates = gates::describe(&self.gates, &[]);
+        let gates = gates::describe(&self.gates, &self.overrides);
         format!(
             "context {} ({}, Kubernetes {})\n{}{left}\n{gates}\n{verdict}nothing was changed\n",
             self.context,
@@ -106,10 +109,10 @@ impl Planned {
         })
     }
 
-    /// Whether a run would be refused before touching anything: a closed start gate (no override given to `plan`),
-    /// or its preflight step.
+    /// Whether a run would be refused before touching anything: a closed start gate no override lets through, or its
+    /// preflight step.
     pub fn refused(&self, drill: &Drill) -> bool {
-        if self.gates.iter().any(|g| matches!(g.state, GateState::Closed { .. })) {
+        if gates::judge(&self.gates, &self.overrides, "").is_err() {
             return true;
         }
         let Ok(report) = &self.preflight else { return false };

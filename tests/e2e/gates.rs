@@ -94,6 +94,12 @@ fn a_firing_alert_refuses_touching_nothing_and_an_override_lets_it_through_on_th
     assert!(text(&plan).contains("CLOSED  alert:"), "plan shows the closed gate: {}", text(&plan));
 
     let why = "the alert is the one the drill itself causes";
+    let dry = drill_run(&file, &reports, kubeconfig())
+        .args(["--dry-run", "--override-gate", "alert", "--reason", why])
+        .output()
+        .unwrap();
+    assert_eq!(dry.status.code(), Some(0), "a dry run with the override would start: {}", text(&dry));
+    assert!(text(&dry).contains(&format!("overridden: {why}")), "{}", text(&dry));
     let through =
         drill_run(&file, &reports, kubeconfig()).args(["--override-gate", "alert", "--reason", why]).output().unwrap();
     assert_eq!(through.status.code(), Some(0), "{}", text(&through));
