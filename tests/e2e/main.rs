@@ -18,6 +18,7 @@ mod lease;
 mod permissions;
 mod preflight;
 mod secrets;
+mod shipping;
 mod status;
 mod tiers;
 mod watch;
