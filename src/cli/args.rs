@@ -163,6 +163,9 @@ pub enum Command {
         /// Stop once this many episodes have closed (default: watch until SIGINT or SIGTERM).
         #[arg(long, value_name = "N")]
         episodes: Option<u64>,
+        /// Sign each incident's manifest with this ed25519 key, as `run --signing-key` does.
+        #[arg(long, value_name = "KEY", env = "HYBRID_DRILL_SIGNING_KEY")]
+        signing_key: Option<String>,
     },
     /// Re-render a past run from its run directory (report.json, and timeline.jsonl for the event markers).
     #[command(after_help = with_exit_codes(REPORT_HELP, Some("report")))]

@@ -51,8 +51,15 @@ pub fn main() -> ExitCode {
                 evidence_command(EvidenceFlags { reports_dir, since, until, out, archive, public_key, output })
             })
         }
-        Command::Watch { file, reports_dir, episode_limit, metrics_addr, episodes } => {
-            let opts = crate::incident::WatchOptions { target, reports_dir, episode_limit, metrics_addr, episodes };
+        Command::Watch { file, reports_dir, episode_limit, metrics_addr, episodes, signing_key } => {
+            let opts = crate::incident::WatchOptions {
+                target,
+                reports_dir,
+                episode_limit,
+                metrics_addr,
+                episodes,
+                signing_key,
+            };
             block_on(watch_command(&file, opts))
         }
         Command::Report { run_dir, output, pushgateway } => report_command(&run_dir, output, pushgateway.as_deref()),
