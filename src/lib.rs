@@ -23,4 +23,5 @@ pub mod safety;
 pub mod secrets;
 pub mod status;
 pub mod steps;
+pub mod store;
 pub mod timeline;

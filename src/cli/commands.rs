@@ -240,14 +240,14 @@ pub(super) fn report_command(run_dir: &Path, format: Format, pushgateway: Option
 
 /// Why async work run from synchronous code failed: no runtime, or the work itself.
 #[derive(Debug, thiserror::Error)]
-enum BlockingError<E: std::error::Error + 'static> {
+pub(super) enum BlockingError<E: std::error::Error + 'static> {
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
     #[error(transparent)]
     Failed(E),
 }
 
-fn block_on_result<T, E: std::error::Error + 'static>(
+pub(super) fn block_on_result<T, E: std::error::Error + 'static>(
     f: impl std::future::Future<Output = Result<T, E>>,
 ) -> Result<T, BlockingError<E>> {
     let _ = rustls::crypto::ring::default_provider().install_default();

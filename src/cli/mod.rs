@@ -7,6 +7,7 @@ mod evidence;
 mod man;
 mod recover;
 mod status;
+mod stored;
 mod validate_json;
 
 use std::process::ExitCode;
@@ -58,16 +59,25 @@ pub fn main() -> ExitCode {
         }
         run @ Command::Run { .. } => run_from_flags(run, target),
         Command::Verify { run_dir, public_key, output } => verify_command(&run_dir, public_key.as_deref(), output),
-        Command::Evidence { reports_dir, since, until, out, archive, public_key, output } => {
-            evidence_command(EvidenceFlags { reports_dir, since, until, out, archive, public_key, output })
+        Command::Evidence { reports_dir, since, until, out, archive, public_key, output, s3 } => {
+            stored::with_local_reports(&reports_dir, &s3, |reports_dir| {
+                evidence_command(EvidenceFlags { reports_dir, since, until, out, archive, public_key, output })
+            })
         }
-        Command::Watch { file, reports_dir, episode_limit, metrics_addr, episodes } => {
-            let opts = crate::incident::WatchOptions { target, reports_dir, episode_limit, metrics_addr, episodes };
+        Command::Watch { file, reports_dir, episode_limit, metrics_addr, episodes, signing_key } => {
+            let opts = crate::incident::WatchOptions {
+                target,
+                reports_dir,
+                episode_limit,
+                metrics_addr,
+                episodes,
+                signing_key,
+            };
             block_on(watch_command(&file, opts))
         }
         Command::Report { run_dir, output, pushgateway } => report_command(&run_dir, output, pushgateway.as_deref()),
-        Command::History { reports_dir, output, fail_on_regression } => {
-            history_command(&reports_dir, output, fail_on_regression)
+        Command::History { reports_dir, output, fail_on_regression, s3 } => {
+            stored::with_local_reports(&reports_dir, &s3, |dir| history_command(&dir, output, fail_on_regression))
         }
         Command::Plan { file, reports_dir, output } => block_on(plan_command(&file, &target, &reports_dir, output)),
         Command::Preflight {
@@ -115,6 +125,7 @@ fn run_from_flags(run: Command, target: KubeContext) -> u8 {
         change,
         approved_by,
         signing_key,
+        ship,
     } = run
     else {
         return crate::exit::EXIT_INVALID;
@@ -128,8 +139,20 @@ fn run_from_flags(run: Command, target: KubeContext) -> u8 {
         }
     };
     let approval = crate::evidence::Approval { change, approved_by };
-    let opts =
-        RunOptions { target, yes, dry_run, json, reports_dir, pushgateway, notify, approval, signing_key, overrides };
+    let ship = ship.overrides();
+    let opts = RunOptions {
+        target,
+        yes,
+        dry_run,
+        json,
+        reports_dir,
+        pushgateway,
+        notify,
+        approval,
+        signing_key,
+        overrides,
+        ship,
+    };
     block_on(run_command(&file, opts))
 }
 

@@ -81,12 +81,14 @@ pub struct AlertGate {
     pub matchers: Vec<crate::alertmanager::Matcher>,
 }
 
-/// `spec.evidence`: the change reference and approver a run must be given, and the action items' owner.
+/// `spec.evidence`: the change reference and approver a run must be given, the action items' owner, and where run
+/// directories are shipped.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EvidencePolicy {
     pub require_change: bool,
     pub require_approver: bool,
     pub owner: Option<String>,
+    pub ship: Option<crate::store::ShipPolicy>,
 }
 
 impl EvidencePolicy {

@@ -160,6 +160,40 @@ pub struct EvidenceSection {
     /// The owner of the action items the report raises (a team or a person), e.g. `gpu-platform`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// Ship each run directory, manifest and signature included, to S3-compatible object storage once it is written
+    /// (`run --ship` and the `--s3-*` flags override each field). A failed upload is a warning and a deviation; the
+    /// local run directory stays either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ship: Option<ShipSection>,
+}
+
+/// Where run directories are kept: `to` is the location, the other fields how to reach it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "Ship")]
+pub struct ShipSection {
+    /// `s3://bucket/prefix`: each run lands under `prefix/<drill>/<run>/`, as in a local reports directory.
+    pub to: String,
+    /// The server's URL for S3-compatible storage other than AWS S3, e.g. `https://s3.example.internal:9000`
+    /// (default: `AWS_ENDPOINT_URL`, else AWS S3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// The region requests are signed for (default: `AWS_REGION`, else `us-east-1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// Address the bucket in the path (`endpoint/bucket/key`) rather than the host name: most S3-compatible
+    /// servers need it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub path_style: bool,
+    /// A credentials file holding `aws_access_key_id` and `aws_secret_access_key` (AWS's format, or `KEY=value`
+    /// lines), by path or secret reference (`${file:/path}`); default: `AWS_ACCESS_KEY_ID` and
+    /// `AWS_SECRET_ACCESS_KEY`, then EKS's pod identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<String>,
+    /// Keep each object from deletion and overwriting this long, e.g. `400d` (object lock in compliance mode; a
+    /// bucket without object lock ships without it, with a warning).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<HumanDuration>,
 }
 
 /// What the drill does with the other workloads its fault displaces.

@@ -35,6 +35,8 @@ pub enum SetupError {
     Unapproved { missing: String },
     #[error("cannot sign the run's manifest: {0}; nothing was touched")]
     SigningKey(#[from] crate::evidence::keys::KeyError),
+    #[error("cannot ship the run directory: {0}; nothing was touched")]
+    Ship(#[from] crate::store::StoreError),
 }
 
 fn unreleased_note(unreleased: &Option<String>) -> String {

@@ -5,6 +5,7 @@
 mod directory;
 mod error;
 mod plan_only;
+mod shipping;
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
@@ -58,6 +59,8 @@ pub struct RunOptions {
     pub approval: Approval,
     /// The key that signs the run directory's manifest: a file, or a secret reference.
     pub signing_key: Option<String>,
+    /// Where the run directory is shipped besides, over the drill file's `spec.evidence.ship`.
+    pub ship: crate::store::ShipOverrides,
 }
 
 /// What a finished (or stopped) run left behind.
@@ -75,6 +78,10 @@ pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, S
         return Err(SetupError::Unapproved { missing: missing.join(" and ") });
     }
     let key = opts.signing_key.as_deref().map(SigningKey::load).transpose()?;
+    // Its credentials read now: a run whose record could not be shipped is refused before it starts.
+    if let Some(policy) = opts.ship.policy(loaded.drill.spec.evidence.ship.as_ref()) {
+        policy.connection.bucket(&policy.location.bucket)?;
+    }
     // Registered before anything is touched, so a signal never kills the process mid-change.
     let signals = tokio::spawn(interrupted());
     let mut run = Run::set_up(loaded, opts).await?;
@@ -563,10 +570,13 @@ impl<'a> Run<'a> {
                 report.warnings.push(warning);
             }
         }
+        let policy = opts.ship.policy(drill.spec.evidence.ship.as_ref());
+        let shipping = shipping::prepare(policy.as_ref(), &mut report, &self.warnings.timeline).await;
         let io = |source| SetupError::RunDir { path: self.dir.display().to_string(), source };
         write_reports(&self.dir, &report).map_err(io)?;
-        // Last: every file of the run is written, and none is written after.
+        // Last: every file of the run is written, and none is written after (but what a failed shipment adds).
         crate::evidence::seal(&self.dir, &report.run_id, key).map_err(|e| io(std::io::Error::other(e)))?;
+        shipping::ship(shipping, &self.dir, &mut report, &self.warnings.timeline, key).await.map_err(io)?;
         Ok(RunResult { report, run_dir: self.dir })
     }
 }

@@ -19,6 +19,7 @@ mod lease;
 mod permissions;
 mod preflight;
 mod secrets;
+mod shipping;
 mod status;
 mod tiers;
 mod watch;

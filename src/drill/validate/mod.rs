@@ -151,11 +151,36 @@ impl Validator<'_> {
         if section.owner.as_deref().is_some_and(|o| o.trim().is_empty()) {
             self.problem("spec.evidence.owner", "the action items' owner must not be empty: name a team or a person");
         }
+        let ship = section.ship.as_ref().and_then(|ship| self.ship(ship));
         EvidencePolicy {
             require_change: section.require_change,
             require_approver: section.require_approver,
             owner: section.owner,
+            ship,
         }
+    }
+
+    /// `evidence.ship`: an `s3://` location, and an endpoint that is a URL.
+    fn ship(&mut self, ship: &raw::ShipSection) -> Option<crate::store::ShipPolicy> {
+        let location = ship.to.parse::<crate::store::Location>();
+        if let Err(e) = &location {
+            self.problem("spec.evidence.ship.to", e.to_string());
+        }
+        if let Some(endpoint) = &ship.endpoint
+            && let Err(reason) = crate::http::service_url(endpoint)
+        {
+            self.problem("spec.evidence.ship.endpoint", format!("invalid endpoint URL `{endpoint}`: {reason}"));
+        }
+        Some(crate::store::ShipPolicy {
+            location: location.ok()?,
+            connection: crate::store::Connection {
+                endpoint: ship.endpoint.clone(),
+                region: ship.region.clone(),
+                path_style: ship.path_style,
+                credentials: ship.credentials.clone(),
+            },
+            retention: ship.retention.map(|r| r.0),
+        })
     }
 
     /// `collateral.leave`: each a workload's `namespace/name`, once.
