@@ -10,7 +10,9 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::common::lab::{Repair, drill_run, hybrid_drill, kubeconfig, lab_port, lab_tool, lock_lab, run_dir_of};
+use crate::common::lab::{
+    Repair, drill_run, hybrid_drill, kubeconfig, lab_port, lab_tool, lock_lab, reset_lab, run_dir_of,
+};
 
 /// The lab's bucket (lab/lib.sh S3_BUCKET) and its server's base port (S3_PORT).
 const BUCKET: &str = "hybrid-drill-evidence";
@@ -116,6 +118,7 @@ fn unique_prefix(what: &str) -> String {
 #[test]
 fn a_shipped_run_lands_whole_under_retention_and_reads_back_from_s3() {
     let _lab = lock_lab();
+    reset_lab();
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let prefix = unique_prefix("shipped");
@@ -170,6 +173,7 @@ fn a_shipped_run_lands_whole_under_retention_and_reads_back_from_s3() {
 #[test]
 fn a_stopped_object_store_is_a_warning_and_a_deviation_and_the_run_stays_whole() {
     let lab = lock_lab();
+    reset_lab();
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let prefix = unique_prefix("stopped");
