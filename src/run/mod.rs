@@ -26,6 +26,7 @@ use crate::notify::{self, Notice, Notifier};
 use crate::phases;
 use crate::plan::{self, Plan};
 use crate::progress::Progress;
+use crate::report::deviations::{Deviation, DeviationKind};
 use crate::report::provenance::Provenance;
 use crate::report::{self, Outcome, Report, RunMeta};
 use crate::safety::emergency::StopWatch;
@@ -560,14 +561,12 @@ impl<'a> Run<'a> {
             && let Err(e) = crate::pushgateway::push(url, &report).await
         {
             // The drill's verdict stands; the report says the metrics did not leave.
-            self.warnings.timeline.record(Event::Warning { message: format!("metrics not pushed: {e}") });
-            report.warnings.push(format!("metrics not pushed: {e}"));
+            late_warning(&mut report, &self.warnings.timeline, format!("metrics not pushed: {e}"));
         }
         let report_path = self.dir.join("report.md").display().to_string();
         for notice in notify::end_notices(&report, &report_path) {
             for warning in self.notifier.send(&notice).await {
-                self.warnings.timeline.record(Event::Warning { message: warning.clone() });
-                report.warnings.push(warning);
+                late_warning(&mut report, &self.warnings.timeline, warning);
             }
         }
         let policy = opts.ship.policy(drill.spec.evidence.ship.as_ref());
@@ -579,6 +578,15 @@ impl<'a> Run<'a> {
         shipping::ship(shipping, &self.dir, &mut report, &self.warnings.timeline, key).await.map_err(io)?;
         Ok(RunResult { report, run_dir: self.dir })
     }
+}
+
+/// A warning raised once the report is built (a push, a notification, a shipment that failed): said now, and kept in
+/// the timeline, the report's warnings and its deviations, as a warning raised during the drill is.
+fn late_warning(report: &mut Report, timeline: &Timeline, message: String) {
+    eprintln!("hybrid-drill: warning: {message}");
+    timeline.record(Event::Warning { message: message.clone() });
+    report.warnings.push(message.clone());
+    report.deviations.push(Deviation { kind: DeviationKind::Warning, t_seconds: None, what: message });
 }
 
 /// Reads the start gates before anything is touched: refused unless every closed one is overridden; the overridden

@@ -7,9 +7,8 @@ use std::path::Path;
 
 use crate::evidence::SigningKey;
 use crate::report::Report;
-use crate::report::deviations::{Deviation, DeviationKind};
 use crate::store::{Prepared, ShipPolicy};
-use crate::timeline::{Event, Timeline};
+use crate::timeline::Timeline;
 
 /// A shipment about to be made: its policy and, unless preparing it failed, the ready client.
 pub(super) struct Shipping<'a> {
@@ -27,12 +26,12 @@ pub(super) async fn prepare<'a>(
     let prepared = match crate::store::prepare(policy).await {
         Ok(prepared) => {
             for w in &prepared.warnings {
-                warn(report, timeline, w.clone());
+                super::late_warning(report, timeline, w.clone());
             }
             Some(prepared)
         }
         Err(e) => {
-            warn(report, timeline, not_shipped(policy, &e));
+            super::late_warning(report, timeline, not_shipped(policy, &e));
             None
         }
     };
@@ -62,7 +61,7 @@ pub(super) async fn ship(
         }
         Err(e) => e,
     };
-    warn(report, timeline, not_shipped(policy, &error));
+    super::late_warning(report, timeline, not_shipped(policy, &error));
     super::write_reports(dir, report)?;
     crate::evidence::seal(dir, &report.run_id, key).map_err(std::io::Error::other)?;
     Ok(())
@@ -74,11 +73,4 @@ fn not_shipped(policy: &ShipPolicy, error: &crate::store::StoreError) -> String 
         policy.location
     );
     crate::secrets::redact(&message).into_owned()
-}
-
-fn warn(report: &mut Report, timeline: &Timeline, message: String) {
-    eprintln!("hybrid-drill: warning: {message}");
-    timeline.record(Event::Warning { message: message.clone() });
-    report.warnings.push(message.clone());
-    report.deviations.push(Deviation { kind: DeviationKind::Warning, t_seconds: None, what: message });
 }
