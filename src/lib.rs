@@ -19,5 +19,6 @@ pub mod report;
 pub mod run;
 pub mod safety;
 pub mod secrets;
+pub mod slo;
 pub mod steps;
 pub mod timeline;

@@ -7,8 +7,10 @@ mod model;
 pub mod parse;
 pub mod placeholders;
 mod raw;
+mod raw_slo;
 pub mod ready;
 mod references;
+pub mod slo;
 pub mod validate;
 
 use std::path::{Path, PathBuf};

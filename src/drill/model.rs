@@ -45,6 +45,8 @@ pub struct DrillSpec {
     pub notify: Vec<Webhook>,
     /// Alertmanager silences held from the fault to the end of the drill.
     pub silences: Vec<SilenceSpec>,
+    /// The service's SLIs, stop conditions and error budget.
+    pub slo: Option<super::slo::SloSpec>,
 }
 
 /// How a webhook wants its messages.

@@ -67,6 +67,9 @@ pub struct DrillSpec {
     /// or on rollback; journalled, so `hybrid-drill recover` expires them after a crash.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub silences: Vec<SilenceSection>,
+    /// The service's SLIs in Prometheus: steady state before the fault, stop conditions, the users' impact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<super::raw_slo::SloSection>,
 }
 
 /// The drill lock, a coordination.k8s.io/v1 Lease. Drills that share on-prem nodes or a fallback must share it.

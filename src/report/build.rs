@@ -126,6 +126,7 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
             })
             .collect(),
         reclaim_blockers: super::blockers::reclaim_blockers(observations),
+        impact: None,
     }
 }
 

@@ -7,6 +7,7 @@ mod build;
 pub mod fidelity;
 pub mod history;
 pub mod html;
+mod impact;
 pub mod junit;
 pub mod legend;
 pub mod markdown;

@@ -139,6 +139,9 @@ pub struct Report {
     /// Why the fallback was not reclaimed, each reason as first seen; empty when nothing held it.
     #[serde(default)]
     pub reclaim_blockers: Vec<super::blockers::ReclaimBlocker>,
+    /// What users saw, from the drill's SLIs in Prometheus (`spec.slo`); absent without them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub impact: Option<crate::slo::Impact>,
 }
 
 impl Report {

@@ -139,6 +139,8 @@ struct Run<'a> {
     lock: HeldLock,
     warnings: Warnings,
     notifier: Notifier,
+    /// The SLIs, once their steady state held: read until the report is written.
+    slo: Option<crate::slo::Slo>,
 }
 
 impl<'a> Run<'a> {
@@ -249,13 +251,28 @@ impl<'a> Run<'a> {
             lock,
             warnings,
             notifier,
+            slo: None,
         })
     }
 
     /// Runs the steps in order until one fails or refuses, a signal arrives, a guard trips or the deadline passes.
     async fn execute(&mut self, signals: JoinHandle<&'static str>) -> Stop {
-        let Run { loaded, reader, plan, timeline, progress, view, monitor, mutator, lock, warnings, .. } = self;
+        let Run {
+            loaded, reader, plan, timeline, progress, view, monitor, mutator, lock, warnings, slo, cluster, ..
+        } = self;
         let drill = &loaded.drill;
+        // The users' steady state before anything is touched: a drill that would start on an unhealthy service is
+        // refused.
+        let slo_tripped = match &drill.spec.slo {
+            Some(spec) => match crate::slo::begin(spec, reader, cluster.is_lab(), timeline, progress).await {
+                Ok((started, tripped)) => {
+                    *slo = Some(started);
+                    Some(tripped)
+                }
+                Err(reason) => return Stop::Refused(reason),
+            },
+            None => None,
+        };
         let mut ctx = StepContext {
             reader,
             drill,
@@ -307,6 +324,7 @@ impl<'a> Run<'a> {
             _ = tokio::time::sleep(deadline) => Stop::Aborted(format!("the drill's deadline of {} passed", humantime::format_duration(deadline))),
             message = guard_tripped(monitor.guard.clone()) => Stop::Aborted(message),
             message = guard_tripped(lock.lost()) => Stop::Aborted(message),
+            message = slo_stop(slo_tripped) => Stop::Aborted(message),
         };
         stop
     }
@@ -499,6 +517,12 @@ impl<'a> Run<'a> {
             ));
         }
         let mut report = seal(&self.timeline, &self.cluster, self.loaded, &self.version, outcome);
+        if let Some(slo) = self.slo.take() {
+            report.impact = Some(
+                slo.finish(crate::slo::RunSpan::of(&report.started, &report.finished, &report.phases, &report.startup))
+                    .await,
+            );
+        }
         self.follow.abort();
         self.progress.finish();
         if let Some(url) = &opts.pushgateway
@@ -624,6 +648,14 @@ pub(crate) async fn interrupted() -> &'static str {
     tokio::select! {
         _ = int.recv() => "SIGINT",
         _ = term.recv() => "SIGTERM",
+    }
+}
+
+/// Why the SLIs stop the drill, once they do; never without SLIs.
+async fn slo_stop(tripped: Option<tokio::sync::watch::Receiver<Option<String>>>) -> String {
+    match tripped {
+        Some(tripped) => guard_tripped(tripped).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -15,5 +15,6 @@ mod lease;
 mod permissions;
 mod preflight;
 mod secrets;
+mod slo;
 mod tiers;
 mod watch;

@@ -5,6 +5,7 @@
 
 mod guards;
 mod notify;
+mod slo;
 mod steps;
 mod targets;
 #[cfg(test)]
@@ -87,6 +88,7 @@ impl Validator<'_> {
         let steps = self.steps(&spec.steps);
         let notify = self.notify(&spec.notify);
         let silences = self.silences(&spec.silences);
+        let slo = self.slo(spec.slo.as_ref());
         Some(Drill {
             metadata: Metadata { name: name.clone(), description: drill.metadata.description.clone() },
             spec: DrillSpec {
@@ -103,6 +105,7 @@ impl Validator<'_> {
                 lock,
                 notify,
                 silences,
+                slo,
             },
         })
     }

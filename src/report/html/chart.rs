@@ -43,7 +43,11 @@ impl Window {
         Window { start, end, step }
     }
 
-    fn x(&self, t: f64) -> f64 {
+    pub(super) fn bounds(&self) -> (f64, f64, f64) {
+        (self.start, self.end, self.step)
+    }
+
+    pub(super) fn x(&self, t: f64) -> f64 {
         X0 + ((t - self.start) / (self.end - self.start)).clamp(0.0, 1.0) * (X1 - X0)
     }
 
@@ -93,6 +97,7 @@ pub(super) fn timeline(report: &Report) -> Markup {
             h2 { "Timeline" }
             figure style="margin:0" { (chart(report, "gantt", whole, &report.phases)) }
             (legend())
+            (super::impact::plots(report, whole))
             @if let Some(zoom) = recovery_zoom(report, whole) {
                 h3 {
                     "Recovery, zoomed: from the fault (+" (human_seconds(zoom.from))

@@ -3,6 +3,7 @@
 //! Written with maud: every value is escaped where it is interpolated, in text and attributes alike.
 
 mod chart;
+mod impact;
 mod parts;
 mod sections;
 
