@@ -74,6 +74,19 @@ PUSHGATEWAY_PORT=$(( 29091 + PORT_OFFSET ))
 # stand-in's metrics (lab/service-stand-in).
 PROMETHEUS_PORT=$(( 29090 + PORT_OFFSET ))
 SERVICE_PORT=$(( 29092 + PORT_OFFSET ))
+# Every port an instance listens on, with the component that owns it (lab/up refuses a port something else holds).
+instance_ports() {
+  printf '%s\n' "etcd $ETCD_PORT" "etcd $ETCD_PEER_PORT" "token-webhook $TOKEN_WEBHOOK_PORT" \
+    "kube-apiserver $APISERVER_PORT" "kube-controller-manager $KCM_PORT" "kube-scheduler $SCHEDULER_PORT" \
+    "kwok $KWOK_PORT" "karpenter $KARPENTER_METRICS_PORT" "karpenter $KARPENTER_HEALTH_PORT" \
+    "alertmanager $ALERTMANAGER_PORT" "pushgateway $PUSHGATEWAY_PORT" \
+    "service $SERVICE_PORT" "prometheus $PROMETHEUS_PORT"
+}
+# The pid listening on a port; nothing when the port is free.
+port_pid() { # port
+  ss -Hltnp "sport = :$1" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n 1
+}
+command_line() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | cut -c1-160; }
 # Start order; down stops them in reverse. host-firewall (lab/host-firewall-stand-in) and token-webhook
 # (lab/token-webhook) are lab stand-ins, scripts in lab/, not binaries.
 # service (lab/service-stand-in) is the stand-in for the inference gateway and its users.

@@ -4,6 +4,7 @@
 mod autoscaler;
 mod blockers;
 mod faults;
+pub mod impact;
 mod kinds;
 mod phase;
 

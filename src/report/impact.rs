@@ -35,12 +35,20 @@ pub fn junit_cases(report: &Report, classname: &str) -> Vec<TestCase> {
         .collect()
 }
 
+/// The users' impact the run recorded at its end; the last one, should a rebuild have recorded another.
+pub fn recorded(observations: &[crate::timeline::Observation]) -> Option<crate::domain::impact::Impact> {
+    observations.iter().rev().find_map(|o| match &o.event {
+        crate::timeline::Event::SloImpact { impact } => Some((**impact).clone()),
+        _ => None,
+    })
+}
+
 type Samples = Vec<(Vec<(&'static str, String)>, f64)>;
 
 /// The impact's gauges: (name, help, samples).
 pub fn gauges(report: &Report) -> Vec<(&'static str, &'static str, Samples)> {
     let Some(impact) = &report.impact else { return Vec::new() };
-    let per_sli = |f: &dyn Fn(&crate::slo::model::SliImpact) -> Option<f64>| -> Samples {
+    let per_sli = |f: &dyn Fn(&crate::domain::impact::SliImpact) -> Option<f64>| -> Samples {
         impact.slis.iter().filter_map(|s| Some((vec![("sli", s.name.clone())], f(s)?))).collect()
     };
     let mut out = vec![

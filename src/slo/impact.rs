@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::model::{PhaseRequests, PhaseStats, RequestImpact, SliImpact, Stats};
+use crate::domain::impact::{PhaseRequests, PhaseStats, RequestImpact, SliImpact, Stats};
 use crate::drill::slo::{Bound, ErrorBudget, Sli};
 use crate::phases::{Phase, PhaseId};
 

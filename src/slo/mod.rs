@@ -4,13 +4,13 @@
 
 pub mod client;
 pub mod impact;
-pub mod model;
 pub mod watch;
 
 use chrono::{DateTime, Utc};
 
 pub use client::{Prometheus, QueryError, Series};
-pub use model::{Impact, PodAnswer, Reading, StopRecord};
+pub use crate::domain::impact::{Impact, PodAnswer, Reading, StopRecord};
+use crate::domain::impact as model;
 pub use watch::SloWatch;
 
 use crate::cluster::Reader;

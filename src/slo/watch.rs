@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::client::{Prometheus, alert_firing};
-use super::model::{PrometheusError, StopRecord};
+use crate::domain::impact::{PrometheusError, StopRecord};
 use crate::drill::slo::{OnPrometheusError, SloSpec, StopCondition};
 use crate::timeline::{Event, Timeline};
 
@@ -231,7 +231,7 @@ pub(super) fn round(v: f64) -> f64 {
 
 /// The range query's step: the interval, or coarser so that a long drill keeps at most `MAX_POINTS` per SLI.
 pub fn step_for(span: Duration, interval: Duration) -> Duration {
-    let fine = span.as_secs_f64() / super::model::MAX_POINTS as f64;
+    let fine = span.as_secs_f64() / crate::domain::impact::MAX_POINTS as f64;
     Duration::from_secs_f64(fine.max(interval.as_secs_f64()).max(1.0).ceil())
 }
 

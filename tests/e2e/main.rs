@@ -8,13 +8,17 @@ mod common;
 // First by name, so it finds two instances free as the run starts rather than holding one while it waits.
 mod autoscaler;
 mod budgets;
+mod collateral;
 mod concurrent;
 mod cut;
 mod drills;
+mod dry_run;
+mod evidence;
 mod lease;
 mod permissions;
 mod preflight;
 mod secrets;
-mod slo;
+mod status;
 mod tiers;
 mod watch;
+mod slo;

@@ -6,7 +6,7 @@ use maud::{Markup, html};
 use super::chart::{WIDTH, Window, X0, X1};
 use crate::report::page::{Coord, time_axis};
 use crate::report::{Report, human_seconds};
-use crate::slo::{Impact, model::SliImpact};
+use crate::domain::impact::{Impact, SliImpact};
 
 const PLOT: f64 = 70.0;
 

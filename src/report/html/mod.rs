@@ -12,21 +12,27 @@ use maud::html;
 use crate::report::Report;
 use crate::report::page::page;
 use chart::timeline;
-use sections::{autoscaler, events, fallback, header, overlap, phases, restore_and_warnings, startup, steps};
+use sections::{
+    autoscaler, deviations_and_actions, events, fallback, header, measured, overlap, phases, plain_legend,
+    restore_and_warnings, startup, steps,
+};
 
 pub fn render(report: &Report) -> String {
     let body = html! {
         (header(report))
+        (plain_legend())
         (timeline(report))
         (phases(report))
         (startup(report))
         (steps(report))
+        (deviations_and_actions(report))
         section { h2 { "Fidelity" } p { (report.fidelity) } }
         (fallback(report))
         (overlap(report))
         (autoscaler(report))
         (restore_and_warnings(report))
         (events(report))
+        (measured(report))
         section {
             h2 { "Drill file as run" }
             p class="muted" { (report.drill.file) }
