@@ -128,7 +128,7 @@ pub struct StopRecord {
 
 impl StopRecord {
     pub fn describe(&self) -> String {
-        let value = self.value.map(|v| format!(" (value {})", super::watch::round(v))).unwrap_or_default();
+        let value = self.value.map(|v| format!(" (value {})", round(v))).unwrap_or_default();
         format!(
             "`{}` held{value} since {}, at {}",
             self.condition,
@@ -145,4 +145,9 @@ pub struct PrometheusError {
     pub message: String,
     /// `abort` or `continue`.
     pub action: String,
+}
+
+/// An SLI's value as reports show it: four decimals (a ratio to a hundredth of a percent, seconds to 0.1 ms).
+pub fn round(v: f64) -> f64 {
+    (v * 10_000.0).round() / 10_000.0
 }

@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::raw::HumanDuration;
+use super::duration::HumanDuration;
 use crate::drill::slo::OnPrometheusError;
 
 /// What users see: SLIs read from Prometheus, checked before the fault (steady state), watched while the drill runs

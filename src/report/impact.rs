@@ -1,9 +1,12 @@
-//! The users' impact (`report.impact`) in the JUnit and Prometheus formats: a test case per SLO, and gauges of each
-//! SLI's figures, the requests failed and the time until users were served again.
+//! The users' impact (`report.impact`) in the report: what the headline, the deviations and the action items say of
+//! it, a JUnit test case per SLO, and gauges of each SLI's figures, the requests failed and the time until users were
+//! served again.
 
 use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus};
 
 use super::Report;
+use super::model::{ActionItem, ActionSource, Deviation, DeviationKind};
+use crate::domain::impact::SliImpact;
 
 /// One case per SLO: met, or outside its objective for how long and at what cost to the error budget.
 pub fn junit_cases(report: &Report, classname: &str) -> Vec<TestCase> {
@@ -78,4 +81,83 @@ pub fn gauges(report: &Report) -> Vec<(&'static str, &'static str, Samples)> {
         ));
     }
     out
+}
+
+/// `-` for a figure Prometheus never gave.
+fn figure(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| crate::domain::impact::round(v).to_string())
+}
+
+/// How long an SLI was outside its objective, how far, and what it cost the error budget.
+fn outside(sli: &SliImpact) -> String {
+    format!(
+        "{} was outside its objective {} for {:.0} s (min {}, max {}), {:.4}% of the error budget",
+        sli.name,
+        sli.objective,
+        sli.whole.seconds_outside_objective,
+        figure(sli.whole.min),
+        figure(sli.whole.max),
+        sli.whole.budget_burned_percent
+    )
+}
+
+/// The users' side of the verdict, once an SLI left its objective: each such SLI, then the requests that failed.
+pub fn headline(report: &Report) -> Vec<String> {
+    let Some(impact) = &report.impact else { return Vec::new() };
+    let mut out: Vec<String> =
+        impact.slis.iter().filter(|s| !s.met).map(|s| format!("users: {}", outside(s))).collect();
+    if let Some(r) = impact.requests.as_ref().filter(|r| r.failed > 0.0 && !out.is_empty()) {
+        out.push(format!("users: {:.0} of {:.0} requests failed during the drill", r.failed, r.total));
+    }
+    out
+}
+
+/// A stop condition that fired is a departure from the plan: the drill was cut short to spare the users.
+pub fn deviations(report: &Report) -> Vec<Deviation> {
+    let Some(stop) = report.impact.as_ref().and_then(|i| i.stop.as_ref()) else { return Vec::new() };
+    let at = (stop.at - report.started).num_milliseconds() as f64 / 1000.0;
+    vec![Deviation {
+        kind: DeviationKind::StepAborted,
+        t_seconds: Some(at.max(0.0)),
+        what: format!("stop condition {}: the drill was aborted and the cluster restored", stop.describe()),
+    }]
+}
+
+/// One action item per SLI the drill pushed outside its objective: users felt the fallback.
+pub fn action_items(report: &Report, owner: &str) -> Vec<ActionItem> {
+    let Some(impact) = &report.impact else { return Vec::new() };
+    impact
+        .slis
+        .iter()
+        .filter(|s| !s.met)
+        .map(|s| ActionItem {
+            source: ActionSource::MissedSlo,
+            objective: format!("SLO {} {}", s.name, s.objective),
+            measured: format!(
+                "{:.0} s outside, min {}, max {}",
+                s.whole.seconds_outside_objective,
+                figure(s.whole.min),
+                figure(s.whole.max)
+            ),
+            cause: worst_phase(s),
+            owner: owner.into(),
+        })
+        .collect()
+}
+
+/// The phase in which the SLI spent longest outside its objective, where the fix is to be looked for.
+fn worst_phase(sli: &SliImpact) -> String {
+    sli.by_phase
+        .iter()
+        .filter(|p| p.stats.seconds_outside_objective > 0.0)
+        .max_by(|a, b| a.stats.seconds_outside_objective.total_cmp(&b.stats.seconds_outside_objective))
+        .map_or_else(
+            || format!("{}: the users' side of the fallback", outside(sli)),
+            |p| {
+                format!(
+                    "{} outside its objective mostly during {} ({:.0} s): users waited on that phase",
+                    sli.name, p.phase, p.stats.seconds_outside_objective
+                )
+            },
+        )
 }

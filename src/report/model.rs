@@ -411,6 +411,8 @@ pub struct Deviation {
 pub enum ActionSource {
     MissedObjective,
     PreflightWarning,
+    /// An SLI outside its objective during the drill (`impact`).
+    MissedSlo,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

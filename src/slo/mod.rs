@@ -8,9 +8,9 @@ pub mod watch;
 
 use chrono::{DateTime, Utc};
 
-pub use client::{Prometheus, QueryError, Series};
-pub use crate::domain::impact::{Impact, PodAnswer, Reading, StopRecord};
 use crate::domain::impact as model;
+pub use crate::domain::impact::{Impact, PodAnswer, Reading, StopRecord};
+pub use client::{Prometheus, QueryError, Series};
 pub use watch::SloWatch;
 
 use crate::cluster::Reader;

@@ -225,9 +225,7 @@ pub async fn steady_state(spec: &SloSpec, prometheus: &Prometheus) -> Result<Vec
     Ok(read)
 }
 
-pub(super) fn round(v: f64) -> f64 {
-    (v * 10_000.0).round() / 10_000.0
-}
+pub(super) use crate::domain::impact::round;
 
 /// The range query's step: the interval, or coarser so that a long drill keeps at most `MAX_POINTS` per SLI.
 pub fn step_for(span: Duration, interval: Duration) -> Duration {

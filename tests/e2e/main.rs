@@ -18,7 +18,7 @@ mod lease;
 mod permissions;
 mod preflight;
 mod secrets;
+mod slo;
 mod status;
 mod tiers;
 mod watch;
-mod slo;

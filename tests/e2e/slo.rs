@@ -48,7 +48,8 @@ fn slo_a_service_outside_its_objective_refuses_the_drill_with_nothing_touched() 
     let file = drill_file(&dir, &[("atLeast: 0.99", "atLeast: 1.5")]);
     let (out, report) = run(&file, &dir);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    // Exit 5, as every refusal that touches nothing (a failed preflight check, a held drill lock).
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
     assert_eq!(report["outcome"], "refused", "{report:#}");
     let reason = report["abort_reason"].as_str().unwrap_or_default();
     assert!(reason.contains("SLI success-ratio") && reason.contains(">= 1.5"), "{reason}");

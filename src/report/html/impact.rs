@@ -4,9 +4,9 @@
 use maud::{Markup, html};
 
 use super::chart::{WIDTH, Window, X0, X1};
+use crate::domain::impact::{Impact, SliImpact};
 use crate::report::page::{Coord, time_axis};
 use crate::report::{Report, human_seconds};
-use crate::domain::impact::{Impact, SliImpact};
 
 const PLOT: f64 = 70.0;
 
