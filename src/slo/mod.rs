@@ -147,7 +147,7 @@ impl Slo {
         };
         let t0 = impact::t0(run.phases);
         let answers = match &self.spec.first_good_answer {
-            Some(query) => first_answers(&self.prometheus, query, run.finished, &run.replacements).await,
+            Some(query) => first_answers(&self.prometheus, query, self.spec.interval, &run.replacements).await,
             None => Vec::new(),
         };
         Impact {
@@ -171,9 +171,30 @@ impl Slo {
     }
 }
 
-/// The replacement pods' seconds from Ready to their first good answer, as the drill's query gives them per `pod`.
-async fn first_answers(prometheus: &Prometheus, query: &str, at: DateTime<Utc>, pods: &[String]) -> Vec<PodAnswer> {
-    let Ok(series) = prometheus.instant_vector(query, at).await else { return Vec::new() };
+/// How long the end of a drill waits for replacement pods that were Ready but had not answered well yet: a pod that
+/// came up just before the drill ended is still in its cold start, and its first good answer is what users waited for.
+const FIRST_ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// The replacement pods' seconds from Ready to their first good answer, as the drill's query gives them per `pod`:
+/// read again every interval, up to [`FIRST_ANSWER_WAIT`], while a replacement has none yet.
+async fn first_answers(
+    prometheus: &Prometheus,
+    query: &str,
+    interval: std::time::Duration,
+    pods: &[String],
+) -> Vec<PodAnswer> {
+    let deadline = tokio::time::Instant::now() + FIRST_ANSWER_WAIT;
+    loop {
+        let answers = first_answers_now(prometheus, query, pods).await;
+        if answers.len() >= pods.len() || tokio::time::Instant::now() + interval > deadline {
+            return answers;
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
+
+async fn first_answers_now(prometheus: &Prometheus, query: &str, pods: &[String]) -> Vec<PodAnswer> {
+    let Ok(series) = prometheus.instant_vector(query, Utc::now()).await else { return Vec::new() };
     series
         .into_iter()
         .filter_map(|s| {
