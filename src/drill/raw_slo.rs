@@ -58,6 +58,7 @@ pub struct PrometheusSection {
 /// A secret value: a reference (`${env:NAME}`, `${file:/path}`) or a key of a Kubernetes Secret.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
+#[schemars(rename = "Credential")]
 pub enum CredentialSection {
     Reference(String),
     Secret { secret: SecretKeySection },
@@ -65,6 +66,7 @@ pub enum CredentialSection {
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "SecretKey")]
 pub struct SecretKeySection {
     pub namespace: String,
     pub name: String,
@@ -73,6 +75,7 @@ pub struct SecretKeySection {
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "BasicAuth")]
 pub struct BasicAuthSection {
     pub username: String,
     pub password: CredentialSection,
@@ -81,6 +84,7 @@ pub struct BasicAuthSection {
 /// TLS to Prometheus: its CA, and a client certificate for mutual TLS. Paths to PEM files.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "Tls")]
 pub struct TlsSection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<String>,
@@ -92,6 +96,7 @@ pub struct TlsSection {
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "ErrorBudget")]
 pub struct ErrorBudgetSection {
     /// The share of good requests (or good time) the service promises over the window, e.g. `0.999`.
     pub objective: f64,
@@ -103,6 +108,7 @@ pub struct ErrorBudgetSection {
 /// One SLI: give `atLeast` (a success ratio) or `atMost` (a latency).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "Sli")]
 pub struct SliSection {
     /// Lowercase letters, digits and `-`, e.g. `success-ratio`.
     pub name: String,
@@ -119,6 +125,7 @@ pub struct SliSection {
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "RequestCounters")]
 pub struct RequestsSection {
     /// PromQL: the counter of every request, summed to one series (`sum(http_requests_total)`).
     pub total: String,
@@ -129,6 +136,7 @@ pub struct RequestsSection {
 /// A stop condition: a query (or an SLI by name) past a threshold for a duration, or a named alert firing.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "StopCondition")]
 pub struct StopSection {
     /// An SLI of `slis` by name, read with its own query.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -161,3 +161,122 @@ fn worst_phase(sli: &SliImpact) -> String {
             },
         )
 }
+
+/// The Markdown report's section on the users: each SLI over the drill, the requests, when users were served again
+/// beside the RTO, and each replacement's first good answer.
+pub fn markdown(md: &mut String, report: &Report) -> std::fmt::Result {
+    use std::fmt::Write;
+    let Some(impact) = &report.impact else { return Ok(()) };
+    writeln!(md, "\n## What users saw (SLIs from {})\n", impact.prometheus)?;
+    if let Some(stand_in) = &impact.stand_in {
+        writeln!(md, "{stand_in}.\n")?;
+    }
+    writeln!(
+        md,
+        "| SLI | Objective | Met | Min | Mean | p99 | Max | Outside | Error budget |\n|---|---|---|---|---|---|---|---|---|"
+    )?;
+    for s in &impact.slis {
+        let w = &s.whole;
+        writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {:.0} s | {:.4}% |",
+            s.name,
+            s.objective,
+            if s.met { "yes" } else { "no" },
+            figure(w.min),
+            figure(w.mean),
+            figure(w.p99),
+            figure(w.max),
+            w.seconds_outside_objective,
+            w.budget_burned_percent
+        )?;
+    }
+    if let Some(r) = &impact.requests {
+        writeln!(
+            md,
+            "\nRequests: {:.0} sent, {:.0} failed ({:.4}% of the error budget).",
+            r.total, r.failed, r.budget_burned_percent
+        )?;
+    }
+    let served = impact.users_served_again_seconds.map_or("not within the drill".into(), super::human_seconds);
+    let rto = impact.rto_seconds.map_or("not measured".into(), super::human_seconds);
+    writeln!(md, "\nUsers served again after the fault: {served} (RTO: {rto}).")?;
+    for a in &impact.ready_to_first_good_answer {
+        let at = a.location.as_deref().map(|l| format!(" ({l})")).unwrap_or_default();
+        writeln!(md, "- {}{at}: first good answer {} after Ready", a.pod, super::human_seconds(a.seconds))?;
+    }
+    if let Some(stop) = &impact.stop {
+        writeln!(md, "\nStopped by: {}.", stop.describe())?;
+    }
+    for e in &impact.prometheus_errors {
+        writeln!(md, "\nPrometheus error at {} ({}): {}", e.at.format("%H:%M:%S UTC"), e.action, e.message)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::sample;
+    use crate::domain::impact::{Impact, RequestImpact, SliImpact, Stats, StopRecord};
+    use crate::timeline::Event;
+
+    /// The sample run with an impact recorded at its end: the success ratio 8 s outside its objective, a stop.
+    fn with_impact() -> super::Report {
+        let stats =
+            Stats { samples: 8, min: Some(0.69), max: Some(1.0), seconds_outside_objective: 8.0, ..Stats::default() };
+        let at = sample::base() + chrono::Duration::seconds(20);
+        let impact = Impact {
+            prometheus: "http://prometheus:9090/".into(),
+            slis: vec![SliImpact {
+                name: "success-ratio".into(),
+                query: "q".into(),
+                objective: ">= 0.99".into(),
+                unit: None,
+                met: false,
+                whole: stats,
+                by_phase: Vec::new(),
+                series: vec![[0.0, 1.0], [10.0, 0.69]],
+            }],
+            requests: Some(RequestImpact {
+                total: 280.0,
+                failed: 111.0,
+                budget_burned_percent: 0.3,
+                by_phase: Vec::new(),
+            }),
+            stop: Some(StopRecord {
+                condition: "success-ratio <= 0.9 for 4s".into(),
+                value: Some(0.69),
+                since: at,
+                at,
+            }),
+            ..Impact::default()
+        };
+        let mut timeline = sample::timeline();
+        let last = timeline.last().unwrap().clone();
+        timeline.push(crate::timeline::Observation { event: Event::SloImpact { impact: Box::new(impact) }, ..last });
+        super::super::build(&sample::drill(), &timeline, &sample::meta())
+    }
+
+    #[test]
+    fn the_recorded_impact_reaches_the_headline_the_deviations_the_action_items_and_the_markdown() {
+        let report = with_impact();
+        let impact = report.impact.as_ref().expect("the impact the timeline recorded");
+        assert_eq!(impact.slis[0].name, "success-ratio");
+        let headline: Vec<&str> = report.headline.iter().map(|q| q.text.as_str()).collect();
+        assert!(
+            headline.iter().any(|t| t.starts_with("users: success-ratio was outside its objective >= 0.99 for 8 s"))
+        );
+        assert!(headline.contains(&"users: 111 of 280 requests failed during the drill"), "{headline:?}");
+        assert!(report.deviations.iter().any(|d| d.what.starts_with("stop condition `success-ratio <= 0.9 for 4s`")));
+        assert!(report.action_items.iter().any(|a| a.source == super::ActionSource::MissedSlo));
+        let md = super::super::markdown::render(&report);
+        assert!(md.contains("## What users saw") && md.contains("| success-ratio | >= 0.99 | no |"), "{md}");
+    }
+
+    #[test]
+    fn a_run_without_slis_says_nothing_of_users() {
+        let report = sample::report();
+        assert!(report.impact.is_none() && super::headline(&report).is_empty());
+        assert!(!super::super::markdown::render(&report).contains("What users saw"));
+    }
+}
