@@ -76,12 +76,17 @@ S3_BUCKET=hybrid-drill-evidence
 # Its root access key, made by lab/up for this instance: AWS_ACCESS_KEY_ID=... and AWS_SECRET_ACCESS_KEY=... lines,
 # as `--s3-credentials` reads them.
 S3_CREDENTIALS_FILE=$RUN_DIR/s3-credentials
+# Prometheus (scrapes the API server and the service stand-in, evaluates lab/prometheus-rules.yml) and the service
+# stand-in's metrics (lab/service-stand-in).
+PROMETHEUS_PORT=$(( 29090 + PORT_OFFSET ))
+SERVICE_PORT=$(( 29092 + PORT_OFFSET ))
 # Every port an instance listens on, with the component that owns it (lab/up refuses a port something else holds).
 instance_ports() {
   printf '%s\n' "etcd $ETCD_PORT" "etcd $ETCD_PEER_PORT" "token-webhook $TOKEN_WEBHOOK_PORT" \
     "kube-apiserver $APISERVER_PORT" "kube-controller-manager $KCM_PORT" "kube-scheduler $SCHEDULER_PORT" \
     "kwok $KWOK_PORT" "karpenter $KARPENTER_METRICS_PORT" "karpenter $KARPENTER_HEALTH_PORT" \
-    "alertmanager $ALERTMANAGER_PORT" "pushgateway $PUSHGATEWAY_PORT"
+    "alertmanager $ALERTMANAGER_PORT" "pushgateway $PUSHGATEWAY_PORT" \
+    "service $SERVICE_PORT" "prometheus $PROMETHEUS_PORT"
   printf '%s\n' "versitygw $S3_PORT"
 }
 # The pid listening on a port; nothing when the port is free.
@@ -91,9 +96,11 @@ port_pid() { # port
 command_line() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | cut -c1-160; }
 # Start order; down stops them in reverse. host-firewall (lab/host-firewall-stand-in) and token-webhook
 # (lab/token-webhook) are lab stand-ins, scripts in lab/, not binaries.
-COMPONENTS="etcd token-webhook kube-apiserver kube-controller-manager kube-scheduler kwok karpenter host-firewall alertmanager pushgateway versitygw"
+# service (lab/service-stand-in) is the stand-in for the inference gateway and its users.
+COMPONENTS="etcd token-webhook kube-apiserver kube-controller-manager kube-scheduler kwok karpenter host-firewall alertmanager pushgateway service prometheus versitygw"
 STAND_IN_HOST_FIREWALL=$LAB_DIR/host-firewall-stand-in
 STAND_IN_TOKEN_WEBHOOK=$LAB_DIR/token-webhook
+STAND_IN_SERVICE=$LAB_DIR/service-stand-in
 # Karpenter is built from lab/karpenter-kwok/main.go (kwok's main plus instance types that run out of capacity): the
 # binary's name carries that file's hash, so a change to it rebuilds Karpenter alone.
 KARPENTER_BIN=karpenter-kwok-$(sha256sum "$LAB_DIR/karpenter-kwok/main.go" | cut -c1-12)
@@ -113,11 +120,13 @@ case $LAB_PROFILE in
   fast)
     POD_PULL_MS=200 POD_PULL_TEXT=200ms POD_INIT_MS=100 POD_START_MS=100 POD_LOAD_MS=300 POD_LOAD_JITTER_MS=600
     NODE_MONITOR_GRACE=20s NODE_MONITOR_PERIOD=2s NODE_LEASE_SECONDS=20 TOLERATION_SECONDS=30 NODE_EVICTION_RATE=0.5
-    CONSOLIDATE_AFTER=10s NODE_REGISTRATION_DELAY=0s KARPENTER_BATCH_IDLE=500ms KARPENTER_BATCH_MAX=3s ;;
+    CONSOLIDATE_AFTER=10s NODE_REGISTRATION_DELAY=0s KARPENTER_BATCH_IDLE=500ms KARPENTER_BATCH_MAX=3s
+    SCRAPE_INTERVAL=2s COLD_START_SECONDS=3 ;;
   realistic)
     POD_PULL_MS=150000 POD_PULL_TEXT=2m30s POD_INIT_MS=45000 POD_START_MS=3000 POD_LOAD_MS=90000 POD_LOAD_JITTER_MS=150000
     NODE_MONITOR_GRACE=50s NODE_MONITOR_PERIOD=5s NODE_LEASE_SECONDS=40 TOLERATION_SECONDS=300 NODE_EVICTION_RATE=0.1
-    CONSOLIDATE_AFTER=5m NODE_REGISTRATION_DELAY=90s KARPENTER_BATCH_IDLE=1s KARPENTER_BATCH_MAX=10s ;;
+    CONSOLIDATE_AFTER=5m NODE_REGISTRATION_DELAY=90s KARPENTER_BATCH_IDLE=1s KARPENTER_BATCH_MAX=10s
+    SCRAPE_INTERVAL=15s COLD_START_SECONDS=20 ;;
   *) echo "[lab] error: LAB_PROFILE=$LAB_PROFILE: use fast or realistic" >&2; exit 2 ;;
 esac
 
@@ -135,7 +144,7 @@ alive() {
     kill -0 "$pid" 2>/dev/null || return 1
     cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
     if [ -n "$cmdline" ]; then
-      grep -qF -e "$CACHE_ROOT/" -e "$STAND_IN_HOST_FIREWALL" -e "$STAND_IN_TOKEN_WEBHOOK" <<<"$cmdline"
+      grep -qF -e "$CACHE_ROOT/" -e "$STAND_IN_HOST_FIREWALL" -e "$STAND_IN_TOKEN_WEBHOOK" -e "$STAND_IN_SERVICE" <<<"$cmdline"
       return
     fi
     sleep 0.1

@@ -21,6 +21,7 @@ pub mod report;
 pub mod run;
 pub mod safety;
 pub mod secrets;
+pub mod slo;
 pub mod status;
 pub mod steps;
 pub mod store;

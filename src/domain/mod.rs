@@ -5,6 +5,7 @@ mod autoscaler;
 mod blockers;
 mod faults;
 mod gates;
+pub mod impact;
 mod kinds;
 mod phase;
 

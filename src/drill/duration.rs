@@ -4,6 +4,9 @@
 
 use std::time::Duration;
 
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
 /// The units, each with its length. Longest spelling first, so `ms` is never read as `m` then `s`.
 const UNITS: &[(&str, Duration)] = &[
     ("ms", Duration::from_millis(1)),
@@ -185,4 +188,47 @@ mod tests {
             assert_eq!(pattern.is_match(text), parse(text).is_ok(), "{text:?}");
         }
     }
+}
+
+/// A duration in the drill file's one grammar (`drill::duration`): `90s`, `10m`, `1h30m`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct HumanDuration(pub Duration);
+
+impl Serialize for HumanDuration {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format(self.0))
+    }
+}
+
+// Any YAML value is taken, so a bare number (`timeout: 600`) is told as a duration without its unit rather than as
+// "expected a string".
+impl<'de> Deserialize<'de> for HumanDuration {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = match serde_json::Value::deserialize(d)? {
+            serde_json::Value::String(text) => text,
+            serde_json::Value::Number(n) => n.to_string(),
+            other => {
+                return Err(serde::de::Error::custom(format!("{}{other} is not a duration", REFUSED)));
+            }
+        };
+        parse(&text).map(HumanDuration).map_err(|e| serde::de::Error::custom(format!("{}{e}", REFUSED)))
+    }
+}
+
+impl JsonSchema for HumanDuration {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": format!("{}: whole numbers, each with its unit (ms, s, m, h, d).", capitalised(EXAMPLE)),
+            "pattern": pattern()
+        })
+    }
+}
+
+fn capitalised(text: &str) -> String {
+    let mut chars = text.chars();
+    chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default()
 }

@@ -9,8 +9,10 @@ mod model;
 pub mod parse;
 pub mod placeholders;
 mod raw;
+mod raw_slo;
 pub mod ready;
 mod references;
+pub mod slo;
 mod typecheck;
 pub mod validate;
 

@@ -47,6 +47,8 @@ pub struct DrillSpec {
     pub silences: Vec<SilenceSpec>,
     /// What must hold before the drill may start.
     pub gates: Gates,
+    /// The service's SLIs, stop conditions and error budget.
+    pub slo: Option<super::slo::SloSpec>,
     /// The displaced workloads (`namespace/name`) the return leaves where the fault moved them.
     pub collateral_leave: Vec<String>,
     /// What each run's audit record must hold; who owns its action items.

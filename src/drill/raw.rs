@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize};
 
-use super::duration;
+use super::duration::HumanDuration;
 use super::model::{Check, NodeTargetRef, NotifyFormat, OnDeviation, WaitCondition};
 use crate::domain::PhaseId;
 use crate::domain::{Cni, CutFidelity, RestoreTarget};
@@ -72,6 +72,9 @@ pub struct DrillSpec {
     /// unless `--override-gate NAME --reason TEXT` lets it through, which the report records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gates: Option<GatesSection>,
+    /// The service's SLIs in Prometheus: steady state before the fault, stop conditions, the users' impact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<super::raw_slo::SloSection>,
     /// What each run's audit record must hold, and who owns the action items its report raises.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<EvidenceSection>,
@@ -699,49 +702,4 @@ pub struct ExecAction {
     /// hook gets these, `PATH` and `HOME`, nothing else.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<String>,
-}
-
-/// A duration in the drill file's one grammar (`drill::duration`): `90s`, `10m`, `1h30m`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct HumanDuration(pub Duration);
-
-impl Serialize for HumanDuration {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&duration::format(self.0))
-    }
-}
-
-// Any YAML value is taken, so a bare number (`timeout: 600`) is told as a duration without its unit rather than as
-// "expected a string".
-impl<'de> Deserialize<'de> for HumanDuration {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = match serde_json::Value::deserialize(d)? {
-            serde_json::Value::String(text) => text,
-            serde_json::Value::Number(n) => n.to_string(),
-            other => {
-                return Err(serde::de::Error::custom(format!("{}{other} is not a duration", duration::REFUSED)));
-            }
-        };
-        duration::parse(&text)
-            .map(HumanDuration)
-            .map_err(|e| serde::de::Error::custom(format!("{}{e}", duration::REFUSED)))
-    }
-}
-
-impl JsonSchema for HumanDuration {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Duration".into()
-    }
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "type": "string",
-            "description": format!("{}: whole numbers, each with its unit (ms, s, m, h, d).", capitalised(duration::EXAMPLE)),
-            "pattern": duration::pattern()
-        })
-    }
-}
-
-fn capitalised(text: &str) -> String {
-    let mut chars = text.chars();
-    chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default()
 }

@@ -125,6 +125,7 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         blast_radius: super::leftovers::blast_radius(observations),
         collateral: super::leftovers::collateral(observations),
         leftovers: super::leftovers::leftovers(observations),
+        impact: super::impact::recorded(observations),
         deviations: Vec::new(),
         action_items: Vec::new(),
     };

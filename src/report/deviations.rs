@@ -14,7 +14,10 @@ use crate::timeline::{Event, Observation};
 /// Sets the report's deviations and action items, from the rest of it.
 pub(super) fn fill(drill: &Drill, observations: &[Observation], report: &mut Report) {
     report.deviations = deviations(drill, observations, report);
+    report.deviations.extend(super::impact::deviations(report));
     report.action_items = action_items(drill, report);
+    let owner = drill.spec.evidence.owner.clone().unwrap_or_else(|| UNASSIGNED.into());
+    report.action_items.extend(super::impact::action_items(report, &owner));
 }
 
 /// Every deviation of the run, in the order of the timeline, then what the drill file overrides or keeps.

@@ -107,6 +107,9 @@ pub fn qualifiers(report: &Report, on_prem_nodes: Option<usize>) -> Vec<Qualifie
     for line in report.service_level.iter().flat_map(service::sentences) {
         add(QualifierKind::Service, line);
     }
+    for line in super::impact::headline(report) {
+        add(QualifierKind::Service, line);
+    }
     for line in fallback_warnings(&report.fallback) {
         add(QualifierKind::Warning, line);
     }

@@ -36,6 +36,7 @@ pub fn render(report: &Report) -> Result<String, quick_junit::SerializeError> {
     for p in report.phases.iter().filter(|p| p.objective_seconds.is_some()) {
         suite.add_test_case(objective_case(p, &classname));
     }
+    suite.add_test_cases(super::impact::junit_cases(report, &classname));
 
     let mut junit = quick_junit::Report::new("hybrid-drill");
     junit.set_timestamp(report.started);

@@ -12,6 +12,7 @@ pub mod fold;
 pub mod headline;
 pub mod history;
 pub mod html;
+mod impact;
 pub mod junit;
 mod leftovers;
 pub mod legend;

@@ -155,6 +155,9 @@ pub struct Report {
     /// Why the fallback was not reclaimed, each reason as first seen; empty when nothing held it.
     #[serde(default)]
     pub reclaim_blockers: Vec<super::blockers::ReclaimBlocker>,
+    /// What users saw, from the drill's SLIs in Prometheus (`spec.slo`); absent without them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub impact: Option<crate::domain::impact::Impact>,
     /// The cut nodes that came back only through the drill's `lastResort` hook.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub last_resort: Vec<LastResortRun>,
@@ -440,6 +443,8 @@ pub struct Deviation {
 pub enum ActionSource {
     MissedObjective,
     PreflightWarning,
+    /// An SLI outside its objective during the drill (`impact`).
+    MissedSlo,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

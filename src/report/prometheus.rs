@@ -102,6 +102,7 @@ fn gauges(report: &Report) -> Vec<Gauge> {
         ),
     ];
     all.extend(optional.into_iter().flatten());
+    all.extend(super::impact::gauges(report).into_iter().map(|(name, help, samples)| Gauge { name, help, samples }));
     all.push(Gauge {
         name: "outcome",
         help: "1 for the outcome of the drill's last run, 0 for the others.",
@@ -155,6 +156,7 @@ fn gauges(report: &Report) -> Vec<Gauge> {
         }),
     ];
     all.extend(optional.into_iter().flatten());
+    all.extend(super::impact::gauges(report).into_iter().map(|(name, help, samples)| Gauge { name, help, samples }));
     all.extend([
         Gauge::single(
             "run_start_timestamp_seconds",

@@ -151,6 +151,8 @@ struct Run<'a> {
     emergency: StopWatch,
     warnings: Warnings,
     notifier: Notifier,
+    /// The SLIs, once their steady state held: read until the report is written.
+    slo: Option<crate::slo::Slo>,
     provenance: Provenance,
 }
 
@@ -272,15 +274,42 @@ impl<'a> Run<'a> {
             emergency,
             warnings,
             notifier,
+            slo: None,
             provenance,
         })
     }
 
     /// Runs the steps in order until one fails or refuses, a signal arrives, a guard trips or the deadline passes.
     async fn execute(&mut self, signals: JoinHandle<&'static str>) -> Stop {
-        let Run { loaded, reader, plan, timeline, progress, view, monitor, mutator, lock, emergency, warnings, .. } =
-            self;
+        let Run {
+            loaded,
+            reader,
+            plan,
+            timeline,
+            progress,
+            view,
+            monitor,
+            mutator,
+            lock,
+            emergency,
+            warnings,
+            slo,
+            cluster,
+            ..
+        } = self;
         let drill = &loaded.drill;
+        // The users' steady state before anything is touched: a drill that would start on an unhealthy service is
+        // refused.
+        let slo_tripped = match &drill.spec.slo {
+            Some(spec) => match crate::slo::begin(spec, reader, cluster.is_lab(), timeline, progress).await {
+                Ok((started, tripped)) => {
+                    *slo = Some(started);
+                    Some(tripped)
+                }
+                Err(reason) => return Stop::Refused(reason),
+            },
+            None => None,
+        };
         let mut ctx = StepContext {
             reader,
             drill,
@@ -337,6 +366,7 @@ impl<'a> Run<'a> {
                 pulled.by.as_deref().unwrap_or("someone (no hybrid-drill.io/stopped-by given)"),
                 pulled.reason
             )),
+            message = slo_stop(slo_tripped) => Stop::Aborted(message),
         };
         stop
     }
@@ -554,7 +584,16 @@ impl<'a> Run<'a> {
             ));
         }
         let provenance = self.provenance.clone();
-        let mut report = seal(&self.timeline, &self.cluster, self.loaded, &self.version, outcome, provenance);
+        let mut report = seal(&self.timeline, &self.cluster, self.loaded, &self.version, outcome, provenance.clone());
+        if let Some(slo) = self.slo.take() {
+            // The impact is read once the drill's span is known, then kept in the timeline so that the report (its
+            // headline, deviations and action items) and any rebuild of it see the same figures.
+            let span = crate::slo::RunSpan::of(&report.started, &report.finished, &report.phases, &report.startup);
+            let impact = slo.finish(span).await;
+            self.timeline.record(Event::SloImpact { impact: Box::new(impact) });
+            let meta = RunMeta { provenance: Some(provenance), ..run_meta(self.loaded, &self.cluster, &self.version) };
+            report = report::build(drill, &self.timeline.observations(), &meta);
+        }
         self.follow.abort();
         self.progress.finish();
         if let Some(url) = &opts.pushgateway
@@ -719,6 +758,14 @@ pub(crate) async fn interrupted() -> &'static str {
     tokio::select! {
         _ = int.recv() => "SIGINT",
         _ = term.recv() => "SIGTERM",
+    }
+}
+
+/// Why the SLIs stop the drill, once they do; never without SLIs.
+async fn slo_stop(tripped: Option<tokio::sync::watch::Receiver<Option<String>>>) -> String {
+    match tripped {
+        Some(tripped) => guard_tripped(tripped).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -349,6 +349,11 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         verified: Vec<String>,
     },
+    /// What users saw, read back from the drill's SLIs in Prometheus once it ended: kept in the timeline so that
+    /// `hybrid-drill report RUN_DIR` rebuilds it without asking Prometheus again.
+    SloImpact {
+        impact: Box<crate::domain::impact::Impact>,
+    },
     /// The restored-state check of a rollback, a restore or a recovery ended: it held, or its bounded wait ran out
     /// with what is `left`. The run's silences are expired only after it.
     RestoreChecked {
@@ -771,6 +776,7 @@ impl Event {
             Event::EmergencyStop { reason, by, .. } => {
                 format!("emergency stop pulled by {}: {reason}", by.as_deref().unwrap_or("(unknown)"))
             }
+            Event::SloImpact { impact } => format!("users' impact read from {}", impact.prometheus),
             Event::RollbackFinished { undone, failed, .. } => {
                 format!("rollback finished: {} undone, {} failed", undone.len(), failed.len())
             }

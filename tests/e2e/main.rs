@@ -20,6 +20,7 @@ mod permissions;
 mod preflight;
 mod secrets;
 mod shipping;
+mod slo;
 mod status;
 mod tiers;
 mod watch;

@@ -7,6 +7,7 @@ mod coverage;
 mod gates;
 mod guards;
 mod notify;
+mod slo;
 mod steps;
 mod targets;
 #[cfg(test)]
@@ -121,6 +122,7 @@ impl Validator<'_> {
         let notify = self.notify(&spec.notify);
         let silences = self.silences(&spec.silences);
         let gates = self.gates(spec.gates.as_ref());
+        let slo = self.slo(spec.slo.as_ref());
         let evidence = self.evidence(spec.evidence.as_ref());
         self.collateral(&spec.collateral);
         Some(Drill {
@@ -140,6 +142,7 @@ impl Validator<'_> {
                 notify,
                 silences,
                 gates,
+                slo,
                 evidence,
                 collateral_leave: spec.collateral.leave.clone(),
             },

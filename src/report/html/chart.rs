@@ -42,7 +42,11 @@ impl Window {
         Window { start, end, step }
     }
 
-    fn x(&self, t: f64) -> f64 {
+    pub(super) fn bounds(&self) -> (f64, f64, f64) {
+        (self.start, self.end, self.step)
+    }
+
+    pub(super) fn x(&self, t: f64) -> f64 {
         X0 + ((t - self.start) / (self.end - self.start)).clamp(0.0, 1.0) * (X1 - X0)
     }
 
@@ -77,7 +81,9 @@ pub(super) fn recovery_zoom(report: &Report, whole: Window) -> Option<Zoom> {
     (to - from < 0.4 * (whole.end - whole.start)).then(|| Zoom { window: Window::new(from, to), from, to, phases })
 }
 
-pub(super) fn timeline(report: &Report) -> Markup {
+/// The timeline section: the Gantt chart, then what `below` draws on its time axis (the SLIs' plots), then the
+/// recovery zoomed.
+pub(super) fn timeline(report: &Report, below: impl Fn(&Report, Window) -> Markup) -> Markup {
     let ends = report
         .phases
         .iter()
@@ -92,6 +98,7 @@ pub(super) fn timeline(report: &Report) -> Markup {
             h2 { "Timeline" }
             figure style="margin:0" { (chart(report, "gantt", whole, &report.phases)) }
             (legend())
+            (below(report, whole))
             @if let Some(zoom) = recovery_zoom(report, whole) {
                 h3 {
                     "Recovery, zoomed: from the fault (+" (human_seconds(zoom.from))

@@ -3,6 +3,7 @@
 //! Written with maud: every value is escaped where it is interpolated, in text and attributes alike.
 
 mod chart;
+mod impact;
 mod parts;
 mod sections;
 
@@ -20,7 +21,7 @@ pub fn render(report: &Report) -> String {
     let body = html! {
         (header(report))
         (plain_legend())
-        (timeline(report))
+        (timeline(report, impact::plots))
         (phases(report))
         (startup(report))
         (steps(report))

@@ -1,0 +1,282 @@
+//! The users' impact (`report.impact`) in the report: what the headline, the deviations and the action items say of
+//! it, a JUnit test case per SLO, and gauges of each SLI's figures, the requests failed and the time until users were
+//! served again.
+
+use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus};
+
+use super::Report;
+use super::model::{ActionItem, ActionSource, Deviation, DeviationKind};
+use crate::domain::impact::SliImpact;
+
+/// One case per SLO: met, or outside its objective for how long and at what cost to the error budget.
+pub fn junit_cases(report: &Report, classname: &str) -> Vec<TestCase> {
+    let Some(impact) = &report.impact else { return Vec::new() };
+    impact
+        .slis
+        .iter()
+        .map(|sli| {
+            let status = if sli.met {
+                TestCaseStatus::success()
+            } else {
+                let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                s.set_type("slo-breached");
+                s.set_message(format!(
+                    "{} was outside its objective {} for {:.0}s (min {}, p99 {}), {:.4}% of the error budget",
+                    sli.name,
+                    sli.objective,
+                    sli.whole.seconds_outside_objective,
+                    sli.whole.min.map_or("-".into(), |v| v.to_string()),
+                    sli.whole.p99.map_or("-".into(), |v| v.to_string()),
+                    sli.whole.budget_burned_percent
+                ));
+                s
+            };
+            let mut case = TestCase::new(format!("SLO {} {}", sli.name, sli.objective), status);
+            case.set_classname(classname);
+            case
+        })
+        .collect()
+}
+
+/// The users' impact the run recorded at its end; the last one, should a rebuild have recorded another.
+pub fn recorded(observations: &[crate::timeline::Observation]) -> Option<crate::domain::impact::Impact> {
+    observations.iter().rev().find_map(|o| match &o.event {
+        crate::timeline::Event::SloImpact { impact } => Some((**impact).clone()),
+        _ => None,
+    })
+}
+
+type Samples = Vec<(Vec<(&'static str, String)>, f64)>;
+
+/// The impact's gauges: (name, help, samples).
+pub fn gauges(report: &Report) -> Vec<(&'static str, &'static str, Samples)> {
+    let Some(impact) = &report.impact else { return Vec::new() };
+    let per_sli = |f: &dyn Fn(&crate::domain::impact::SliImpact) -> Option<f64>| -> Samples {
+        impact.slis.iter().filter_map(|s| Some((vec![("sli", s.name.clone())], f(s)?))).collect()
+    };
+    let mut out = vec![
+        ("sli_min", "Each SLI's lowest value over the drill.", per_sli(&|s| s.whole.min)),
+        ("sli_mean", "Each SLI's mean over the drill.", per_sli(&|s| s.whole.mean)),
+        ("sli_p99", "Each SLI's 99th percentile over the drill.", per_sli(&|s| s.whole.p99)),
+        (
+            "sli_seconds_outside_objective",
+            "Seconds each SLI spent outside its objective during the drill.",
+            per_sli(&|s| Some(s.whole.seconds_outside_objective)),
+        ),
+        (
+            "sli_error_budget_burned_percent",
+            "Each SLI's time outside its objective as a share of the error budget, in percent.",
+            per_sli(&|s| Some(s.whole.budget_burned_percent)),
+        ),
+    ];
+    if let Some(r) = &impact.requests {
+        out.push(("requests_failed", "Requests that failed during the drill.", vec![(Vec::new(), r.failed)]));
+        out.push(("requests_total", "Requests sent during the drill.", vec![(Vec::new(), r.total)]));
+    }
+    if let Some(s) = impact.users_served_again_seconds {
+        out.push((
+            "users_served_again_seconds",
+            "Seconds from the fault until every SLI was within its objective again.",
+            vec![(Vec::new(), s)],
+        ));
+    }
+    out
+}
+
+/// `-` for a figure Prometheus never gave.
+fn figure(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| crate::domain::impact::round(v).to_string())
+}
+
+/// How long an SLI was outside its objective, how far, and what it cost the error budget.
+fn outside(sli: &SliImpact) -> String {
+    format!(
+        "{} was outside its objective {} for {:.0} s (min {}, max {}), {:.4}% of the error budget",
+        sli.name,
+        sli.objective,
+        sli.whole.seconds_outside_objective,
+        figure(sli.whole.min),
+        figure(sli.whole.max),
+        sli.whole.budget_burned_percent
+    )
+}
+
+/// The users' side of the verdict, once an SLI left its objective: each such SLI, then the requests that failed.
+pub fn headline(report: &Report) -> Vec<String> {
+    let Some(impact) = &report.impact else { return Vec::new() };
+    let mut out: Vec<String> =
+        impact.slis.iter().filter(|s| !s.met).map(|s| format!("users: {}", outside(s))).collect();
+    if let Some(r) = impact.requests.as_ref().filter(|r| r.failed > 0.0 && !out.is_empty()) {
+        out.push(format!("users: {:.0} of {:.0} requests failed during the drill", r.failed, r.total));
+    }
+    out
+}
+
+/// A stop condition that fired is a departure from the plan: the drill was cut short to spare the users.
+pub fn deviations(report: &Report) -> Vec<Deviation> {
+    let Some(stop) = report.impact.as_ref().and_then(|i| i.stop.as_ref()) else { return Vec::new() };
+    let at = (stop.at - report.started).num_milliseconds() as f64 / 1000.0;
+    vec![Deviation {
+        kind: DeviationKind::StepAborted,
+        t_seconds: Some(at.max(0.0)),
+        what: format!("stop condition {}: the drill was aborted and the cluster restored", stop.describe()),
+    }]
+}
+
+/// One action item per SLI the drill pushed outside its objective: users felt the fallback.
+pub fn action_items(report: &Report, owner: &str) -> Vec<ActionItem> {
+    let Some(impact) = &report.impact else { return Vec::new() };
+    impact
+        .slis
+        .iter()
+        .filter(|s| !s.met)
+        .map(|s| ActionItem {
+            source: ActionSource::MissedSlo,
+            objective: format!("SLO {} {}", s.name, s.objective),
+            measured: format!(
+                "{:.0} s outside, min {}, max {}",
+                s.whole.seconds_outside_objective,
+                figure(s.whole.min),
+                figure(s.whole.max)
+            ),
+            cause: worst_phase(s),
+            owner: owner.into(),
+        })
+        .collect()
+}
+
+/// The phase in which the SLI spent longest outside its objective, where the fix is to be looked for.
+fn worst_phase(sli: &SliImpact) -> String {
+    sli.by_phase
+        .iter()
+        .filter(|p| p.stats.seconds_outside_objective > 0.0)
+        .max_by(|a, b| a.stats.seconds_outside_objective.total_cmp(&b.stats.seconds_outside_objective))
+        .map_or_else(
+            || format!("{}: the users' side of the fallback", outside(sli)),
+            |p| {
+                format!(
+                    "{} outside its objective mostly during {} ({:.0} s): users waited on that phase",
+                    sli.name, p.phase, p.stats.seconds_outside_objective
+                )
+            },
+        )
+}
+
+/// The Markdown report's section on the users: each SLI over the drill, the requests, when users were served again
+/// beside the RTO, and each replacement's first good answer.
+pub fn markdown(md: &mut String, report: &Report) -> std::fmt::Result {
+    use std::fmt::Write;
+    let Some(impact) = &report.impact else { return Ok(()) };
+    writeln!(md, "\n## What users saw (SLIs from {})\n", impact.prometheus)?;
+    if let Some(stand_in) = &impact.stand_in {
+        writeln!(md, "{stand_in}.\n")?;
+    }
+    writeln!(
+        md,
+        "| SLI | Objective | Met | Min | Mean | p99 | Max | Outside | Error budget |\n|---|---|---|---|---|---|---|---|---|"
+    )?;
+    for s in &impact.slis {
+        let w = &s.whole;
+        writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {:.0} s | {:.4}% |",
+            s.name,
+            s.objective,
+            if s.met { "yes" } else { "no" },
+            figure(w.min),
+            figure(w.mean),
+            figure(w.p99),
+            figure(w.max),
+            w.seconds_outside_objective,
+            w.budget_burned_percent
+        )?;
+    }
+    if let Some(r) = &impact.requests {
+        writeln!(
+            md,
+            "\nRequests: {:.0} sent, {:.0} failed ({:.4}% of the error budget).",
+            r.total, r.failed, r.budget_burned_percent
+        )?;
+    }
+    let served = impact.users_served_again_seconds.map_or("not within the drill".into(), super::human_seconds);
+    let rto = impact.rto_seconds.map_or("not measured".into(), super::human_seconds);
+    writeln!(md, "\nUsers served again after the fault: {served} (RTO: {rto}).")?;
+    for a in &impact.ready_to_first_good_answer {
+        let at = a.location.as_deref().map(|l| format!(" ({l})")).unwrap_or_default();
+        writeln!(md, "- {}{at}: first good answer {} after Ready", a.pod, super::human_seconds(a.seconds))?;
+    }
+    if let Some(stop) = &impact.stop {
+        writeln!(md, "\nStopped by: {}.", stop.describe())?;
+    }
+    for e in &impact.prometheus_errors {
+        writeln!(md, "\nPrometheus error at {} ({}): {}", e.at.format("%H:%M:%S UTC"), e.action, e.message)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::sample;
+    use crate::domain::impact::{Impact, RequestImpact, SliImpact, Stats, StopRecord};
+    use crate::timeline::Event;
+
+    /// The sample run with an impact recorded at its end: the success ratio 8 s outside its objective, a stop.
+    fn with_impact() -> super::Report {
+        let stats =
+            Stats { samples: 8, min: Some(0.69), max: Some(1.0), seconds_outside_objective: 8.0, ..Stats::default() };
+        let at = sample::base() + chrono::Duration::seconds(20);
+        let impact = Impact {
+            prometheus: "http://prometheus:9090/".into(),
+            slis: vec![SliImpact {
+                name: "success-ratio".into(),
+                query: "q".into(),
+                objective: ">= 0.99".into(),
+                unit: None,
+                met: false,
+                whole: stats,
+                by_phase: Vec::new(),
+                series: vec![[0.0, 1.0], [10.0, 0.69]],
+            }],
+            requests: Some(RequestImpact {
+                total: 280.0,
+                failed: 111.0,
+                budget_burned_percent: 0.3,
+                by_phase: Vec::new(),
+            }),
+            stop: Some(StopRecord {
+                condition: "success-ratio <= 0.9 for 4s".into(),
+                value: Some(0.69),
+                since: at,
+                at,
+            }),
+            ..Impact::default()
+        };
+        let mut timeline = sample::timeline();
+        let last = timeline.last().unwrap().clone();
+        timeline.push(crate::timeline::Observation { event: Event::SloImpact { impact: Box::new(impact) }, ..last });
+        super::super::build(&sample::drill(), &timeline, &sample::meta())
+    }
+
+    #[test]
+    fn the_recorded_impact_reaches_the_headline_the_deviations_the_action_items_and_the_markdown() {
+        let report = with_impact();
+        let impact = report.impact.as_ref().expect("the impact the timeline recorded");
+        assert_eq!(impact.slis[0].name, "success-ratio");
+        let headline: Vec<&str> = report.headline.iter().map(|q| q.text.as_str()).collect();
+        assert!(
+            headline.iter().any(|t| t.starts_with("users: success-ratio was outside its objective >= 0.99 for 8 s"))
+        );
+        assert!(headline.contains(&"users: 111 of 280 requests failed during the drill"), "{headline:?}");
+        assert!(report.deviations.iter().any(|d| d.what.starts_with("stop condition `success-ratio <= 0.9 for 4s`")));
+        assert!(report.action_items.iter().any(|a| a.source == super::ActionSource::MissedSlo));
+        let md = super::super::markdown::render(&report);
+        assert!(md.contains("## What users saw") && md.contains("| success-ratio | >= 0.99 | no |"), "{md}");
+    }
+
+    #[test]
+    fn a_run_without_slis_says_nothing_of_users() {
+        let report = sample::report();
+        assert!(report.impact.is_none() && super::headline(&report).is_empty());
+        assert!(!super::super::markdown::render(&report).contains("What users saw"));
+    }
+}

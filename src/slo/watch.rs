@@ -1,0 +1,248 @@
+//! The SLIs while a drill runs: one instant query per SLI (and per stop query of its own) every interval, each stop
+//! condition judged on them, Prometheus's failures handled by the drill's policy. What it read is kept for the
+//! report; a tripped condition or an aborting failure is handed to the run as the reason to stop.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::client::{Prometheus, alert_firing};
+use crate::domain::impact::{PrometheusError, StopRecord};
+use crate::drill::slo::{OnPrometheusError, SloSpec, StopCondition};
+use crate::timeline::{Event, Timeline};
+
+/// What the watch has read so far.
+#[derive(Debug, Default, Clone)]
+pub struct Readings {
+    /// Per SLI (in the drill's order): (time, value) of every instant query that answered a number.
+    pub samples: Vec<Vec<(DateTime<Utc>, f64)>>,
+    pub errors: Vec<PrometheusError>,
+    pub stop: Option<StopRecord>,
+}
+
+/// The running watch; dropped or stopped, its task ends.
+pub struct SloWatch {
+    task: JoinHandle<()>,
+    readings: Arc<Mutex<Readings>>,
+    pub tripped: watch::Receiver<Option<String>>,
+}
+
+impl SloWatch {
+    pub fn start(spec: &SloSpec, prometheus: Prometheus, timeline: &Timeline) -> SloWatch {
+        let readings =
+            Arc::new(Mutex::new(Readings { samples: vec![Vec::new(); spec.slis.len()], ..Readings::default() }));
+        let (trip, tripped) = watch::channel(None);
+        let state = Loop {
+            spec: spec.clone(),
+            prometheus,
+            timeline: timeline.clone(),
+            readings: readings.clone(),
+            held_since: vec![None; spec.stop_when.len()],
+            failing: false,
+        };
+        let task = tokio::spawn(state.run(trip));
+        SloWatch { task, readings, tripped }
+    }
+
+    /// Stops reading; what was read.
+    pub fn stop(self) -> Readings {
+        self.task.abort();
+        self.readings.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl Drop for SloWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+struct Loop {
+    spec: SloSpec,
+    prometheus: Prometheus,
+    timeline: Timeline,
+    readings: Arc<Mutex<Readings>>,
+    held_since: Vec<Option<DateTime<Utc>>>,
+    /// Whether the last round failed: a failure is warned of once, and so is the recovery.
+    failing: bool,
+}
+
+impl Loop {
+    async fn run(mut self, trip: watch::Sender<Option<String>>) {
+        let mut ticks = tokio::time::interval(self.spec.interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            if let Some(reason) = self.round().await {
+                let _ = trip.send(Some(reason));
+                return;
+            }
+        }
+    }
+
+    /// One round of queries; the reason to stop the drill, if any.
+    async fn round(&mut self) -> Option<String> {
+        let now = Utc::now();
+        let mut values = Vec::new();
+        let mut failure = None;
+        for sli in &self.spec.slis {
+            match self.prometheus.instant(&sli.query, now).await {
+                Ok(v) => values.push(v),
+                Err(e) => {
+                    failure.get_or_insert(format!("SLI {}: {e}", sli.name));
+                    values.push(None);
+                }
+            }
+        }
+        {
+            let mut r = self.readings.lock().unwrap_or_else(|e| e.into_inner());
+            for (i, v) in values.iter().enumerate() {
+                if let Some(v) = v {
+                    r.samples[i].push((now, *v));
+                }
+            }
+        }
+        for i in 0..self.spec.stop_when.len() {
+            match self.judge(i, now, &values).await {
+                Ok(Some(stop)) => {
+                    let reason = format!("stop condition {}", stop.describe());
+                    self.readings.lock().unwrap_or_else(|e| e.into_inner()).stop = Some(stop);
+                    return Some(reason);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    failure.get_or_insert(e);
+                }
+            }
+        }
+        self.failed(now, failure)
+    }
+
+    /// Records a round's failure (or the recovery from one); the reason to stop when the policy is to abort.
+    fn failed(&mut self, now: DateTime<Utc>, failure: Option<String>) -> Option<String> {
+        let Some(message) = failure else {
+            if self.failing {
+                self.failing = false;
+                self.timeline.record(Event::Warning {
+                    message: format!("Prometheus answers again ({})", self.prometheus.shown()),
+                });
+            }
+            return None;
+        };
+        let policy = self.spec.on_error;
+        self.readings.lock().unwrap_or_else(|e| e.into_inner()).errors.push(PrometheusError {
+            at: now,
+            message: message.clone(),
+            action: policy.as_str().into(),
+        });
+        let first = !self.failing;
+        self.failing = true;
+        match policy {
+            OnPrometheusError::Abort => Some(format!(
+                "Prometheus could not be read ({message}) and spec.slo.onError is abort: without its SLIs the drill \
+                 cannot tell whether it hurts users"
+            )),
+            OnPrometheusError::Continue => {
+                if first {
+                    self.timeline.record(Event::Warning {
+                        message: format!(
+                            "Prometheus could not be read ({message}); spec.slo.onError is continue: the drill goes \
+                             on without its SLIs and stop conditions until Prometheus answers again"
+                        ),
+                    });
+                }
+                None
+            }
+        }
+    }
+
+    /// Whether stop condition `i` now holds long enough; an error when it could not be read.
+    async fn judge(
+        &mut self,
+        i: usize,
+        now: DateTime<Utc>,
+        values: &[Option<f64>],
+    ) -> Result<Option<StopRecord>, String> {
+        let condition = &self.spec.stop_when[i];
+        let (value, breached, hold) = match condition {
+            StopCondition::Alert { name, alertmanager } => {
+                let firing = alert_firing(alertmanager, name).await.map_err(|e| format!("alert {name}: {e}"))?;
+                return Ok(firing.then(|| StopRecord {
+                    condition: condition.describe(),
+                    value: None,
+                    at: now,
+                    since: now,
+                }));
+            }
+            StopCondition::Query { query, breached, hold, name } => {
+                let known = self.spec.slis.iter().position(|s| &s.query == query);
+                let value = match known {
+                    Some(k) => values[k],
+                    None => self.prometheus.instant(query, now).await.map_err(|e| format!("stop {name}: {e}"))?,
+                };
+                (value, *breached, *hold)
+            }
+        };
+        let holds = value.is_some_and(|v| breached.holds(v));
+        if !holds {
+            self.held_since[i] = None;
+            return Ok(None);
+        }
+        let since = *self.held_since[i].get_or_insert(now);
+        let held = (now - since).to_std().unwrap_or_default();
+        Ok((held >= hold).then(|| StopRecord { condition: condition.describe(), value, at: now, since }))
+    }
+}
+
+/// Every SLI within its objective now, or the first one that is not (with its value), for the steady state.
+pub async fn steady_state(spec: &SloSpec, prometheus: &Prometheus) -> Result<Vec<(String, f64)>, String> {
+    let now = Utc::now();
+    let mut read = Vec::new();
+    for sli in &spec.slis {
+        let value = prometheus
+            .instant(&sli.query, now)
+            .await
+            .map_err(|e| format!("SLI {} could not be read, so the steady state is unknown: {e}", sli.name))?;
+        let Some(value) = value else {
+            return Err(format!(
+                "SLI {} has no value (its query returned no number): the steady state is unknown",
+                sli.name
+            ));
+        };
+        if !sli.objective.holds(value) {
+            return Err(format!(
+                "SLI {} is {} before the fault, outside its objective {}: the service is not in its steady state",
+                sli.name,
+                round(value),
+                sli.objective.describe()
+            ));
+        }
+        read.push((sli.name.clone(), value));
+    }
+    Ok(read)
+}
+
+pub(super) use crate::domain::impact::round;
+
+/// The range query's step: the interval, or coarser so that a long drill keeps at most `MAX_POINTS` per SLI.
+pub fn step_for(span: Duration, interval: Duration) -> Duration {
+    let fine = span.as_secs_f64() / crate::domain::impact::MAX_POINTS as f64;
+    Duration::from_secs_f64(fine.max(interval.as_secs_f64()).max(1.0).ceil())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::drill::slo::Bound;
+
+    #[test]
+    fn the_step_keeps_the_series_bounded() {
+        assert_eq!(step_for(Duration::from_secs(60), Duration::from_secs(2)), Duration::from_secs(2));
+        let long = Duration::from_secs(6 * 3600);
+        assert!(long.as_secs_f64() / step_for(long, Duration::from_secs(2)).as_secs_f64() <= 240.0);
+        assert!(Bound::AtLeast(0.99).holds(0.995) && !Bound::AtMost(1.0).holds(1.5));
+    }
+}

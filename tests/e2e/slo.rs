@@ -1,0 +1,218 @@
+//! End-to-end: the drill's SLIs read from the lab's real Prometheus, which scrapes the service stand-in. A service
+//! outside its objective refuses the drill with nothing touched; a stop condition aborts a drain that leaves no
+//! endpoint Ready and restores, and the report carries the users' impact; Prometheus stopped mid-drill follows the
+//! drill's policy.
+
+use std::path::PathBuf;
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use crate::common::lab::{
+    cordoned_or_marked, drill_run, eventually, kubeconfig, lab_port, lab_tool, lock_lab, reset_lab, set_max_unavailable,
+};
+use crate::common::repo;
+
+/// drills/drain-slo.yaml for the held instance, with `edits` (from, to) applied.
+fn drill_file(dir: &tempfile::TempDir, edits: &[(&str, &str)]) -> PathBuf {
+    let mut text = std::fs::read_to_string(repo().join("drills/drain-slo.yaml")).unwrap();
+    text = text.replace("127.0.0.1:29090", &format!("127.0.0.1:{}", lab_port(29090)));
+    for (from, to) in edits {
+        assert!(text.contains(from), "drills/drain-slo.yaml has no `{from}`");
+        text = text.replace(from, to);
+    }
+    let path = dir.path().join("drill.yaml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn run(file: &PathBuf, reports: &tempfile::TempDir) -> (Output, Value) {
+    let out = drill_run(file, reports.path(), kubeconfig()).output().unwrap();
+    let report = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no report on stdout ({e}); stderr:\n{}", String::from_utf8_lossy(&out.stderr)));
+    (out, report)
+}
+
+/// The drill's success-ratio SLI read from the held instance's Prometheus now; `None` while it has no answer.
+fn success_ratio() -> Option<f64> {
+    let url = format!("http://127.0.0.1:{}/api/v1/query", lab_port(29090));
+    let query = r#"query=sum(rate(inference_gateway_requests_total{code!~"5.."}[20s])) / sum(rate(inference_gateway_requests_total[20s]))"#;
+    let out = std::process::Command::new("curl").args(["-sf", &url, "--data-urlencode", query]).output().ok()?;
+    let answer: Value = serde_json::from_slice(&out.stdout).ok()?;
+    answer["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+}
+
+/// The lab reset, and the users' steady state back: a drill before them left the SLI's 20 s window low.
+fn reset_with_users_served() {
+    reset_lab();
+    eventually("the success ratio back to 1", Duration::from_secs(60), || success_ratio().is_some_and(|r| r >= 0.999));
+}
+
+fn timeline(run: &std::path::Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(run.join("timeline.jsonl")).unwrap();
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// Seconds since the run started of the first timeline event of `kind`.
+fn first(events: &[Value], kind: &str) -> Option<f64> {
+    events.iter().find(|e| e["type"] == kind).and_then(|e| e["t_ms"].as_f64()).map(|ms| ms / 1000.0)
+}
+
+fn time(v: &Value) -> DateTime<Utc> {
+    v.as_str().unwrap().parse().unwrap()
+}
+
+#[test]
+fn slo_a_service_outside_its_objective_refuses_the_drill_with_nothing_touched() {
+    let _lab = lock_lab();
+    reset_with_users_served();
+    let started = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let file = drill_file(&dir, &[("atLeast: 0.99", "atLeast: 1.5")]);
+    let (out, report) = run(&file, &dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // Exit 5, as every refusal that touches nothing (a failed preflight check, a held drill lock).
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert_eq!(report["outcome"], "refused", "{report:#}");
+    let reason = report["abort_reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("SLI success-ratio") && reason.contains(">= 1.5"), "{reason}");
+    assert!(cordoned_or_marked().is_empty(), "a refused drill touched nodes: {:?}", cordoned_or_marked());
+    eprintln!("held the lab {:.0} s", started.elapsed().as_secs_f64());
+}
+
+#[test]
+fn slo_a_stop_condition_aborts_the_drain_restores_and_the_report_carries_the_impact() {
+    let _lab = lock_lab();
+    reset_with_users_served();
+    // Every replica evicted at once: no endpoint is Ready until the cloud replacements are.
+    assert!(set_max_unavailable(4));
+    let started = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    // Any failed request keeps the ratio (a 20 s rate) under 0.995 for longer than the condition's 4 s: the fast lab's
+    // outage is shorter than that window, so a lower threshold could miss it.
+    let file = drill_file(&dir, &[("below: 0.2\n        for: 30s", "below: 0.995\n        for: 4s")]);
+    let (out, report) = run(&file, &dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    set_max_unavailable(2);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let impact = &report["impact"];
+    let stop = &impact["stop"];
+    assert!(stop["condition"].as_str().unwrap().contains("success-ratio"), "{impact:#}");
+    assert!(stop["value"].as_f64().unwrap() <= 0.995, "{stop:#}");
+    let held = (time(&stop["at"]) - time(&stop["since"])).num_milliseconds();
+    assert!(held >= 4000, "the condition stopped the drill after holding {held} ms, short of its `for`: {stop:#}");
+    // From the timeline: the SLI crossed the threshold (its series, on the run's clock) and the drill aborted and
+    // began its restore within the condition's `for` (4 s) plus two scrape intervals (2 s each).
+    let success = &impact["slis"][0];
+    let crossed = success["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p[1].as_f64().unwrap() <= 0.995)
+        .map(|p| p[0].as_f64().unwrap())
+        .unwrap_or_else(|| panic!("the success ratio never went below 0.995: {success:#}"));
+    let events = timeline(&run_dir(&dir));
+    let aborted = first(&events, "aborted").expect("an aborted event");
+    // The fast lab may have reached the return before the condition held: the restore then has nothing to undo, and
+    // its check of the on-prem nodes is what ends it.
+    let checked =
+        events.iter().find(|e| e["type"] == "restore-checked" && e["t_ms"].as_f64().unwrap() / 1000.0 >= aborted);
+    let checked = checked.unwrap_or_else(|| panic!("no restore check after the abort"));
+    assert_eq!(checked["held"], true, "{checked:#}");
+    let restored = checked["t_ms"].as_f64().unwrap() / 1000.0;
+    eprintln!("SLI below 0.995 at +{crossed:.1} s, aborted at +{aborted:.1} s, restore checked at +{restored:.1} s");
+    assert!(aborted - crossed <= 8.0, "aborted {:.1} s after the SLI crossed: {stop:#}", aborted - crossed);
+    assert!(restored - crossed <= 8.0 + 10.0, "restored {:.1} s after the SLI crossed", restored - crossed);
+    assert!(report["rollback"]["failed"].as_array().unwrap().is_empty(), "{report:#}");
+    assert!(cordoned_or_marked().is_empty(), "not restored: {:?}", cordoned_or_marked());
+    // The users' impact: both SLIs, requests failed while no endpoint was Ready, the stand-in named.
+    let names: Vec<&str> = impact["slis"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["success-ratio", "p99-latency"], "{impact:#}");
+    assert!(
+        !success["met"].as_bool().unwrap() && success["whole"]["seconds_outside_objective"].as_f64().unwrap() > 0.0
+    );
+    assert!(!success["series"].as_array().unwrap().is_empty() && success["series"].as_array().unwrap().len() <= 240);
+    assert!(impact["requests"]["failed"].as_f64().unwrap() > 0.0, "{impact:#}");
+    // The real end of startup: each cloud replacement's first good answer, after the stand-in's cold start (3 s fast).
+    let answers = impact["ready_to_first_good_answer"].as_array().cloned().unwrap_or_default();
+    assert!(!answers.is_empty(), "no replacement's first good answer: {impact:#}");
+    assert!(answers.iter().all(|a| a["seconds"].as_f64().unwrap() >= 3.0 && a["location"] == "cloud"), "{answers:?}");
+    let latency = &impact["slis"][1];
+    assert!(latency["whole"]["samples"].as_u64().unwrap() > 0 && latency["whole"]["max"].is_number(), "{latency:#}");
+    // The report's verdict says what users saw, and the fired condition is a deviation, the missed SLO an action item.
+    let headline = report["headline"].to_string();
+    assert!(headline.contains("users: success-ratio was outside its objective"), "{headline}");
+    assert!(report["deviations"].to_string().contains("stop condition"), "{:#}", report["deviations"]);
+    assert!(report["action_items"].as_array().unwrap().iter().any(|a| a["source"] == "missed-slo"), "{report:#}");
+    assert!(impact["stand_in"].as_str().unwrap().contains("stand-in"), "{impact:#}");
+    let junit = std::fs::read_to_string(run_dir(&dir).join("junit.xml")).unwrap();
+    assert!(junit.contains("SLO success-ratio"), "{junit}");
+    let metrics = std::fs::read_to_string(run_dir(&dir).join("metrics.prom")).unwrap();
+    assert!(metrics.contains("hybrid_drill_sli_seconds_outside_objective{"), "{metrics}");
+    reset_lab();
+    eprintln!("held the lab {:.0} s", started.elapsed().as_secs_f64());
+}
+
+fn run_dir(reports: &tempfile::TempDir) -> PathBuf {
+    let drill = std::fs::read_dir(reports.path()).unwrap().flatten().find(|e| e.path().is_dir()).unwrap().path();
+    std::fs::read_dir(drill).unwrap().flatten().next().unwrap().path()
+}
+
+/// Starts the drill, takes Prometheus away for `down` seconds once the drain has begun, and waits for the drill.
+fn run_with_prometheus_down(file: &PathBuf, reports: &tempfile::TempDir, down: &str) -> (Output, Value) {
+    let child = drill_run(file, reports.path(), kubeconfig())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    eventually("the drain to begin", Duration::from_secs(60), || !cordoned_or_marked().is_empty());
+    let restart = lab_tool("restart").args(["prometheus", down]).status().unwrap();
+    assert!(restart.success());
+    let out = child.wait_with_output().unwrap();
+    let report = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no report on stdout ({e}); stderr:\n{}", String::from_utf8_lossy(&out.stderr)));
+    (out, report)
+}
+
+#[test]
+fn slo_prometheus_stopped_mid_drill_aborts_as_the_policy_says() {
+    let _lab = lock_lab();
+    reset_with_users_served();
+    let started = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let file = drill_file(&dir, &[]);
+    let (out, report) = run_with_prometheus_down(&file, &dir, "8");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let errors = report["impact"]["prometheus_errors"].as_array().unwrap();
+    assert!(!errors.is_empty() && errors[0]["action"] == "abort", "{report:#}");
+    assert!(report["abort_reason"].as_str().unwrap().contains("onError is abort"), "{report:#}");
+    assert!(cordoned_or_marked().is_empty(), "not restored: {:?}", cordoned_or_marked());
+    // lab/restart started it again: the next drill finds it.
+    eventually("Prometheus answering again", Duration::from_secs(30), || success_ratio().is_some());
+    reset_lab();
+    eprintln!("held the lab {:.0} s", started.elapsed().as_secs_f64());
+}
+
+#[test]
+fn slo_prometheus_stopped_mid_drill_goes_on_under_continue_and_says_so() {
+    let _lab = lock_lab();
+    reset_with_users_served();
+    let started = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let file = drill_file(&dir, &[("onError: abort", "onError: continue")]);
+    let (out, report) = run_with_prometheus_down(&file, &dir, "6");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // The drill went on to its end: passed, or an objective missed on a loaded machine; never aborted.
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{stderr}");
+    let errors = report["impact"]["prometheus_errors"].as_array().unwrap();
+    assert!(!errors.is_empty() && errors.iter().all(|e| e["action"] == "continue"), "{report:#}");
+    let deviations = report["deviations"].to_string();
+    assert!(deviations.contains("onError is continue"), "not a deviation: {deviations}");
+    assert!(cordoned_or_marked().is_empty(), "not restored: {:?}", cordoned_or_marked());
+    eventually("Prometheus answering again", Duration::from_secs(30), || success_ratio().is_some());
+    reset_lab();
+    eprintln!("held the lab {:.0} s", started.elapsed().as_secs_f64());
+}
