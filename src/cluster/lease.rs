@@ -197,6 +197,12 @@ pub struct StopRequest {
 }
 
 impl StopRequest {
+    /// Why the drill ended, as its report and timeline say it.
+    pub fn abort_reason(&self) -> String {
+        let by = self.by.as_deref().unwrap_or("someone (no hybrid-drill.io/stopped-by given)");
+        format!("emergency stop pulled by {by}: {}", self.reason)
+    }
+
     pub fn of(lease: &Lease) -> Option<StopRequest> {
         let annotations = lease.metadata.annotations.as_ref()?;
         let reason = annotations.get(STOP_ANNOTATION)?.trim();

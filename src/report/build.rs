@@ -52,6 +52,7 @@ pub enum LoadError {
 /// The report of a run: a pure function of the drill, what the run observed and the meta the timeline cannot hold.
 /// `started` is the timeline's origin, `finished` the drill's end (or the last observation of a run that never
 /// recorded one).
+// Long: one line per field of the report, in its order; split, the struct literal would be split with it.
 pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Report {
     let incident = IncidentFacts::of(observations);
     // An incident is measured against the drill's targets and objectives; its steps never ran.

@@ -300,15 +300,9 @@ impl<'a> Run<'a> {
         let drill = &loaded.drill;
         // The users' steady state before anything is touched: a drill that would start on an unhealthy service is
         // refused.
-        let slo_tripped = match &drill.spec.slo {
-            Some(spec) => match crate::slo::begin(spec, reader, cluster.is_lab(), timeline, progress).await {
-                Ok((started, tripped)) => {
-                    *slo = Some(started);
-                    Some(tripped)
-                }
-                Err(reason) => return Stop::Refused(reason),
-            },
-            None => None,
+        let slo_tripped = match users_steady_state(drill, reader, cluster, timeline, progress, slo).await {
+            Ok(tripped) => tripped,
+            Err(reason) => return Stop::Refused(reason),
         };
         let mut ctx = StepContext {
             reader,
@@ -361,11 +355,7 @@ impl<'a> Run<'a> {
             _ = tokio::time::sleep(deadline) => Stop::Aborted(format!("the drill's deadline of {} passed", humantime::format_duration(deadline))),
             message = guard_tripped(monitor.guard.clone()) => Stop::Aborted(message),
             message = guard_tripped(lock.lost()) => Stop::Aborted(message),
-            pulled = emergency.pulled() => Stop::Aborted(format!(
-                "emergency stop pulled by {}: {}",
-                pulled.by.as_deref().unwrap_or("someone (no hybrid-drill.io/stopped-by given)"),
-                pulled.reason
-            )),
+            pulled = emergency.pulled() => Stop::Aborted(pulled.abort_reason()),
             message = slo_stop(slo_tripped) => Stop::Aborted(message),
         };
         stop
@@ -762,6 +752,22 @@ pub(crate) async fn interrupted() -> &'static str {
 }
 
 /// Why the SLIs stop the drill, once they do; never without SLIs.
+/// Starts reading the drill's SLIs, when it has some, and checks they are within their objectives: the stop
+/// condition's signal, or why the drill is refused.
+async fn users_steady_state(
+    drill: &Drill,
+    reader: &Reader,
+    cluster: &Cluster,
+    timeline: &Timeline,
+    progress: &Progress,
+    slo: &mut Option<crate::slo::Slo>,
+) -> Result<Option<tokio::sync::watch::Receiver<Option<String>>>, String> {
+    let Some(spec) = &drill.spec.slo else { return Ok(None) };
+    let (started, tripped) = crate::slo::begin(spec, reader, cluster.is_lab(), timeline, progress).await?;
+    *slo = Some(started);
+    Ok(Some(tripped))
+}
+
 async fn slo_stop(tripped: Option<tokio::sync::watch::Receiver<Option<String>>>) -> String {
     match tripped {
         Some(tripped) => guard_tripped(tripped).await,
