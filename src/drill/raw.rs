@@ -395,10 +395,33 @@ pub struct Step {
     /// Wait this long, observing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pause: Option<HumanDuration>,
+    /// Make fallback instance types run out of capacity, as EC2's InsufficientInstanceCapacity: the drill's hooks
+    /// take each type away (in the lab `lab/capacity`, on AWS an FIS experiment) and give it back on restore, abort
+    /// or `hybrid-drill recover`. Not the fault (t0): put it before the drain, cut or node failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityFault>,
+    /// Lose one fallback node while the workload runs there: `delete` deletes one fallback NodeClaim holding a
+    /// workload pod, as Karpenter does on a Spot interruption or an instance failure. Karpenter drains it and
+    /// launches a replacement; the report measures this second recovery.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lose_fallback_node: Option<LoseFallbackNode>,
 }
 
-pub const STEP_ACTIONS: &[&str] =
-    &["check", "drain", "cut", "nodeFailure", "restore", "cordon", "uncordon", "waitFor", "return", "exec", "pause"];
+pub const STEP_ACTIONS: &[&str] = &[
+    "check",
+    "drain",
+    "cut",
+    "nodeFailure",
+    "restore",
+    "cordon",
+    "uncordon",
+    "waitFor",
+    "return",
+    "exec",
+    "pause",
+    "capacity",
+    "loseFallbackNode",
+];
 
 impl Step {
     /// The action keys present, in declaration order of [`STEP_ACTIONS`].
@@ -415,6 +438,8 @@ impl Step {
             self.r#return.is_some(),
             self.exec.is_some(),
             self.pause.is_some(),
+            self.capacity.is_some(),
+            self.lose_fallback_node.is_some(),
         ];
         STEP_ACTIONS.iter().zip(present).filter(|(_, p)| *p).map(|(k, _)| *k).collect()
     }
@@ -439,6 +464,12 @@ pub struct DrainSpec {
     /// Also evict pods with emptyDir volumes (`kubectl drain --delete-emptydir-data`): their data is deleted.
     #[serde(default)]
     pub delete_empty_dir_data: bool,
+    /// Drain only this many of the on-prem nodes (the first by name): a partial loss. Not with `fraction`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u32>,
+    /// Drain only this share of the on-prem nodes, as a percentage (`50%`), rounded up to whole nodes, at least one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fraction: Option<String>,
 }
 
 // By hand rather than untagged, so a mistyped flag is reported at its key instead of as "no variant matched".
@@ -513,6 +544,13 @@ pub struct NodeFailureAction {
     /// Brings them back, the same way. Run by `restore: node-failure`, or by the abort (or `hybrid-drill recover`) of
     /// a drill stopped before it. Must be safe to run twice.
     pub recover: Vec<String>,
+    /// Fail only this many of the on-prem nodes (the first by name): a partial loss. Needs a node placeholder in the
+    /// hooks. Not with `fraction`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u32>,
+    /// Fail only this share of the on-prem nodes, as a percentage (`50%`), rounded up, at least one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fraction: Option<String>,
     /// Bound on each run of a hook. Default 2m.
     #[serde(default = "default_hook_timeout")]
     pub hook_timeout: HumanDuration,
@@ -520,6 +558,52 @@ pub struct NodeFailureAction {
     /// hook gets these, `PATH` and `HOME`, nothing else.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<String>,
+}
+
+/// Instance types that run out of capacity for the drill, through its hooks; no shell unless you name one.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CapacityFault {
+    /// The types that run out: a list (`[g6.12xlarge]`), or `all` for every type the fallback NodePool allows
+    /// (its `node.kubernetes.io/instance-type` requirement).
+    pub instance_types: InstanceTypes,
+    /// Takes the capacity away. With `{instanceType}` in an argument it runs once per type, all at once; otherwise
+    /// once for all (an FIS experiment, which covers zones rather than types). A non-zero exit fails the step.
+    pub remove: Vec<String>,
+    /// Gives it back, the same way. Run by `restore: capacity`, at the end of the run, or by the abort (or
+    /// `hybrid-drill recover`) of a drill stopped before it. Must be safe to run twice.
+    pub give_back: Vec<String>,
+    /// Bound on each run of a hook. Default 2m.
+    #[serde(default = "default_hook_timeout")]
+    pub hook_timeout: HumanDuration,
+    /// The environment variables the hooks are given from the tool's own, by name (a name not set is left out); the
+    /// hooks get these, `PATH` and `HOME`, nothing else.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+}
+
+/// The instance types a capacity fault takes away.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum InstanceTypes {
+    All(AllTypes),
+    Listed(Vec<String>),
+}
+
+/// Every instance type the fallback NodePool allows.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum AllTypes {
+    All,
+}
+
+/// How a fallback node is lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum LoseFallbackNode {
+    /// Delete its NodeClaim: Karpenter drains the node and terminates the instance, as after a Spot interruption
+    /// notice or a failed instance.
+    Delete,
 }
 
 fn default_hook_timeout() -> HumanDuration {

@@ -10,6 +10,7 @@ mod analyse;
 mod cost;
 mod definitions;
 mod eviction;
+pub mod fallback_faults;
 mod model;
 mod moments;
 mod provisioning;

@@ -85,6 +85,7 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         _ => None,
     });
     let outcome = outcome(observations, !analysis.objectives_missed.is_empty(), &rollback, &abort_reason);
+    let fallback_faults = crate::phases::fallback_faults::fallback_faults(observations, analysis_rto(&analysis.phases));
     Report {
         schema: REPORT_SCHEMA.into(),
         tool_version: meta.tool_version.clone(),
@@ -126,7 +127,12 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
             })
             .collect(),
         reclaim_blockers: super::blockers::reclaim_blockers(observations),
+        fallback_faults,
     }
+}
+
+fn analysis_rto(phases: &[crate::phases::Phase]) -> Option<f64> {
+    phases.iter().find(|p| p.name == crate::phases::PhaseId::Rto).and_then(|p| p.seconds)
 }
 
 impl IncidentFacts {
@@ -265,6 +271,9 @@ fn marker(event: &Event) -> Option<Marker> {
         | Event::GuardTripped { .. }
         | Event::Aborted { .. }
         | Event::HookRan { .. }
+        | Event::CapacityRemoved { .. }
+        | Event::PartialLoss { .. }
+        | Event::FallbackNodeLost { .. }
         | Event::PolicyApplied { .. } => Marker::Fault,
         Event::EvictionBlocked { .. } | Event::Evicted { .. } | Event::WorkloadsDisplaced { .. } => Marker::Eviction,
         Event::NodeClaimCreated { .. }

@@ -13,8 +13,8 @@ type Section = fn(&mut String, &Report) -> fmt::Result;
 pub fn render(report: &Report) -> String {
     let mut md = String::new();
     // Writing to a String cannot fail: each section returns fmt::Result only so that `?` can carry its writes.
-    let sections: [Section; 10] =
-        [head, phases, startup, fallback, overlap, autoscaler, steps, restore, milestones, events];
+    let sections: [Section; 11] =
+        [head, phases, startup, fallback, fallback_faults, overlap, autoscaler, steps, restore, milestones, events];
     let _ = sections.iter().try_for_each(|section| section(&mut md, report));
     md
 }
@@ -137,6 +137,18 @@ fn fallback(md: &mut String, report: &Report) -> fmt::Result {
         writeln!(md, "- No price given for: {}", f.unpriced_instance_types.join(", "))?;
     }
     legend_lines(md, &[Figure::FallbackHours, Figure::PeakGpus, Figure::Cost].map(legend::line))?;
+    Ok(())
+}
+
+/// The fallback's own failures and the partial loss, when the drill caused any.
+fn fallback_faults(md: &mut String, report: &Report) -> fmt::Result {
+    if report.fallback_faults.is_empty() {
+        return Ok(());
+    }
+    writeln!(md, "\n## Fallback under failure\n")?;
+    for line in report.fallback_faults.lines() {
+        writeln!(md, "- {line}")?;
+    }
     Ok(())
 }
 

@@ -4,6 +4,7 @@
 pub mod autoscaling;
 mod blockers;
 mod build;
+mod fallback_faults;
 pub mod fidelity;
 pub mod history;
 pub mod html;

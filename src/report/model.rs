@@ -139,6 +139,9 @@ pub struct Report {
     /// Why the fallback was not reclaimed, each reason as first seen; empty when nothing held it.
     #[serde(default)]
     pub reclaim_blockers: Vec<super::blockers::ReclaimBlocker>,
+    /// The fallback's own failures the drill caused (capacity, a lost node) and a partial on-prem loss.
+    #[serde(default, skip_serializing_if = "crate::phases::fallback_faults::FallbackFaults::is_empty")]
+    pub fallback_faults: crate::phases::fallback_faults::FallbackFaults,
 }
 
 impl Report {

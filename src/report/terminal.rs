@@ -60,6 +60,9 @@ pub fn render(report: &Report, run_dir: &str) -> String {
     if let Some(o) = &report.overlap {
         out.push_str(&format!("overlap (split brain): {}\n", super::overlap_sentence(o)));
     }
+    for line in report.fallback_faults.lines() {
+        out.push_str(&format!("fallback under failure: {line}\n"));
+    }
     if let Some(rb) = &report.rollback {
         for u in &rb.undone {
             out.push_str(&format!("restored: {u}\n"));

@@ -152,6 +152,20 @@ async fn reclaim_blockers(ctx: &StepContext<'_>, seen: &mut BTreeSet<Blocker>) -
     now
 }
 
+/// Why the fallback could not launch, when the drill took capacity away and every launch since was refused.
+fn capacity_cause(ctx: &StepContext<'_>, condition: WaitCondition) -> String {
+    let waits_on_launches = matches!(condition, WaitCondition::FallbackReady | WaitCondition::WorkloadRestored);
+    if !waits_on_launches || !ctx.drill.spec.steps.iter().any(|s| matches!(s.action, crate::drill::Action::Capacity(_)))
+    {
+        return String::new();
+    }
+    crate::phases::fallback_faults::fallback_faults(&ctx.timeline.observations(), None)
+        .capacity
+        .and_then(|c| c.cause)
+        .map(|cause| format!("; {cause}"))
+        .unwrap_or_default()
+}
+
 pub async fn wait_for(
     ctx: &mut StepContext<'_>,
     condition: WaitCondition,
@@ -194,9 +208,10 @@ pub async fn wait_for(
                 return Err(StepError::Timeout {
                     after: timeout,
                     detail: format!(
-                        "{condition} never held; last: {}{}",
+                        "{condition} never held; last: {}{}{}",
                         status(condition, &current),
-                        blocked_by(&blocked)
+                        blocked_by(&blocked),
+                        capacity_cause(ctx, condition)
                     ),
                 });
             }

@@ -209,6 +209,25 @@ pub enum Event {
     NodeClaimCreated {
         nodeclaim: String,
     },
+    /// A capacity fault took these instance types away (its hooks run right after).
+    CapacityRemoved {
+        step: String,
+        instance_types: Vec<String>,
+    },
+    /// The fault took only these of the `of` on-prem nodes: a partial loss; `lost` when they go NotReady (a node
+    /// failure) rather than stay Ready (a drain).
+    PartialLoss {
+        nodes: Vec<String>,
+        of: usize,
+        #[serde(default)]
+        lost: bool,
+    },
+    /// The drill deleted a fallback NodeClaim whose node ran `pods` workload pods.
+    FallbackNodeLost {
+        nodeclaim: String,
+        node: String,
+        pods: usize,
+    },
     NodeClaimCondition {
         nodeclaim: String,
         condition: ClaimCondition,
@@ -655,6 +674,13 @@ impl Event {
             }
             Event::NodeDeleted { node, .. } => format!("node {node} deleted"),
             Event::NodeClaimCreated { nodeclaim } => format!("NodeClaim {nodeclaim} created"),
+            Event::CapacityRemoved { instance_types, .. } => {
+                format!("capacity taken away: {}", instance_types.join(", "))
+            }
+            Event::PartialLoss { nodes, of, .. } => format!("partial loss: {} of {of} on-prem nodes", nodes.len()),
+            Event::FallbackNodeLost { nodeclaim, node, pods } => {
+                format!("fallback NodeClaim {nodeclaim} deleted (node {node}, {pods} workload pods)")
+            }
             Event::NodeClaimCondition { nodeclaim, condition, status } => {
                 format!("NodeClaim {nodeclaim} {condition}={status}")
             }

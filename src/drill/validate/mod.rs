@@ -1,8 +1,10 @@
 //! Raw drill to validated drill: checks what types can't say (versions, unique ids, one action per step, selectors,
 //! restart targets, phase names) and builds the `Drill` the rest of the crate sees, or every problem, located.
 //! This file holds the document and its `spec.cluster`; each other section of the drill file has its own file:
-//! `targets`, `notify` (notify and silences), `guards` (lock, guards and objectives) and `steps`.
+//! `targets`, `notify` (notify and silences), `guards` (lock, guards and objectives), `steps`, and `fallback_faults`
+//! (capacity faults and partial drains).
 
+mod fallback_faults;
 mod guards;
 mod notify;
 mod steps;

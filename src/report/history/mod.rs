@@ -1,6 +1,7 @@
 //! `hybrid-drill history`: every past run of each drill side by side (date, verdict, RTO and every phase), each
 //! figure's change against the previous run and against its objective, and regressions flagged.
 
+mod baseline;
 pub mod html;
 
 use std::fmt::Write;
@@ -35,6 +36,9 @@ pub struct DrillHistory {
     pub phases: Vec<PhaseColumn>,
     /// Oldest first.
     pub runs: Vec<RunRow>,
+    /// For a drill that fails the fallback too, the plain drain drill of the same cluster it is set against.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub against: Option<baseline::Baseline>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -143,11 +147,16 @@ pub fn build(runs: Runs) -> History {
         }
     }
     by_drill.sort_by(|a, b| a.0.cmp(&b.0));
+    for (_, runs) in &mut by_drill {
+        runs.sort_by_key(|(_, r)| r.started);
+    }
+    let latest: Vec<&Report> = by_drill.iter().filter_map(|(_, runs)| runs.last().map(|(_, r)| r)).collect();
     let drills = by_drill
-        .into_iter()
-        .map(|(drill, mut runs)| {
-            runs.sort_by_key(|(_, r)| r.started);
-            drill_history(drill, &runs)
+        .iter()
+        .map(|(drill, runs)| {
+            let mut history = drill_history(drill.clone(), runs);
+            history.against = runs.last().and_then(|(_, r)| baseline::baseline(r, &latest));
+            history
         })
         .collect();
     History { schema: HISTORY_SCHEMA, drills }
@@ -195,7 +204,7 @@ fn drill_history(drill: String, runs: &[(PathBuf, Report)]) -> DrillHistory {
             regressions,
         });
     }
-    DrillHistory { drill, phases, runs: rows }
+    DrillHistory { drill, phases, runs: rows, against: None }
 }
 
 fn change(phase: Option<&crate::phases::Phase>, previous: Option<f64>, kind: RunKind) -> Change {
@@ -351,6 +360,9 @@ pub fn render_text(h: &History) -> String {
             table.add_row(row);
         }
         let _ = writeln!(out, "{table}");
+        if let Some(b) = &d.against {
+            let _ = writeln!(out, "{}", b.sentence());
+        }
         let _ = writeln!(
             out,
             "regressions (>{:.0}% slower than the previous drill, or over objective; an incident against the latest drill):",
@@ -381,6 +393,9 @@ pub fn render_markdown(h: &History) -> String {
             let mut cells = vec![format!("{}<br>`{}`", date(&r.started), r.run_id), verdict_text(r)];
             cells.extend(r.phases.iter().map(|c| md_cell(&cell_lines(c).join("<br>"))));
             let _ = writeln!(out, "| {} |", cells.join(" | "));
+        }
+        if let Some(b) = &d.against {
+            let _ = writeln!(out, "\n{}", b.sentence());
         }
         let _ = writeln!(out, "\n### Regressions\n");
         regressions_list(&mut out, d, "- ");

@@ -11,7 +11,9 @@ use maud::html;
 use crate::report::Report;
 use crate::report::page::page;
 use chart::timeline;
-use sections::{autoscaler, events, fallback, header, overlap, phases, restore_and_warnings, startup, steps};
+use sections::{
+    autoscaler, events, fallback, fallback_faults, header, overlap, phases, restore_and_warnings, startup, steps,
+};
 
 pub fn render(report: &Report) -> String {
     let body = html! {
@@ -22,6 +24,7 @@ pub fn render(report: &Report) -> String {
         (steps(report))
         section { h2 { "Fidelity" } p { (report.fidelity) } }
         (fallback(report))
+        (fallback_faults(report))
         (overlap(report))
         (autoscaler(report))
         (restore_and_warnings(report))

@@ -236,6 +236,18 @@ pub(super) fn fallback(report: &Report) -> Markup {
     }
 }
 
+pub(super) fn fallback_faults(report: &Report) -> Markup {
+    if report.fallback_faults.is_empty() {
+        return html! {};
+    }
+    html! {
+        section id="fallback-faults" {
+            h2 { "Fallback under failure" }
+            ul { @for line in report.fallback_faults.lines() { li { (line) } } }
+        }
+    }
+}
+
 pub(super) fn overlap(report: &Report) -> Markup {
     let Some(o) = &report.overlap else {
         return html! {};
