@@ -32,6 +32,9 @@ pub enum Notice {
         rto_objective_seconds: Option<f64>,
         objectives_missed: Vec<PhaseId>,
         report: String,
+        /// What was still different from before the fault at the end (report.json's `leftovers`), one line each.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        leftovers: Vec<String>,
     },
 }
 
@@ -51,6 +54,7 @@ pub fn end_notices(report: &Report, report_path: &str) -> Vec<Notice> {
         rto_objective_seconds: rto.and_then(|p| p.objective_seconds),
         objectives_missed: report.objectives_missed.clone(),
         report: report_path.into(),
+        leftovers: report.leftovers.iter().map(|l| l.line()).collect(),
     };
     missed.chain(std::iter::once(end)).collect()
 }
@@ -99,7 +103,15 @@ pub fn text(drill: &str, run_id: &str, notice: &Notice) -> String {
         Notice::Aborted { reason } => {
             format!("hybrid-drill: drill {drill} ABORTED: {}; restoring the cluster (run {run_id})", escape(reason))
         }
-        Notice::Finished { outcome, exit_code, rto_seconds, rto_objective_seconds, objectives_missed, report } => {
+        Notice::Finished {
+            outcome,
+            exit_code,
+            rto_seconds,
+            rto_objective_seconds,
+            objectives_missed,
+            report,
+            leftovers,
+        } => {
             let objective = rto_objective_seconds.map(|s| format!(" (objective {})", human_seconds(s)));
             let missed = if objectives_missed.is_empty() {
                 String::new()
@@ -107,8 +119,10 @@ pub fn text(drill: &str, run_id: &str, notice: &Notice) -> String {
                 let names: Vec<&str> = objectives_missed.iter().map(|p| p.as_str()).collect();
                 format!("; missed: {}", names.join(", "))
             };
+            let left =
+                if leftovers.is_empty() { String::new() } else { format!("; {}", escape(&leftovers.join("; "))) };
             format!(
-                "hybrid-drill: drill {drill} finished: {} (exit {exit_code}); RTO {}{}{missed}; report {} (run {run_id})",
+                "hybrid-drill: drill {drill} finished: {} (exit {exit_code}); RTO {}{}{missed}{left}; report {} (run {run_id})",
                 outcome.as_str(),
                 figure(*rto_seconds),
                 objective.unwrap_or_default(),
@@ -211,6 +225,7 @@ mod tests {
             rto_objective_seconds: Some(900.0),
             objectives_missed: vec![PhaseId::Reclaim],
             report: "reports/d/1/report.md".into(),
+            leftovers: vec![],
         };
         let event = body(NotifyFormat::Json, "d", "d-1", at(), &end);
         assert_eq!(event["event"], "finished");
@@ -243,6 +258,7 @@ mod tests {
             rto_objective_seconds: Some(900.0),
             objectives_missed: vec![],
             report: "reports/d/1/report.md".into(),
+            leftovers: vec![],
         };
         assert_eq!(
             text("d", "r-1", &end),

@@ -12,6 +12,7 @@ use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 
 use crate::cluster::autoscaler::{self, WorkloadScale};
+use crate::cluster::collateral::{self, BlastGroup};
 use crate::cluster::drain_selection::{self, DrainFlags, DrainPod, DrainSelection, displaced};
 use crate::cluster::karpenter::{GPU_RESOURCE, NodePool};
 use crate::cluster::marks::CUT_LABEL;
@@ -102,6 +103,8 @@ pub struct Plan {
     pub pods_protected: Vec<PodTarget>,
     /// For any fault: the GPU pods it would move to the fallback, the workload's and every other's.
     pub displaced_gpu_pods: Vec<PodTarget>,
+    /// For any fault: every workload it displaces, by owner, and the NodePools each may land on.
+    pub blast_radius: Vec<BlastGroup>,
     pub max_fallback_gpus: Option<u64>,
     pub budgets: Vec<BudgetState>,
     pub workload_pods: usize,
@@ -131,7 +134,7 @@ pub async fn resolve_for(cluster: &Cluster, drill: &Drill, scope: access::Scope)
     // First: a grant the run lacks is named with its rule, rather than found by the read or change it refuses.
     access::check(&cluster.client, &cluster.context, drill, scope).await?;
     let targets = &drill.spec.targets;
-    let (pool_gpu_limit, pool_shapes) = fallback_pools(cluster, drill).await?;
+    let (pool_gpu_limit, pool_shapes, all_pools) = fallback_pools(cluster, drill).await?;
     let (on_prem_nodes, cordoned_already) = on_prem_nodes(cluster, drill).await?;
     let pods = workload_pods(cluster, drill).await?;
     check_restart_targets(cluster, drill).await?;
@@ -171,6 +174,15 @@ pub async fn resolve_for(cluster: &Cluster, drill: &Drill, scope: access::Scope)
     } else {
         Vec::new()
     };
+    let blast_radius = if drill.spec.steps.iter().any(|s| s.action.is_fault()) {
+        let pods: Vec<Pod> = displaced(&pods_by_node, protected).into_iter().map(|p| p.pod).collect();
+        collateral::blast_radius(&pods, &all_pools)
+    } else {
+        Vec::new()
+    };
+    if scope == access::Scope::Run {
+        check_collateral_restarts(cluster, drill, &pods, &blast_radius).await?;
+    }
     let budgets = budgets_of(cluster, &pods_to_evict).await?;
     let scale = autoscaler::read(&cluster.client, &targets.workload.namespace, &pods)
         .await
@@ -181,6 +193,7 @@ pub async fn resolve_for(cluster: &Cluster, drill: &Drill, scope: access::Scope)
         pods_to_evict,
         pods_protected,
         displaced_gpu_pods,
+        blast_radius,
         max_fallback_gpus: drill.spec.guards.max_fallback_gpus,
         budgets,
         workload_pods: pods.len(),
@@ -195,7 +208,10 @@ pub async fn resolve_for(cluster: &Cluster, drill: &Drill, scope: access::Scope)
 
 /// Every fallback NodePool must exist (and Karpenter's CRDs with them); their GPU limits added up, if each has one
 /// (a pool without a limit takes whatever the others leave), and the nodes each would create.
-async fn fallback_pools(cluster: &Cluster, drill: &Drill) -> Result<(Option<i64>, Vec<NodeShape>), PlanError> {
+async fn fallback_pools(
+    cluster: &Cluster,
+    drill: &Drill,
+) -> Result<(Option<i64>, Vec<NodeShape>, Vec<NodePool>), PlanError> {
     let pools: Api<NodePool> = Api::all(cluster.client.clone());
     let pool_list = match pools.list(&ListParams::default()).await {
         Ok(l) => l,
@@ -218,7 +234,7 @@ async fn fallback_pools(cluster: &Cluster, drill: &Drill) -> Result<(Option<i64>
         limit = limit.zip(own).map(|(a, b)| a + b);
         shapes.push(NodeShape::of_pool(pool));
     }
-    Ok((limit, shapes))
+    Ok((limit, shapes, pool_list.items))
 }
 
 /// The on-prem nodes the selector matches (at least one, at most `guards.maxNodes`), and those already cordoned.
@@ -287,6 +303,28 @@ async fn check_restart_targets(cluster: &Cluster, drill: &Drill) -> Result<(), P
         }
     }
     Ok(())
+}
+
+/// The return restarts each other displaced workload it finds on capacity the drill created: a grant missing for one
+/// would fail the return half-way, after the fault. Those whose pods may land on some NodePool are asked about now;
+/// the refusal names the rule, and `spec.collateral.leave` is the other way out.
+async fn check_collateral_restarts(
+    cluster: &Cluster,
+    drill: &Drill,
+    drilled: &[Pod],
+    blast_radius: &[BlastGroup],
+) -> Result<(), PlanError> {
+    if !drill.spec.steps.iter().any(|s| matches!(s.action, Action::Return(_))) {
+        return Ok(());
+    }
+    let drilled: BTreeSet<String> = collateral::blast_radius(drilled, &[]).into_iter().map(|g| g.workload).collect();
+    let needs: Vec<access::Need> = blast_radius
+        .iter()
+        .filter(|g| !g.lands.is_empty() && !drilled.contains(&g.workload))
+        .filter(|g| !drill.spec.collateral_leave.contains(&g.workload))
+        .filter_map(|g| access::collateral_restart(&g.kind, &g.workload))
+        .collect();
+    Ok(access::check_needs(&cluster.client, &cluster.context, &needs).await?)
 }
 
 /// A host cut needs its CNI's policy CRD, its host firewall on, `allowCidrs` clear of the API server and its
@@ -488,6 +526,18 @@ will abort the drill once the fallback holds them; raise the ceiling or move tho
         })
     }
 
+    /// Every workload the fault displaces, by owner, with where each can land; empty when it displaces none.
+    fn blast_radius_lines(&self) -> String {
+        if self.blast_radius.is_empty() {
+            return String::new();
+        }
+        let mut out = String::from("  workloads the fault displaces, and where each can land:\n");
+        for group in &self.blast_radius {
+            out.push_str(&format!("    {group}\n"));
+        }
+        out
+    }
+
     /// The blast radius, in the order the drill would act.
     pub fn describe(&self, drill: &Drill) -> String {
         let mut out = String::new();
@@ -532,6 +582,7 @@ will abort the drill once the fallback holds them; raise the ceiling or move tho
             };
             out.push_str(&format!("  GPUs moving to the fallback: {gpus} ({pods}){over}\n"));
         }
+        out.push_str(&self.blast_radius_lines());
         if let Some(warning) = self.gpu_ceiling_warning() {
             out.push_str(&format!("  WARNING: {warning}\n"));
         }

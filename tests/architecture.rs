@@ -1,5 +1,5 @@
 //! The shape of the source tree, read from `src/` itself: the files import one another without a circle, and the
-//! modules in the layers README.md's Architecture section draws.
+//! modules in the layers docs/development.md's Architecture section draws.
 //!
 //! A circle means no file in it can be understood, tested or moved without all the others, and it is how a lower
 //! layer (the drill file, the domain) quietly comes to depend on an upper one (the notifier, the report). The graph is
@@ -472,10 +472,10 @@ fn the_reader_finds_a_circle_and_follows_reexports() {
     assert_eq!(tree.name(&names(&["a", "inner"])), "src/a/inner.rs");
 }
 
-/// The layers README.md's Architecture section draws, lowest first: each line's module names.
+/// The layers docs/development.md's Architecture section draws, lowest first: each line's module names.
 fn drawn_layers() -> Vec<Vec<String>> {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let section = &readme[readme.find("## Architecture").expect("README has an Architecture section")..];
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/development.md")).unwrap();
+    let section = &readme[readme.find("## Architecture").expect("docs/development.md has an Architecture section")..];
     let block = section.split("```text\n").nth(1).expect("the Architecture section draws its layers in a text block");
     let block = &block[..block.find("```").unwrap()];
     let mut layers: Vec<Vec<String>> = block
@@ -494,7 +494,7 @@ fn the_readme_draws_the_layers_as_they_are() {
         layers.iter().enumerate().flat_map(|(i, names)| names.iter().map(move |n| (n.as_str(), i))).collect();
     let modules: BTreeSet<&str> = tree.modules.keys().filter_map(|m| m.first()).map(String::as_str).collect();
     let drawn: BTreeSet<&str> = layer_of.keys().copied().collect();
-    assert_eq!(drawn, modules, "README's layers name each top-level module of src/ once");
+    assert_eq!(drawn, modules, "docs/development.md's layers name each top-level module of src/ once");
     let mut wrong = vec![];
     for (from, imports) in tree.edges() {
         let Some(top) = from.first() else { continue };
@@ -505,7 +505,11 @@ fn the_readme_draws_the_layers_as_they_are() {
             }
         }
     }
-    assert!(wrong.is_empty(), "README.md's Architecture section draws the layers otherwise:\n{}", wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "docs/development.md's Architecture section draws the layers otherwise:\n{}",
+        wrong.join("\n")
+    );
 }
 
 /// The longest a function may be without a comment above it saying why (a line starting `// Long:`).

@@ -29,11 +29,7 @@ fn dead_kubeconfig(dir: &Path) -> PathBuf {
 }
 
 fn drain_with(from: &str, to: &str, dir: &Path) -> PathBuf {
-    let source = std::fs::read_to_string(repo().join("drills/drain.yaml")).unwrap();
-    assert!(source.contains(from), "drills/drain.yaml no longer contains {from:?}");
-    let path = dir.join("drill.yaml");
-    std::fs::write(&path, source.replacen(from, to, 1)).unwrap();
-    path
+    drain_edited(&[(from, to)], dir)
 }
 
 fn line_of(path: &Path, needle: &str) -> usize {
@@ -189,7 +185,7 @@ fn help_teaches_with_examples_and_exit_codes() {
     let out = bin().arg("--help").output().unwrap();
     let (stdout, _) = text(&out);
     assert!(stdout.contains("hybrid-drill run drills/drain.yaml"), "{stdout}");
-    assert!(stdout.contains("4  restore failed"), "{stdout}");
+    assert!(stdout.contains("4  restore incomplete"), "{stdout}");
 }
 
 #[test]
@@ -347,4 +343,147 @@ fn watch_refuses_a_share_of_replicas_it_cannot_judge_before_contacting_the_clust
     assert!(stderr.contains("readyPods `75%` is a share"), "{stderr}");
     assert!(stderr.contains("readyPods: 4"), "{stderr}");
     assert!(!stderr.contains("reach"), "{stderr}");
+}
+
+/// drills/drain.yaml with several edits, each of which must still apply.
+fn drain_edited(edits: &[(&str, &str)], dir: &Path) -> PathBuf {
+    let mut source = std::fs::read_to_string(repo().join("drills/drain.yaml")).unwrap();
+    for (from, to) in edits {
+        assert!(source.contains(from), "drills/drain.yaml no longer contains {from:?}");
+        source = source.replacen(from, to, 1);
+    }
+    let path = dir.join("drill.yaml");
+    std::fs::write(&path, source).unwrap();
+    path
+}
+
+fn validate(file: &Path, extra: &[&str]) -> (Option<i32>, String, String) {
+    let out = bin().arg("validate").args(extra).arg(file).output().unwrap();
+    let (stdout, stderr) = text(&out);
+    (out.status.code(), stdout, stderr)
+}
+
+#[test]
+fn durations_outside_the_one_grammar_are_refused_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    for wrong in ["15M", "1.5h", "100y", "15 minutes", "900"] {
+        let file = drain_with("rto: 15m", &format!("rto: {wrong}"), dir.path());
+        let line = line_of(&file, "rto: ");
+        let (code, _, stderr) = validate(&file, &[]);
+        assert_eq!(code, Some(2), "{wrong}: {stderr}");
+        assert!(stderr.contains(&format!("error: `{wrong}` is not a duration")), "{wrong}: {stderr}");
+        assert!(stderr.contains(&format!("--> {}:{line}:10", file.display())), "{wrong}: {stderr}");
+        assert!(stderr.contains("help: write a duration such as 10m, 90s or 1h30m"), "{wrong}: {stderr}");
+    }
+    for right in ["15m", "1h30m", "1h 30m", "900s"] {
+        let file = drain_with("rto: 15m", &format!("rto: {right}"), dir.path());
+        assert_eq!(validate(&file, &[]).0, Some(0), "{right}");
+    }
+    // A flag's duration is the same grammar, refused before anything runs.
+    let out = bin().args(["watch", "--episode-limit", "15M"]).arg(repo().join("drills/drain.yaml")).output().unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("`15M` is not a duration") && stderr.contains("write a duration such as 10m"), "{stderr}");
+}
+
+#[test]
+fn mistakes_of_every_kind_are_reported_at_once_in_line_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = drain_edited(
+        &[
+            ("drain: {nodes: onPrem", "drian: {nodes: onPrem"),
+            ("maxNodes: 4 ", "maxNodes: four "),
+            ("rto: 15m", "rto: 15M"),
+            ("name: onprem-gpu-drain", "name: Onprem_GPU"),
+        ],
+        dir.path(),
+    );
+    let (code, stdout, stderr) = validate(&file, &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    let expected = [
+        (line_of(&file, "name: Onprem_GPU"), 9, "invalid drill name `Onprem_GPU`"),
+        (line_of(&file, "rto: 15M"), 10, "`15M` is not a duration"),
+        (line_of(&file, "maxNodes: four"), 15, "`maxNodes` must be a whole number (0 or more), not `four`"),
+        (line_of(&file, "drian:"), 7, "unknown key `drian` in `spec.steps[2]`"),
+    ];
+    let mut last = None;
+    for (line, column, message) in expected {
+        let at = stderr.find(&format!("error: {message}")).unwrap_or_else(|| panic!("no {message:?} in:\n{stderr}"));
+        let located = stderr[at..].find(&format!("--> {}:{line}:{column}", file.display()));
+        assert!(
+            located.is_some_and(|l| !stderr[at..at + l].contains("\nerror")),
+            "{message} not at {line}:{column}:\n{stderr}"
+        );
+        assert!(last.is_none_or(|l| at > l), "{message} out of line order:\n{stderr}");
+        last = Some(at);
+    }
+    assert!(stderr.contains("error: 4 errors in"), "{stderr}");
+}
+
+#[test]
+fn a_tab_and_an_unclosed_bracket_are_located_on_their_own_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = drain_with("    rto: 15m", "\trto: 15m", dir.path());
+    let line = line_of(&file, "\trto: 15m");
+    let (code, _, stderr) = validate(&file, &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains(&format!("--> {}:{line}:1", file.display())), "{stderr}");
+    assert!(stderr.contains("help: replace the tab with spaces"), "{stderr}");
+
+    let file = drain_with("rto: 15m", "rto: [15m", dir.path());
+    let line = line_of(&file, "rto: [15m");
+    let (code, _, stderr) = validate(&file, &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("error: invalid YAML: `[` is never closed"), "{stderr}");
+    assert!(stderr.contains(&format!("--> {}:{line}:10", file.display())), "{stderr}");
+}
+
+#[test]
+fn an_objective_no_step_measures_is_warned_or_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    // Without the step that waits for the fallback to empty, the run may end before reclaim does.
+    let file = drain_with("    - id: reclaim\n      waitFor: fallback-empty\n      timeout: 30m\n", "", dir.path());
+    let (code, stdout, stderr) = validate(&file, &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("is a valid drill"), "{stdout}");
+    assert!(stderr.contains("warning: the `reclaim` objective may not be measured"), "{stderr}");
+    let line = line_of(&file, "reclaim: 20m");
+    assert!(stderr.contains(&format!("--> {}:{line}:16", file.display())), "{stderr}");
+    assert!(stderr.contains("waitFor: fallback-empty"), "{stderr}");
+
+    // A drain never makes a node NotReady: detection can never be measured.
+    let file = drain_with("      provisioning: 8m\n", "      provisioning: 8m\n      detection: 1m\n", dir.path());
+    let (code, _, stderr) = validate(&file, &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("error: the `detection` objective can never be measured"), "{stderr}");
+    assert!(stderr.contains(&format!("--> {}:{}:18", file.display(), line_of(&file, "detection: 1m"))), "{stderr}");
+}
+
+#[test]
+fn a_deadline_shorter_than_a_step_timeout_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = drain_with("deadline: 45m", "deadline: 1m", dir.path());
+    let (code, _, stderr) = validate(&file, &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("error: the drill's deadline (1m) is shorter than step `reclaim`'s timeout (30m)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&format!("--> {}:{}:15", file.display(), line_of(&file, "deadline: 1m"))), "{stderr}");
+}
+
+#[test]
+fn validate_with_a_context_checks_the_drills_cluster() {
+    let drill = repo().join("drills/drain.yaml");
+    let (code, _, stderr) = validate(&drill, &["--context", "prod-eks"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("error: this drill is for context `hybrid-lab`, not `prod-eks` (--context)"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("--> {}:{}:14", drill.display(), line_of(&drill, "context: hybrid-lab"))),
+        "{stderr}"
+    );
+    let (code, stdout, stderr) = validate(&drill, &["--context", "hybrid-lab"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("is a valid drill"), "{stdout}");
 }

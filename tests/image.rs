@@ -32,7 +32,7 @@ fn the_build_context_holds_what_the_containerfile_copies_and_nothing_else() {
             words[..words.len() - 1].to_vec()
         })
         .collect();
-    assert_eq!(copied, ["Cargo.toml", "Cargo.lock", "src"]);
+    assert_eq!(copied, ["Cargo.toml", "Cargo.lock", "src", "build.rs"]);
     for path in copied {
         assert!(in_context(&ignore, path), "{path} is copied but .containerignore leaves it out");
     }

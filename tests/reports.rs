@@ -41,9 +41,9 @@ fn rendered(format: &str, file: &str) -> (tempfile::TempDir, PathBuf) {
 }
 
 fn report(run: &Path, format: &str) -> String {
-    let out = bin().arg("report").arg(run).args(["--format", format]).output().unwrap();
+    let out = bin().arg("report").arg(run).args(["--output", format]).output().unwrap();
     let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "report --format {format}: {stderr}");
+    assert_eq!(out.status.code(), Some(0), "report --output {format}: {stderr}");
     stdout
 }
 
@@ -160,18 +160,20 @@ fn history_shows_a_row_per_run_with_changes_and_regressions() {
     let out = bin().arg("history").arg(reports.path()).output().unwrap();
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(stdout.contains("onprem-gpu-drain: 3 runs"), "{stdout}");
+    assert!(stdout.contains("onprem-gpu-drain · drills/drain.yaml · context hybrid-lab: 3 runs"), "{stdout}");
     for day in ["2026-01-05 09:30", "2026-04-05 09:30", "2026-07-05 09:30"] {
         assert_eq!(stdout.lines().filter(|l| l.starts_with(&format!("│ {day}"))).count(), 1, "{day}:\n{stdout}");
     }
+    // The text view wraps at 80 columns: the sentence is read with its line breaks undone.
+    let unwrapped = stdout.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        stdout.contains(
+        unwrapped.contains(
             "provisioning: over its objective of 5.0s by 4.0s; 50% slower than the previous run (6.0s → 9.0s)"
         ),
         "{stdout}"
     );
 
-    let out = bin().arg("history").arg(reports.path()).args(["--format", "json"]).output().unwrap();
+    let out = bin().arg("history").arg(reports.path()).args(["--output", "json"]).output().unwrap();
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
     let runs = json["drills"][0]["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 3);
@@ -183,7 +185,7 @@ fn history_shows_a_row_per_run_with_changes_and_regressions() {
     let md = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"))
         .arg("history")
         .arg(reports.path())
-        .args(["--format", "md"])
+        .args(["--output", "md"])
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&md.stdout).lines().filter(|l| l.starts_with("| 2026-")).count(), 3);
@@ -193,7 +195,7 @@ fn history_shows_a_row_per_run_with_changes_and_regressions() {
 fn history_html_draws_each_phase_trend_in_chromium() {
     let reports = tempfile::tempdir().unwrap();
     three_runs(reports.path());
-    let out = bin().arg("history").arg(reports.path()).args(["--format", "html"]).output().unwrap();
+    let out = bin().arg("history").arg(reports.path()).args(["--output", "html"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     let page = reports.path().join("history.html");
     std::fs::write(&page, &out.stdout).unwrap();
@@ -226,7 +228,8 @@ fn unreadable_input_is_one_line_and_exit_2() {
     let out = bin().arg("history").arg(dir.path()).output().unwrap();
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(stdout.contains("onprem-gpu-drain: 1 runs") && stderr.contains("warning: skipped: "), "{stderr}");
+    assert!(stdout.contains("onprem-gpu-drain · drills/drain.yaml · context hybrid-lab: 1 run\n"), "{stdout}");
+    assert!(stderr.contains("warning: skipped: "), "{stderr}");
 }
 
 /// A stand-in Pushgateway: accepts one request, answers `status`, and hands back what it received.
@@ -270,7 +273,7 @@ fn report_pushes_the_metrics_to_a_pushgateway() {
     let dir = tempfile::tempdir().unwrap();
     let run = write_run(dir.path(), "1", &fixture());
     let (url, received) = pushgateway("200 OK");
-    let out = bin().arg("report").arg(&run).args(["--format", "json", "--pushgateway", &url]).output().unwrap();
+    let out = bin().arg("report").arg(&run).args(["--output", "json", "--pushgateway", &url]).output().unwrap();
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let request = received.join().unwrap();
@@ -389,4 +392,262 @@ showed their first write at 18:00:00.272, +0.262 s"
     let (code, out) = fidelity(&run, &audit);
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains("fault injected (t0): no audit event made it true"), "{out}");
+}
+
+/// `evidence` over recorded runs, no cluster: each drill and incident of the period listed, those outside it not,
+/// runs without a manifest said to be unverified, and the controls worded as support.
+#[test]
+fn evidence_bundles_the_runs_of_a_period_and_says_what_it_could_not_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let reports = dir.path().join("reports");
+    let mut incident: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo().join("tests/fixtures/incident/report.json")).unwrap())
+            .unwrap();
+    write_run(&reports, "20260105T093000Z", &fixture());
+    write_run(&reports, "20260412T031500Z", &incident);
+    incident["run_id"] = "onprem-gpu-drain-20250412t031500z".into();
+    incident["started"] = "2025-04-12T03:15:00Z".into();
+    write_run(&reports, "20250412T031500Z", &incident);
+    let out_dir = dir.path().join("bundle");
+    let out = bin()
+        .arg("evidence")
+        .arg(&reports)
+        .args(["--since", "2026-01-01", "--until", "2026-12-31", "--out"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let index = std::fs::read_to_string(out_dir.join("index.md")).unwrap();
+    assert!(index.contains("1 drill and 1 incident;"), "{index}");
+    assert!(index.contains("onprem-gpu-drain-20260412t031500z") && !index.contains("20250412"), "{index}");
+    assert!(index.contains("no manifest checked: cannot read"), "{index}");
+    assert!(index.contains("| provisioning <= 5.0s | 6.0s |") || index.contains("provisioning <= 5.0s"), "{index}");
+    assert!(index.contains("not a certification"), "{index}");
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(out_dir.join("evidence.json")).unwrap()).unwrap();
+    assert_eq!(json["runs"].as_array().unwrap().len(), 2);
+    assert!(out_dir.join("runs/onprem-gpu-drain/20260105T093000Z/report.json").is_file());
+    // A second bundle into the same directory is refused rather than mixed with the first.
+    let again =
+        bin().arg("evidence").arg(&reports).args(["--since", "2026-01-01", "--out"]).arg(&out_dir).output().unwrap();
+    assert_eq!(again.status.code(), Some(2), "{}", text(&again).1);
+}
+
+/// The recorded run (tests/fixtures/run) with `edit` applied to its timeline's lines, as a run directory.
+fn recorded_run_with(reports: &Path, stamp: &str, edit: impl FnOnce(Vec<String>) -> Vec<String>) -> PathBuf {
+    let run = reports.join("onprem-gpu-drain").join(stamp);
+    std::fs::create_dir_all(&run).unwrap();
+    for name in ["drill.yaml", "report.json"] {
+        std::fs::copy(repo().join("tests/fixtures/run").join(name), run.join(name)).unwrap();
+    }
+    let lines: Vec<String> = std::fs::read_to_string(repo().join("tests/fixtures/run/timeline.jsonl"))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    std::fs::write(run.join("timeline.jsonl"), edit(lines).join("\n") + "\n").unwrap();
+    run
+}
+
+#[test]
+fn the_report_opens_with_the_verdict_and_what_qualifies_it() {
+    let reports = tempfile::tempdir().unwrap();
+    let run = recorded_run(reports.path());
+    let md = report(&run, "md");
+    // What comes before the run's facts (the first table) is the head.
+    let head = &md[..md.find("\n| | |").unwrap()];
+    // The verdict, then each missed objective by name with its figures, the service level and the warning.
+    assert!(head.contains("**Verdict: objective missed**"), "{md}");
+    assert!(head.contains("- **OBJECTIVE MISSED**: provisioning: 6.0s against its objective of 5.0s"), "{head}");
+    assert!(head.contains("- **OBJECTIVE MISSED**: reclaim: 18.5s against its objective of 10.0s"), "{head}");
+    assert!(head.contains("- service: during the fault: no pod Ready (down; 1 needed), below target for"), "{head}");
+    assert!(head.contains("- warning: this ran against the lab"), "{head}");
+    // A short legend in plain words comes before the tables; the clocks and bounds close the report.
+    let legend = md.find("## Legend").unwrap();
+    assert!(legend < md.find("## Phases").unwrap());
+    assert!(md.find("## How each figure is measured").unwrap() > md.find("## Notable events").unwrap());
+    assert_eq!(md.matches("Clocks and bounds").count(), 0, "{md}");
+    // The phases inside the RTO add up to more than it: the report says why.
+    assert!(md.contains("add up to 12.2s against the RTO's 11.6s: eviction and pending ran at the same time"), "{md}");
+    let json: Value = serde_json::from_str(&report(&run, "json")).unwrap();
+    assert_eq!(json["headline"][0]["kind"], "missed-objective");
+    assert_eq!(json["service_level"]["fault"]["lowest_ready"], 0);
+    // The HTML page puts them right under the verdict, before the chart.
+    let html = report(&run, "html");
+    let qualifiers = html.find(r#"id="qualifiers""#).unwrap();
+    assert!(qualifiers < html.find(r#"<svg id="gantt""#).unwrap());
+    assert!(html[qualifiers..].contains("this ran against the lab"));
+    assert!((qualifiers as f64) < html.len() as f64 * 0.2, "qualifiers at {qualifiers} of {}", html.len());
+}
+
+#[test]
+fn repeated_events_are_folded_with_their_count_and_span() {
+    let reports = tempfile::tempdir().unwrap();
+    let run = recorded_run_with(reports.path(), "1", |mut lines| {
+        // 81 refusals by the budget, every 2 s from +0.6 s, as a drain retries a blocked eviction.
+        let blocked = (0..81).map(|i| {
+            let t = 600 + 2000 * i;
+            serde_json::json!({"seq": 1000 + i, "t_ms": t,
+                "received": format!("2026-01-05T09:{:02}:{:02}.{:03}Z", 30 + (t / 1000) / 60, (t / 1000) % 60, t % 1000),
+                "type": "eviction-blocked", "pod": "inference/llm-old", "pdb": "llm",
+                "message": "Cannot evict pod as it would violate the pod's disruption budget."})
+            .to_string()
+        });
+        lines.splice(4..4, blocked);
+        lines
+    });
+    let md = report(&run, "md");
+    let rows: Vec<&str> = md.lines().filter(|l| l.contains("blocked by PodDisruptionBudget llm")).collect();
+    assert_eq!(rows.len(), 1, "{md}");
+    assert!(rows[0].contains("×81, 09:30:00–09:32:40 (+0.6s to +2m 40.6s)"), "{}", rows[0]);
+    let html = report(&run, "html");
+    assert_eq!(html.matches("blocked by PodDisruptionBudget llm ×81").count(), 1);
+}
+
+/// A run killed before its end: the timeline stops at the provisioning, the journal holds a cordon never undone.
+fn crashed_run(reports: &Path) -> PathBuf {
+    let run = recorded_run_with(reports, "20260106T093000Z", |mut lines| {
+        lines.truncate(16);
+        lines.iter().map(|l| l.replace("2026-01-05T", "2026-01-06T")).collect()
+    });
+    std::fs::remove_file(run.join("report.json")).unwrap();
+    let cordon = |state: &str| {
+        serde_json::json!({"seq": 1, "at": "2026-01-06T09:30:00.600Z", "state": state, "action": "cordon",
+                           "node": "h1", "was_unschedulable": false})
+        .to_string()
+    };
+    std::fs::write(run.join("journal.jsonl"), format!("{}\n{}\n", cordon("intent"), cordon("done"))).unwrap();
+    run
+}
+
+#[test]
+fn a_crashed_run_gets_a_report_marked_as_such_and_is_listed_by_history() {
+    let reports = tempfile::tempdir().unwrap();
+    recorded_run(reports.path());
+    let crashed = crashed_run(reports.path());
+    let md = report(&crashed, "md");
+    assert!(md.contains("**Verdict: crashed: incomplete**"), "{md}");
+    assert!(md.contains("- **CRASHED: incomplete**: the run stopped without finishing"), "{md}");
+    assert!(md.contains("- **LEFT IN THE CLUSTER**: journalled and never undone: cordon node/h1"), "{md}");
+    let json: Value = serde_json::from_str(&report(&crashed, "json")).unwrap();
+    assert_eq!(json["outcome"], "restore-failed");
+    assert_eq!(json["crashed"]["outstanding"][0], "cordon node/h1");
+    let out = bin().arg("history").arg(reports.path()).env("COLUMNS", "80").output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains(": 2 runs"), "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l.starts_with("│ 2026-01-06 09:30") && l.contains("crashed: incomplete")),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn history_fits_80_columns_and_says_small_changes_in_seconds() {
+    let reports = tempfile::tempdir().unwrap();
+    three_runs(reports.path());
+    // A phase of 0.0s then 1.0s: one second more, not +101700%.
+    for (stamp, seconds) in [("20261001T093000Z", 0.0), ("20261002T093000Z", 1.0)] {
+        let mut r = fixture();
+        r["started"] = format!("2026-10-{}T09:30:00Z", &stamp[6..8]).into();
+        for p in r["phases"].as_array_mut().unwrap() {
+            if p["name"] == "scheduling" {
+                p["seconds"] = seconds.into();
+            }
+        }
+        write_run(reports.path(), stamp, &r);
+    }
+    let out = bin().arg("history").arg(reports.path()).env("COLUMNS", "80").output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    for line in stdout.lines() {
+        assert!(line.chars().count() <= 80, "{} columns: {line}\n{stdout}", line.chars().count());
+    }
+    let scheduling = stdout.lines().find(|l| l.starts_with("│ scheduling")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(scheduling.contains("+1.0s") && !scheduling.contains('%'), "{scheduling}");
+    assert!(!stdout.contains("101700"), "{stdout}");
+}
+
+#[test]
+fn history_series_split_by_drill_file_and_profile_and_mark_a_changed_file() {
+    let reports = tempfile::tempdir().unwrap();
+    three_runs(reports.path());
+    // The same drill from another file, and a run on the realistic profile: two more series.
+    let mut other_file = fixture();
+    other_file["drill"]["file"] = "drills/drain-copy.yaml".into();
+    write_run(reports.path(), "other-file", &other_file);
+    let realistic = write_run(reports.path(), "realistic", &fixture());
+    std::fs::write(
+        realistic.join("cluster.json"),
+        r#"{"context": "hybrid-lab", "server": "https://127.0.0.1:26443/", "kube_system_uid": "u", "profile": "realistic"}"#,
+    )
+    .unwrap();
+    // The third quarterly run's drill file was edited.
+    let third = reports.path().join("onprem-gpu-drain/20260705T093000Z2/report.json");
+    let mut r: Value = serde_json::from_str(&std::fs::read_to_string(&third).unwrap()).unwrap();
+    r["drill"]["source"] = format!("{}# tuned\n", r["drill"]["source"].as_str().unwrap()).into();
+    std::fs::write(&third, r.to_string()).unwrap();
+    let out = bin().arg("history").arg(reports.path()).env("COLUMNS", "100").output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("onprem-gpu-drain · drills/drain.yaml · context hybrid-lab: 3 runs"), "{stdout}");
+    assert!(stdout.contains("onprem-gpu-drain · drills/drain-copy.yaml · context hybrid-lab: 1 run\n"), "{stdout}");
+    assert!(stdout.contains("onprem-gpu-drain · drills/drain.yaml · profile realistic: 1 run\n"), "{stdout}");
+    assert!(stdout.contains("◆ 2026-07-05 09:30: the drill file changed (sha256 "), "{stdout}");
+    let json: Value = serde_json::from_slice(
+        &bin().arg("history").arg(reports.path()).args(["--format", "json"]).output().unwrap().stdout,
+    )
+    .unwrap();
+    let series = json["drills"].as_array().unwrap();
+    assert_eq!(series.len(), 3);
+    let quarterly = series.iter().find(|d| d["runs"].as_array().unwrap().len() == 3).unwrap();
+    assert_eq!(quarterly["runs"][2]["drill_changed"], true);
+    assert_eq!(quarterly["runs"][2]["drill_sha256"].as_str().unwrap().len(), 64);
+}
+
+#[test]
+fn fail_on_regression_exits_7_on_a_regression_of_the_latest_run_and_0_otherwise() {
+    let reports = tempfile::tempdir().unwrap();
+    // Two runs without objectives: provisioning 10.0s, then 11.5s (15% slower, and more than the 1 s floor).
+    for (stamp, provisioning) in [("20260105T093000Z", 10.0), ("20260405T093000Z", 11.5)] {
+        let mut r = fixture();
+        r["started"] = format!("2026-{}-05T09:30:00Z", &stamp[4..6]).into();
+        for p in r["phases"].as_array_mut().unwrap() {
+            p.as_object_mut().unwrap().remove("objective_seconds");
+            if p["name"] == "provisioning" {
+                p["seconds"] = provisioning.into();
+            }
+        }
+        write_run(reports.path(), stamp, &r);
+    }
+    // The flag before the directory, as CI writes it: the directory is never taken for PCT.
+    let history = |args: &[&str]| {
+        let out = bin().arg("history").args(args).arg(reports.path()).output().unwrap();
+        (out.status.code(), text(&out).1)
+    };
+    assert_eq!(history(&["--fail-on-regression"]).0, Some(0), "15% is within the default 20%");
+    let (code, stderr) = history(&["--fail-on-regression=5"]);
+    assert_eq!(code, Some(7), "{stderr}");
+    assert!(stderr.contains("regression: onprem-gpu-drain") && stderr.contains("15% slower"), "{stderr}");
+    assert_eq!(history(&[]).0, Some(0), "without the flag history only lists");
+}
+
+#[test]
+fn the_service_level_is_the_ready_count_against_the_target_for_the_fault_and_the_return() {
+    // A lab drain of four pods (readyPods: 4) off two nodes: two pods at a time moved during the fault (one from each
+    // node, both terminating before either replacement was Ready), twice; one at a time, four times, back.
+    let run = repo().join("tests/fixtures/fidelity/run");
+    let md = report(&run, "md");
+    assert!(!md.contains("service unavailable"), "3 of 4 pods serving is no outage:\n{md}");
+    // The service watch's own events, folded: each time it went below target, 3 of 4 were still Ready.
+    assert!(md.contains("| service below target: 3 of the 4 pods needed Ready (degraded, still serving) ×6, "), "{md}");
+    let fault = md.lines().find(|l| l.starts_with("- service: during the fault: ")).unwrap_or_else(|| panic!("{md}"));
+    assert!(fault.contains("as few as 2 of the 4 pods needed Ready (degraded, still serving)"), "{fault}");
+    assert!(fault.ends_with("in 2 dips"), "{fault}");
+    let back = md.lines().find(|l| l.starts_with("- service: during the return (a second dip): ")).unwrap();
+    assert!(back.ends_with("in 4 dips"), "{back}");
+    let json: Value = serde_json::from_str(&report(&run, "json")).unwrap();
+    assert_eq!(json["service_level"]["return"]["lowest_ready"], 3);
+    assert_eq!(json["service_level"]["return"]["needed"], 4);
+    assert!(report(&run, "html").contains("fewest pods Ready during the return"));
 }

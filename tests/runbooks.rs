@@ -1,5 +1,6 @@
-//! The runbooks cannot rot: every `hybrid-drill` command they show must be a real subcommand with real flags, every
-//! repository file they name must exist, and every drill file they name must validate.
+//! The runbooks, the README and docs/ cannot rot: every `hybrid-drill` command they show must be a real subcommand
+//! with real flags, every repository file they name must exist, every drill file they name must validate, and so must
+//! the README's drill-file example.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -16,8 +17,21 @@ fn help(args: &[&str]) -> String {
 }
 
 fn runbooks() -> Vec<(PathBuf, String)> {
-    let mut found: Vec<(PathBuf, String)> = std::fs::read_dir(repo().join("runbooks"))
-        .expect("runbooks/ exists")
+    markdown_in("runbooks")
+}
+
+/// What a user reads: the runbooks, the README and docs/.
+fn documents() -> Vec<(PathBuf, String)> {
+    let readme = repo().join("README.md");
+    let mut all = vec![(readme.clone(), std::fs::read_to_string(&readme).unwrap())];
+    all.extend(markdown_in("docs"));
+    all.extend(runbooks());
+    all
+}
+
+fn markdown_in(dir: &str) -> Vec<(PathBuf, String)> {
+    let mut found: Vec<(PathBuf, String)> = std::fs::read_dir(repo().join(dir))
+        .unwrap_or_else(|e| panic!("{dir}/: {e}"))
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "md"))
@@ -54,12 +68,23 @@ fn commands(markdown: &str) -> Vec<Vec<String>> {
     for line in code_lines(markdown) {
         let mut rest = line.as_str();
         while let Some(i) = rest.find("hybrid-drill ") {
-            let words: Vec<String> = rest[i + "hybrid-drill ".len()..]
+            // `kubectl -n hybrid-drill ...` names the namespace, not the tool.
+            let before: Vec<&str> = rest[..i].split_whitespace().collect();
+            if matches!(before.last(), Some(&"-n" | &"--namespace")) {
+                rest = &rest[i + 1..];
+                continue;
+            }
+            // A command quoted inside a fenced block's comment ends at its closing backtick.
+            let line = rest[i + "hybrid-drill ".len()..].split('`').next().unwrap_or_default();
+            let words: Vec<String> = line
                 .split_whitespace()
                 .take_while(|w| !matches!(*w, "#" | "|" | ">" | ">>" | "&&" | "2>&1"))
                 .map(str::to_string)
                 .collect();
-            found.push(words);
+            // An inline span broken over two lines leaves a bare `hybrid-drill` at a line's end: nothing to check.
+            if !words.is_empty() {
+                found.push(words);
+            }
             rest = &rest[i + 1..];
         }
     }
@@ -69,11 +94,12 @@ fn commands(markdown: &str) -> Vec<Vec<String>> {
 /// The files a runbook names: the targets of its links, and words that start with a top-level directory of the
 /// repository, in prose and code alike (`reports/...` are run directories, not repository files).
 fn repo_paths(markdown: &str, runbook: &Path) -> Vec<PathBuf> {
-    const ROOTS: [&str; 7] = ["drills/", "runbooks/", "lab/", "deploy/", "tests/", "src/", "scripts/"];
+    const ROOTS: [&str; 8] = ["drills/", "runbooks/", "lab/", "deploy/", "tests/", "src/", "scripts/", "docs/"];
     let here = runbook.parent().unwrap();
     let mut paths = Vec::new();
     for word in markdown.split(|c: char| c.is_whitespace() || "()[]`'\"<>,;".contains(c)) {
-        let word = word.trim_end_matches(['.', ':']);
+        // `drills/drain.yaml:60:7` is a location in the file; `docs/x.md#tests` a section of it.
+        let word = word.split(['#', ':']).next().unwrap_or_default().trim_end_matches('.');
         if ROOTS.iter().any(|r| word.starts_with(r)) {
             paths.push(repo().join(word));
         }
@@ -97,7 +123,7 @@ fn the_runbooks_ops_need_exist() {
 }
 
 #[test]
-fn every_command_a_runbook_shows_exists_with_its_flags() {
+fn every_command_a_document_shows_exists_with_its_flags() {
     let top = help(&[]);
     let subcommands: BTreeSet<String> = top
         .split("Commands:")
@@ -111,7 +137,7 @@ fn every_command_a_runbook_shows_exists_with_its_flags() {
         .filter_map(|l| l.split_whitespace().next().map(str::to_string))
         .collect();
     let mut checked = 0;
-    for (path, text) in runbooks() {
+    for (path, text) in documents() {
         for words in commands(&text) {
             let sub = words.first().unwrap_or_else(|| panic!("{}: a bare `hybrid-drill`", path.display()));
             assert!(
@@ -137,9 +163,9 @@ fn every_command_a_runbook_shows_exists_with_its_flags() {
 }
 
 #[test]
-fn every_file_a_runbook_names_exists_and_every_drill_validates() {
+fn every_file_a_document_names_exists_and_every_drill_validates() {
     let mut drills = BTreeSet::new();
-    for (path, text) in runbooks() {
+    for (path, text) in documents() {
         for file in repo_paths(&text, &path) {
             assert!(file.exists(), "{} names {}, which does not exist", path.display(), file.display());
             if file.extension().is_some_and(|x| x == "yaml") && file.parent().is_some_and(|p| p.ends_with("drills")) {
@@ -165,4 +191,23 @@ fn the_extraction_finds_commands_and_paths() {
     assert_eq!(commands(md), [vec!["plan", "drills/a.yaml"], vec!["run", "x", "--yes"]]);
     let paths = repo_paths(md, &repo().join("runbooks/x.md"));
     assert_eq!(paths, [repo().join("drills/a.yaml"), repo().join("runbooks/../lab/up")]);
+}
+
+/// The drill-file reference in the README is a drill file: copied as it is, it validates.
+#[test]
+fn the_readmes_drill_file_example_validates() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let section = readme.split("\n## The drill file\n").nth(1).expect("README has `## The drill file`");
+    let example = section.split("```yaml\n").nth(1).expect("the section opens with a yaml example");
+    let example = &example[..example.find("```").unwrap()];
+    assert!(example.contains("kind: Drill"), "the first yaml block of `## The drill file` is not a drill:\n{example}");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("example.yaml");
+    std::fs::write(&file, example).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hybrid-drill")).arg("validate").arg(&file).output().unwrap();
+    assert!(
+        out.status.success(),
+        "README's drill-file example does not validate:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::drill::{NotifyFormat, Webhook};
 use crate::report::Format;
 
-const AFTER_HELP: &str = "\
+const EXAMPLES: &str = "\
 Examples:
   hybrid-drill validate drills/drain.yaml        check a drill file; touches no cluster
   hybrid-drill preflight drills/drain.yaml       check the fallback design against the recommendations
@@ -16,26 +16,22 @@ Examples:
   hybrid-drill run drills/drain.yaml             run it (asks you to confirm the blast radius)
   hybrid-drill run drills/drain.yaml --yes --output json > result.json
   hybrid-drill recover reports/onprem-gpu-drain/20261202T101500Z
-  hybrid-drill report reports/onprem-gpu-drain/20261202T101500Z --format html > drill.html
+  hybrid-drill status                            is anything left over, who holds the drill lock? (reads only)
+  hybrid-drill report reports/onprem-gpu-drain/20261202T101500Z -o html > drill.html
   hybrid-drill history reports                   every run of each drill, changes and regressions
+  hybrid-drill run drills/drain.yaml --change CHG-1 --approved-by alice
+  hybrid-drill verify reports/onprem-gpu-drain/20261202T101500Z
+  hybrid-drill evidence reports --since 2026-01-01 --out evidence-2026
   hybrid-drill identify                          the cluster's context and kube-system UID, for spec.cluster
   hybrid-drill schema > drill.schema.json        JSON Schema for editors
   hybrid-drill completions bash > ~/.local/share/bash-completion/completions/hybrid-drill
   hybrid-drill man | man -l -                    this manual page
-
-Exit codes:
-  0  drill passed: every step ran and every objective was met
-  1  drill completed but missed an objective
-  2  invalid input or set-up: bad drill file, wrong context, unreachable cluster, missing CRD,
-     selector matching nothing; nothing was touched
-  3  aborted (step failed or timed out, guard tripped, SIGINT/SIGTERM); the cluster was restored
-  4  restore failed: the cluster needs a human (run `hybrid-drill recover RUN_DIR`)
-  5  refused: another drill or recover holds the cluster's drill lock (a Lease); nothing was touched";
+";
 
 /// Failure drills for hybrid GPU clusters: drain or cut the on-prem GPU nodes, measure the Karpenter cloud
 /// fallback phase by phase, return to on-prem, and leave a timestamped report.
 #[derive(Debug, Parser)]
-#[command(name = "hybrid-drill", version, after_help = AFTER_HELP)]
+#[command(name = "hybrid-drill", version, after_help = with_exit_codes(EXAMPLES, None))]
 pub struct Cli {
     /// Kubeconfig file to use (default: $KUBECONFIG, then ~/.kube/config).
     #[arg(long, global = true, value_name = "FILE")]
@@ -67,19 +63,18 @@ pub enum HistoryFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a drill against the cluster: checks, fault, fallback, restore check, return, reclaim, report.
-    #[command(after_help = "The run directory reports/<drill>/<UTC timestamp>/ holds drill.yaml, timeline.jsonl, \
-journal.jsonl, report.json, report.md, report.html, junit.xml and metrics.prom. A failed, timed-out or interrupted \
-drill restores the cluster and still writes its report.")]
+    #[command(after_help = with_exit_codes(RUN_HELP, Some("run")))]
     Run {
         /// The drill file (YAML).
         file: PathBuf,
         /// Skip the interactive confirmation of the blast radius (scripts and CI).
         #[arg(long, short = 'y')]
         yes: bool,
-        /// Resolve and print what would be touched, then stop; nothing is written.
+        /// Resolve the drill read-only and print what a run would touch and the preflight verdict (as `plan`),
+        /// then stop; nothing is written, no run directory is made. Exits as `plan` does.
         #[arg(long)]
         dry_run: bool,
-        /// `text` prints a summary table; `json` prints report.json on stdout.
+        /// `text` prints a summary table; `json` prints report.json on stdout (with --dry-run, the plan's JSON).
         #[arg(long, short = 'o', value_enum, default_value = "text")]
         output: OutputFormat,
         /// Where run directories are created.
@@ -94,17 +89,59 @@ drill restores the cluster and still writes its report.")]
         /// list (keep a secret URL there rather than in the drill file, which every run directory copies).
         #[arg(long, value_name = "[slack=]URL", env = "HYBRID_DRILL_NOTIFY", value_delimiter = ',', value_parser = notify_flag)]
         notify: Vec<Webhook>,
+        /// The change record the drill runs under (e.g. CHG-1), recorded in every report format.
+        #[arg(long, value_name = "ID")]
+        change: Option<String>,
+        /// Who approved the drill, recorded in every report format.
+        #[arg(long, value_name = "NAME")]
+        approved_by: Option<String>,
+        /// Sign the run directory's manifest with this ed25519 key: a file (PKCS#8 PEM as `openssl genpkey -algorithm
+        /// ed25519` writes it, or the 32-byte seed in base64 or hex), or a secret reference `${env:NAME}` or
+        /// `${file:/path}` (a Kubernetes Secret as a variable or a mounted file).
+        #[arg(long, value_name = "KEY", env = "HYBRID_DRILL_SIGNING_KEY")]
+        signing_key: Option<String>,
+    },
+    /// Check a run directory against its manifest: each file changed, removed or added since, and the signature.
+    #[command(after_help = with_exit_codes(VERIFY_HELP, Some("verify")))]
+    Verify {
+        /// The run directory (reports/<drill>/<UTC timestamp>/).
+        run_dir: PathBuf,
+        /// The public key the manifest must be signed by (SPKI PEM from `openssl pkey -pubout`, or 32 bytes in base64
+        /// or hex; a file or a secret reference); an unsigned manifest then fails.
+        #[arg(long, value_name = "KEY", env = "HYBRID_DRILL_PUBLIC_KEY")]
+        public_key: Option<String>,
+        /// `text` names each file and the signature's status; `json` one object for scripts (`intact`, the files).
+        #[arg(long, short = 'o', value_enum, default_value = "text")]
+        output: OutputFormat,
+    },
+    /// Gather every drill and incident of a period for an auditor: each run directory verified and copied, with an
+    /// index in Markdown and HTML.
+    #[command(after_help = with_exit_codes(EVIDENCE_HELP, Some("evidence")))]
+    Evidence {
+        /// A reports directory (reports/<drill>/<run>/report.json), as `history` reads it.
+        #[arg(default_value = "reports", env = "HYBRID_DRILL_REPORTS")]
+        reports_dir: PathBuf,
+        /// The first day (or RFC 3339 time) of the period, in UTC.
+        #[arg(long, value_name = "DATE", value_parser = parse_day_start)]
+        since: chrono::DateTime<chrono::Utc>,
+        /// The last day of the period, included (default: now).
+        #[arg(long, value_name = "DATE", value_parser = parse_day_end)]
+        until: Option<chrono::DateTime<chrono::Utc>>,
+        /// Where to write the bundle (default: evidence-SINCE-UNTIL); it must not exist or be empty.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Also write the bundle as DIR.tar.gz.
+        #[arg(long)]
+        archive: bool,
+        /// The public key every manifest must be signed by (as `verify --public-key`).
+        #[arg(long, value_name = "KEY", env = "HYBRID_DRILL_PUBLIC_KEY")]
+        public_key: Option<String>,
+        /// `text` says where the index is; `json` one object for scripts (`runs`, `not_intact`, `index`, `archive`).
+        #[arg(long, short = 'o', value_enum, default_value = "text")]
+        output: OutputFormat,
     },
     /// Watch the cluster for real fallbacks and measure each with the drills' ruler: read-only, long-running.
-    #[command(
-        after_help = "FILE is a drill file: its targets (on-prem nodes, workload, fallback NodePool), restoredWhen \
-and objectives are used; its steps are ignored (nothing is injected, nothing changed: get, list and watch only). An \
-episode opens when an on-prem node goes NotReady or Unknown, a cordoned on-prem node's workload pods leave, or workload \
-pods run on the fallback; it closes when the workload is back on-prem and the fallback reclaimed, or after \
---episode-limit. Each episode writes reports/<drill>/<UTC timestamp>/ like a run (kind: incident in report.json) and \
-prints its path. A watch restarted during an episode takes it up (the marker .open-episode.json beside the runs) with \
-what it missed marked unknown."
-    )]
+    #[command(after_help = with_exit_codes(WATCH_HELP, Some("watch")))]
     Watch {
         /// The drill file whose targets and objectives the incidents are measured by (YAML).
         file: PathBuf,
@@ -112,7 +149,7 @@ what it missed marked unknown."
         #[arg(long, value_name = "DIR", default_value = "reports", env = "HYBRID_DRILL_REPORTS")]
         reports_dir: PathBuf,
         /// Close an episode after this long even if the workload is not back on-prem with the fallback reclaimed.
-        #[arg(long, value_name = "DURATION", default_value = "6h", value_parser = humantime::parse_duration)]
+        #[arg(long, value_name = "DURATION", default_value = "6h", value_parser = crate::drill::duration::parse_flag)]
         episode_limit: std::time::Duration,
         /// Serve Prometheus metrics here (e.g. 0.0.0.0:9464): the episode in progress, the fallback's nodes and GPUs
         /// now, the last episode's RTO and phases.
@@ -123,51 +160,64 @@ what it missed marked unknown."
         episodes: Option<u64>,
     },
     /// Re-render a past run from its run directory (report.json, and timeline.jsonl for the event markers).
-    #[command(after_help = "Formats: md (report.md), html (report.html: a self-contained page with the timeline), \
-json (report.json), junit (junit.xml: each objective a test case), prometheus (metrics.prom: text exposition for \
-node-exporter's textfile collector). Touches no cluster.")]
+    #[command(after_help = with_exit_codes(REPORT_HELP, Some("report")))]
     Report {
         /// The run directory (reports/<drill>/<UTC timestamp>/) or its report.json.
         run_dir: PathBuf,
-        #[arg(long, short = 'f', value_enum, default_value = "md")]
-        format: Format,
-        /// Also push the run's metrics to this Prometheus Pushgateway.
+        /// The format to print: md, html, json, junit or prometheus.
+        #[arg(long, short = 'o', short_alias = 'f', alias = "format", value_enum, default_value = "md")]
+        output: Format,
+        /// Also push the run's metrics to this Prometheus Pushgateway (e.g. http://pushgateway:9091).
         #[arg(long, value_name = "URL", env = "HYBRID_DRILL_PUSHGATEWAY")]
         pushgateway: Option<String>,
     },
     /// Compare every past run of each drill: RTO and every phase, change against the previous run and the objective.
-    #[command(after_help = "A phase is flagged as a regression when it is more than 20% (and 1s) slower than in the \
-previous run that measured it, over its objective, or not measured. `--format html` draws the trend of each phase. \
-Touches no cluster.")]
+    #[command(after_help = with_exit_codes(HISTORY_HELP, Some("history")))]
     History {
         /// A reports directory (reports/<drill>/<run>/report.json), one drill's directory, or one run.
         #[arg(default_value = "reports", env = "HYBRID_DRILL_REPORTS")]
         reports_dir: PathBuf,
-        #[arg(long, short = 'f', value_enum, default_value = "text")]
-        format: HistoryFormat,
+        /// The format to print: text, md, html or json.
+        #[arg(long, short = 'o', short_alias = 'f', alias = "format", value_enum, default_value = "text")]
+        output: HistoryFormat,
+        /// Exit 7 when the latest run of any series has a regression: a phase more than PCT percent (default 20)
+        /// and 1s slower than the run before, over its objective, or not measured. PCT takes `=`
+        /// (`--fail-on-regression=10`), so a reports directory after the flag is never read as PCT.
+        #[arg(long, value_name = "PCT", num_args = 0..=1, require_equals = true, default_missing_value = "20")]
+        fail_on_regression: Option<f64>,
     },
-    /// Check drill files without touching a cluster; errors point at the line and column.
+    /// Check drill files without touching a cluster: every problem at once, each at its line and column with the
+    /// fix. With --context, also whether the drill is for that context.
+    #[command(after_help = with_exit_codes(VALIDATE_HELP, Some("validate")))]
     Validate {
+        /// The drill files (YAML) to check.
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        /// `text` prints each problem with its line; `json` one object for scripts and editors.
+        #[arg(long, short = 'o', value_enum, default_value = "text")]
+        output: OutputFormat,
     },
     /// Resolve a drill read-only against the cluster and print exactly what a run would touch, in order, and the
     /// preflight verdict.
-    Plan { file: PathBuf },
+    #[command(after_help = with_exit_codes(PLAN_HELP, Some("plan")))]
+    Plan {
+        /// The drill file (YAML).
+        file: PathBuf,
+        /// `text` prints the plan and the preflight table; `json` one object for scripts.
+        #[arg(long, short = 'o', value_enum, default_value = "text")]
+        output: OutputFormat,
+    },
     /// Check the fallback design read-only against the recommendations: GPU taint, device plugin scope, fallback
     /// NodePool, workloads, Karpenter's CRDs, and the RTO floor a node failure sets.
-    #[command(after_help = "Targets come from a drill file, or from all four of --nodes, --namespace, --selector and \
---node-pool (a flag given with a file replaces the file's value). Exit codes: 0 no check failed (warnings allowed \
-unless --strict), 1 a check failed (or, with --strict, warned), 2 invalid input, wrong context or unreachable \
-cluster. Touches nothing.")]
+    #[command(after_help = with_exit_codes(PREFLIGHT_HELP, Some("preflight")))]
     Preflight {
         /// A drill file: its targets, context and RTO objective.
         file: Option<PathBuf>,
         /// Label selector of the hybrid GPU nodes, e.g. eks.amazonaws.com/compute-type=hybrid.
         #[arg(long, value_name = "SELECTOR")]
         nodes: Option<String>,
-        /// Namespace of the GPU workload.
-        #[arg(long, value_name = "NS")]
+        /// Namespace of the GPU workload (as kubectl's -n).
+        #[arg(long, short = 'n', value_name = "NS")]
         namespace: Option<String>,
         /// Label selector of the workload's pods, e.g. app=llm-inference.
         #[arg(long, value_name = "SELECTOR")]
@@ -186,7 +236,7 @@ cluster. Touches nothing.")]
         /// `text` prints a table; `json` the findings for scripts.
         #[arg(long, short = 'o', value_enum, default_value = "text")]
         output: OutputFormat,
-        /// Exit 1 on a warning too.
+        /// Refuse on a warning too (exit 5).
         #[arg(long)]
         strict: bool,
         /// Judge time-dependent settings (NodePool disruption budgets) at this planned time instead of now, in RFC
@@ -195,34 +245,201 @@ cluster. Touches nothing.")]
         at: Option<chrono::DateTime<chrono::Utc>>,
     },
     /// Restore a cluster from the journal of an interrupted run (after kill -9 or a lost machine).
+    #[command(after_help = with_exit_codes(RECOVER_HELP, Some("recover")))]
     Recover {
         /// A run directory; without one, every run under --reports-dir with something left to undo.
         run_dir: Option<PathBuf>,
+        /// Where run directories are looked for when no run directory is named.
         #[arg(long, value_name = "DIR", default_value = "reports", env = "HYBRID_DRILL_REPORTS")]
         reports_dir: PathBuf,
     },
+    /// Say, reading only, whether a drill left anything behind: who holds the drill lock, unfinished runs, objects
+    /// in the cluster a run marked, fallback NodeClaims a run saw created that still exist.
+    #[command(after_help = with_exit_codes(STATUS_HELP, Some("status")))]
+    Status {
+        /// Where run directories are looked for unfinished runs.
+        #[arg(long, value_name = "DIR", default_value = "reports", env = "HYBRID_DRILL_REPORTS")]
+        reports_dir: PathBuf,
+        /// The drill lock's Lease as NAMESPACE/NAME, when a drill file's spec.lock names another than
+        /// kube-system/hybrid-drill (the locks of unfinished runs are read too).
+        #[arg(long, value_name = "NAMESPACE/NAME")]
+        lock: Option<String>,
+        /// `text` prints one line per finding; `json` one object for scripts.
+        #[arg(long, short = 'o', value_enum, default_value = "text")]
+        output: OutputFormat,
+    },
     /// Print the cluster's identity: the context (or `in-cluster`), the API server and the UID of its kube-system
     /// namespace, which a drill's spec.cluster.kubeSystemUID names. Reads one object; touches nothing.
+    #[command(after_help = with_exit_codes(IDENTIFY_HELP, Some("identify")))]
     Identify,
     /// Print the JSON Schema of the drill file format, for editors.
+    #[command(after_help = with_exit_codes(SCHEMA_HELP, Some("schema")))]
     Schema,
     /// Print the shell completion script for SHELL.
-    #[command(after_help = "Install: bash `hybrid-drill completions bash > \
-~/.local/share/bash-completion/completions/hybrid-drill`; zsh `hybrid-drill completions zsh > \
-\"${fpath[1]}/_hybrid-drill\"`; fish `hybrid-drill completions fish > ~/.config/fish/completions/hybrid-drill.fish`.")]
+    #[command(after_help = with_exit_codes(COMPLETIONS_HELP, Some("completions")))]
     Completions {
+        /// The shell to complete in.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
     /// Print the manual page (roff); with --dir, write one page per command there instead.
-    #[command(after_help = "Read it: `hybrid-drill man | man -l -`. Install: `hybrid-drill man --dir \
-/usr/local/share/man/man1` writes hybrid-drill.1 and hybrid-drill-COMMAND.1 for each command.")]
+    #[command(after_help = with_exit_codes(MAN_HELP, Some("man")))]
     Man {
         /// Write hybrid-drill.1 and a page per command (hybrid-drill-run.1, ...) into this directory.
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
 }
+
+/// A command's help epilogue: its examples and notes, then the exit codes it may return.
+fn with_exit_codes(text: &str, command: Option<&str>) -> String {
+    format!("{}\n\n{}", text.trim_end(), crate::exit::help_text(command))
+}
+
+const RUN_HELP: &str = "\
+Examples:
+  hybrid-drill run drills/drain.yaml                 asks you to confirm the nodes and pods it will touch
+  hybrid-drill run drills/drain.yaml --dry-run       what it would touch and the preflight verdict; writes nothing
+  hybrid-drill run drills/drain.yaml --yes -o json > result.json
+  HYBRID_DRILL_PUSHGATEWAY=http://pushgateway:9091 hybrid-drill run drills/drain.yaml --yes
+
+The run directory reports/<drill>/<UTC timestamp>/ holds drill.yaml, timeline.jsonl, journal.jsonl, report.json, \
+report.md, report.html, junit.xml and metrics.prom, then manifest.json (the sha256 of every other file; `hybrid-drill \
+verify` checks it) and, with a signing key, manifest.sig. A failed, timed-out or interrupted drill restores the cluster \
+and still writes its report. A drill whose spec.evidence requires a change or an approver is refused (exit 2) without \
+--change or --approved-by, before the cluster is contacted. Guards in the drill file abort and restore: guards.deadline (the whole drill), \
+guards.maxFallbackGpus, guards.maxServiceDown (the service unavailable longer than this).";
+
+const VERIFY_HELP: &str = "\
+Examples:
+  hybrid-drill verify reports/onprem-gpu-drain/20261202T101500Z
+  hybrid-drill verify RUN_DIR --public-key drill-signing.pub -o json
+
+Exit 0 when every file is as the manifest records it and the signature valid (or the manifest unsigned and no key \
+required); 8 when a file was changed, removed or added, or the signature is missing or invalid where required; 2 \
+without a readable manifest. `hybrid-drill report` prints to stdout and never rewrites a run directory: keep \
+re-rendered reports elsewhere. Touches no cluster.";
+
+const EVIDENCE_HELP: &str = "\
+Examples:
+  hybrid-drill evidence reports --since 2026-01-01 --out evidence-2026
+  hybrid-drill evidence reports --since 2026-10-01 --until 2026-12-31 --archive
+
+The directory holds index.md, index.html, evidence.json and runs/<drill>/<stamp>/ (each run directory as it was, its \
+manifest included): the verdicts, the RTO trend, the deviations, the action items (open, or closed by a later run of \
+the drill) and a table of the controls the bundle supports (DORA ICT continuity testing, SOC 2 A1.3, ISO 22301 \
+exercises); support, never a certification. A run directory that does not match its manifest is bundled and marked \
+in the index. Touches no cluster.";
+
+const WATCH_HELP: &str = "\
+Examples:
+  hybrid-drill watch drills/drain.yaml --metrics-addr 0.0.0.0:9464
+  hybrid-drill watch drills/drain.yaml --episodes 1 --episode-limit 2h
+
+FILE is a drill file: its targets (on-prem nodes, workload, fallback NodePool), restoredWhen and objectives are used; \
+its steps are ignored (nothing is injected, nothing changed: get, list and watch only). An episode opens when an \
+on-prem node goes NotReady or Unknown, a cordoned on-prem node's workload pods leave, or workload pods run on the \
+fallback; it closes when the workload is back on-prem and the fallback reclaimed, or after --episode-limit. Each \
+episode writes reports/<drill>/<UTC timestamp>/ like a run (kind: incident in report.json) and prints its path. A \
+watch restarted during an episode takes it up (the marker .open-episode.json beside the runs) with what it missed \
+marked unknown.";
+
+const REPORT_HELP: &str = "\
+Examples:
+  hybrid-drill report reports/onprem-gpu-drain/20261202T101500Z
+  hybrid-drill report reports/onprem-gpu-drain/20261202T101500Z -o html > drill.html
+  hybrid-drill report reports/onprem-gpu-drain/20261202T101500Z -o junit > junit.xml
+  hybrid-drill report RUN_DIR --pushgateway http://pushgateway:9091
+
+Formats: md (report.md), html (report.html: a self-contained page with the timeline), json (report.json), junit \
+(junit.xml: each objective a test case), prometheus (metrics.prom: text exposition for node-exporter's textfile \
+collector). Touches no cluster.";
+
+const HISTORY_HELP: &str = "\
+Examples:
+  hybrid-drill history
+  hybrid-drill history reports/onprem-gpu-drain -o md
+  hybrid-drill history -o html > history.html
+  hybrid-drill history --fail-on-regression reports      # in CI, after a drill
+  hybrid-drill history --fail-on-regression=10 reports   # a phase 10% (and 1s) slower fails
+
+Runs compare within a series: one drill file on one cluster profile (the `hybrid-drill.io/profile` label of \
+kube-system, else the context); ◆ marks a run whose drill file changed (sha256). A phase is flagged as a regression \
+when it is more than 20% (and 1s) slower than in the previous run that measured it, over its objective, or not \
+measured. A crashed run (a timeline and no report.json) is listed as `crashed: incomplete`. The text view fits \
+COLUMNS (default 80). `-o html` draws the trend of each phase. Touches no cluster.";
+
+const VALIDATE_HELP: &str = "\
+Examples:
+  hybrid-drill validate drills/drain.yaml
+  hybrid-drill validate drills/*.yaml -o json
+  hybrid-drill validate --context prod-eks drills/drain.yaml
+
+JSON (`schema: hybrid-drill.io/validate/v1`): `valid`, and `files`, each with `file`, `valid`, `drill`, `steps`, \
+`warnings` and `errors` (each `message`, `line`, `column`, and `label` and `help` when known; a warning about what \
+the drill leaves in place has no line). Warnings keep exit 0. Touches no cluster.";
+
+const PLAN_HELP: &str = "\
+Examples:
+  hybrid-drill plan drills/drain.yaml
+  hybrid-drill plan drills/drain.yaml -o json | jq .preflight.verdict
+
+JSON (`schema: hybrid-drill.io/plan/v1`): `context`, `server`, `kubernetes`, `drill`, `nodes`, `cordoned_already`, \
+`pods_to_evict`, `pods_protected`, `budgets`, `node_pool`, `pool_gpu_limit`, `steps`, `warnings`, `refused` \
+(whether a run would be refused), `text` (the plan as printed) and `preflight` (as `preflight -o json`, or \
+`error`). Reads only. A failed preflight check exits 5, as `run` would refuse the drill.";
+
+const PREFLIGHT_HELP: &str = "\
+Examples:
+  hybrid-drill preflight drills/drain.yaml
+  hybrid-drill preflight --nodes eks.amazonaws.com/compute-type=hybrid -n inference --selector app=llm-inference \
+--node-pool gpu-fallback
+  hybrid-drill preflight drills/drain.yaml --strict -o json
+
+Targets come from a drill file, or from all four of --nodes, --namespace, --selector and --node-pool (a flag given \
+with a file replaces the file's value). A failed check (or, with --strict, a warning) exits 5, as `run` and `plan` \
+do. Touches nothing.";
+
+const RECOVER_HELP: &str = "\
+Examples:
+  hybrid-drill status                                 look first: reads only
+  hybrid-drill recover reports/onprem-gpu-drain/20261202T101500Z
+  hybrid-drill recover --reports-dir /reports         every run there with something left to undo
+
+Undoes what the journal says is outstanding, then what the cluster's marks say (hybrid-drill.io/run-id, \
+hybrid-drill.io/cut), takes the drill lock while it works, and checks the restored state. Safe to repeat.";
+
+const STATUS_HELP: &str = "\
+Examples:
+  hybrid-drill status
+  hybrid-drill status --reports-dir /reports -o json
+  hybrid-drill status --lock ops/gpu-drill-lock
+
+Reads only (get and list): the drill lock's holder, since when and whether it still renews; run directories under \
+--reports-dir with a journal and no end, and what their journals leave outstanding; nodes, pods and cut policies \
+carrying a run's marks; fallback NodeClaims an unfinished run saw created that still exist. Exits 0 when all is \
+clean, 6 when anything is found (run `hybrid-drill recover` to restore).";
+
+const IDENTIFY_HELP: &str = "\
+Examples:
+  hybrid-drill identify
+  hybrid-drill identify --context prod-eks";
+
+const SCHEMA_HELP: &str = "\
+Examples:
+  hybrid-drill schema > drill.schema.json
+  # then, first line of a drill file: # yaml-language-server: $schema=drill.schema.json";
+
+const COMPLETIONS_HELP: &str = "\
+Examples:
+  hybrid-drill completions bash > ~/.local/share/bash-completion/completions/hybrid-drill
+  hybrid-drill completions zsh > \"${fpath[1]}/_hybrid-drill\"
+  hybrid-drill completions fish > ~/.config/fish/completions/hybrid-drill.fish";
+
+const MAN_HELP: &str = "\
+Examples:
+  hybrid-drill man | man -l -
+  hybrid-drill man --dir /usr/local/share/man/man1    hybrid-drill.1 and hybrid-drill-COMMAND.1 for each command";
 
 /// `--notify [slack=|json=]URL`: a webhook with the default timeout.
 pub(super) fn notify_flag(text: &str) -> Result<Webhook, crate::http::UrlError> {
@@ -233,6 +450,23 @@ pub(super) fn notify_flag(text: &str) -> Result<Webhook, crate::http::UrlError> 
     };
     let url = crate::http::service_url(url)?;
     Ok(Webhook { url, format, timeout: Webhook::DEFAULT_TIMEOUT })
+}
+
+/// `2026-01-01` as its first instant in UTC, or an RFC 3339 time.
+fn parse_day_start(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    parse_day(text, chrono::NaiveTime::MIN)
+}
+
+/// `2026-12-31` as its last instant in UTC (the day included), or an RFC 3339 time.
+fn parse_day_end(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    parse_day(text, chrono::NaiveTime::from_hms_milli_opt(23, 59, 59, 999).unwrap_or_default())
+}
+
+fn parse_day(text: &str, at: chrono::NaiveTime) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    match chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d") {
+        Ok(day) => Ok(day.and_time(at).and_utc()),
+        Err(_) => parse_time(text).map_err(|_| format!("`{text}`: expected a date (2026-01-01) or RFC 3339 time")),
+    }
 }
 
 /// An RFC 3339 time, with any offset, as UTC.

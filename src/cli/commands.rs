@@ -8,7 +8,7 @@ use clap::CommandFactory;
 use crate::cluster::drain_selection::DrainFlags;
 use crate::cluster::{self, Cluster, KubeContext};
 use crate::drill::{self};
-use crate::exit::{EXIT_INVALID, EXIT_LOCKED, EXIT_OBJECTIVE_MISSED, EXIT_PASSED};
+use crate::exit::{EXIT_INVALID, EXIT_PASSED, EXIT_REGRESSION};
 use crate::preflight;
 use crate::report::history::{self, History};
 use crate::report::{Format, terminal};
@@ -26,21 +26,6 @@ pub(super) fn completions(shell: clap_complete::Shell) -> String {
     match shell {
         clap_complete::Shell::Bash => script.replace("hybrid__subcmd__drill", "hybrid__drill"),
         _ => script,
-    }
-}
-
-/// The manual page on stdout, or every page (one per command) written into `dir`.
-pub(super) fn man_command(dir: Option<&Path>) -> u8 {
-    let written = match dir {
-        None => clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout()),
-        Some(dir) => std::fs::create_dir_all(dir).and_then(|()| clap_mangen::generate_to(Cli::command(), dir)),
-    };
-    match written {
-        Ok(()) => EXIT_PASSED,
-        Err(e) => {
-            eprintln!("error: cannot write the manual page: {e}");
-            EXIT_INVALID
-        }
     }
 }
 
@@ -62,11 +47,20 @@ pub(super) fn load(file: &Path) -> Result<drill::LoadedDrill, u8> {
     })
 }
 
-pub(super) fn validate(files: &[PathBuf]) -> u8 {
+/// Each file checked on its own, and against `--context` when given; warnings do not change the exit code. With
+/// `-o json` the one object is all that is printed.
+pub(super) fn validate(files: &[PathBuf], output: OutputFormat, context: Option<&str>) -> u8 {
+    let checked: Vec<(&PathBuf, Result<drill::LoadedDrill, drill::DrillError>)> =
+        files.iter().map(|file| (file, drill::load_expecting(file, drill::validate::Expected { context }))).collect();
+    if output == OutputFormat::Json {
+        println!("{}", serde_json::to_string_pretty(&super::validate_json::render(&checked)).unwrap_or_default());
+    }
     let mut code = EXIT_PASSED;
-    for file in files {
-        match load(file) {
+    for (file, loaded) in &checked {
+        match loaded {
+            Ok(_) if output == OutputFormat::Json => {}
             Ok(d) => {
+                eprint!("{}", d.render_warnings());
                 println!(
                     "ok: {} is a valid drill ({}, {} steps)",
                     file.display(),
@@ -77,25 +71,38 @@ pub(super) fn validate(files: &[PathBuf]) -> u8 {
                     println!("warning: {}: {warning}", file.display());
                 }
             }
-            Err(c) => code = c,
+            Err(e) => {
+                if output == OutputFormat::Text {
+                    eprint!("{}", e.render());
+                }
+                code = EXIT_INVALID;
+            }
         }
     }
     code
 }
 
-pub(super) async fn plan_command(file: &Path, target: &KubeContext) -> u8 {
+pub(super) async fn plan_command(file: &Path, target: &KubeContext, output: OutputFormat) -> u8 {
     let loaded = match load(file) {
         Ok(l) => l,
         Err(c) => return c,
     };
     match run::plan_only(&loaded, target).await {
-        Ok(text) => {
-            print!("{text}");
-            EXIT_PASSED
+        Ok(planned) => {
+            match output {
+                OutputFormat::Text => print!("{}", planned.text(&loaded.drill)),
+                OutputFormat::Json => println!(
+                    "{}",
+                    crate::secrets::redact(
+                        &serde_json::to_string_pretty(&planned.json(&loaded.drill)).unwrap_or_default()
+                    )
+                ),
+            }
+            planned.exit_code(&loaded.drill)
         }
         Err(e) => {
             eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
-            EXIT_INVALID
+            e.exit_code()
         }
     }
 }
@@ -150,7 +157,7 @@ pub(super) async fn preflight_command(
         OutputFormat::Json => println!("{}", preflight::render::json(&report)),
         OutputFormat::Text => print!("{}", preflight::render::table(&report)),
     }
-    if report.passed(strict) { EXIT_PASSED } else { EXIT_OBJECTIVE_MISSED }
+    crate::exit::preflight_code(report.passed(strict))
 }
 
 pub(super) async fn run_command(file: &Path, opts: RunOptions) -> u8 {
@@ -159,7 +166,8 @@ pub(super) async fn run_command(file: &Path, opts: RunOptions) -> u8 {
         Err(c) => return c,
     };
     if opts.dry_run {
-        return plan_command(file, &opts.target).await;
+        let output = if opts.json { OutputFormat::Json } else { OutputFormat::Text };
+        return plan_command(file, &opts.target, output).await;
     }
     match run::run(&loaded, &opts).await {
         Ok(result) => {
@@ -174,7 +182,7 @@ pub(super) async fn run_command(file: &Path, opts: RunOptions) -> u8 {
         }
         Err(e) => {
             eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
-            if matches!(&e, run::SetupError::Locked(l) if l.is_held()) { EXIT_LOCKED } else { EXIT_INVALID }
+            e.exit_code()
         }
     }
 }
@@ -258,7 +266,7 @@ pub(super) async fn identify_command(target: &KubeContext) -> u8 {
     }
 }
 
-pub(super) fn history_command(reports_dir: &Path, format: HistoryFormat) -> u8 {
+pub(super) fn history_command(reports_dir: &Path, format: HistoryFormat, fail_on_regression: Option<f64>) -> u8 {
     let (runs, warnings) = match history::collect(reports_dir) {
         Ok(found) => found,
         Err(e) => {
@@ -269,15 +277,23 @@ pub(super) fn history_command(reports_dir: &Path, format: HistoryFormat) -> u8 {
     for w in warnings {
         eprintln!("warning: {w}");
     }
-    let h: History = history::build(runs);
+    let ratio = fail_on_regression.map_or(history::REGRESSION_RATIO, |pct| pct / 100.0);
+    let h: History = history::build(runs, ratio);
     print!(
         "{}",
         match format {
-            HistoryFormat::Text => history::render_text(&h),
+            HistoryFormat::Text => history::render_text(&h, history::terminal_width()),
             HistoryFormat::Md => history::render_markdown(&h),
             HistoryFormat::Html => history::html::render(&h),
             HistoryFormat::Json => history::render_json(&h),
         }
     );
-    EXIT_PASSED
+    let regressed = history::latest_regressions(&h);
+    if fail_on_regression.is_none() || regressed.is_empty() {
+        return EXIT_PASSED;
+    }
+    for r in regressed {
+        eprintln!("regression: {r}");
+    }
+    EXIT_REGRESSION
 }

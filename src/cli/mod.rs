@@ -1,9 +1,13 @@
 //! Command-line interface: the argument definitions (`args`), the dispatch here, and one body per command
-//! (`commands`, `recover`); exit codes come from `exit`.
+//! (`commands`, `recover`, `status`), the manual pages (`man`); exit codes come from `exit`.
 
 mod args;
 mod commands;
+mod evidence;
+mod man;
 mod recover;
+mod status;
+mod validate_json;
 
 use std::process::ExitCode;
 
@@ -18,33 +22,58 @@ use crate::run::RunOptions;
 
 pub use args::{Cli, Command, HistoryFormat, OutputFormat};
 use commands::{
-    block_on, completions, history_command, identify_command, man_command, plan_command, preflight_command,
-    report_command, run_command, validate, watch_command,
+    block_on, completions, history_command, identify_command, plan_command, preflight_command, report_command,
+    run_command, validate, watch_command,
 };
+use evidence::{EvidenceFlags, evidence_command, verify_command};
+use man::man_command;
 use recover::recover_command;
+use status::status_command;
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.verbose);
+    if let Some(warning) = deprecated_flag(std::env::args().skip(1)) {
+        eprintln!("warning: {warning}");
+    }
     let target = KubeContext { kubeconfig: cli.kubeconfig.clone(), context: cli.context.clone() };
     let code = match cli.command {
-        Command::Validate { files } => validate(&files),
+        Command::Validate { files, output } => validate(&files, output, cli.context.as_deref()),
         Command::Schema => {
             println!("{}", serde_json::to_string_pretty(&drill::json_schema()).unwrap_or_default());
             EXIT_PASSED
         }
-        Command::Run { file, yes, dry_run, output, reports_dir, pushgateway, notify } => {
+        Command::Run {
+            file,
+            yes,
+            dry_run,
+            output,
+            reports_dir,
+            pushgateway,
+            notify,
+            change,
+            approved_by,
+            signing_key,
+        } => {
             let json = output == OutputFormat::Json;
-            let opts = RunOptions { target, yes, dry_run, json, reports_dir, pushgateway, notify };
+            let approval = crate::evidence::Approval { change, approved_by };
+            let opts =
+                RunOptions { target, yes, dry_run, json, reports_dir, pushgateway, notify, approval, signing_key };
             block_on(run_command(&file, opts))
+        }
+        Command::Verify { run_dir, public_key, output } => verify_command(&run_dir, public_key.as_deref(), output),
+        Command::Evidence { reports_dir, since, until, out, archive, public_key, output } => {
+            evidence_command(EvidenceFlags { reports_dir, since, until, out, archive, public_key, output })
         }
         Command::Watch { file, reports_dir, episode_limit, metrics_addr, episodes } => {
             let opts = crate::incident::WatchOptions { target, reports_dir, episode_limit, metrics_addr, episodes };
             block_on(watch_command(&file, opts))
         }
-        Command::Report { run_dir, format, pushgateway } => report_command(&run_dir, format, pushgateway.as_deref()),
-        Command::History { reports_dir, format } => history_command(&reports_dir, format),
-        Command::Plan { file } => block_on(plan_command(&file, &target)),
+        Command::Report { run_dir, output, pushgateway } => report_command(&run_dir, output, pushgateway.as_deref()),
+        Command::History { reports_dir, output, fail_on_regression } => {
+            history_command(&reports_dir, output, fail_on_regression)
+        }
+        Command::Plan { file, output } => block_on(plan_command(&file, &target, output)),
         Command::Preflight {
             file,
             nodes,
@@ -62,6 +91,9 @@ pub fn main() -> ExitCode {
             block_on(preflight_command(file.as_deref(), flags, drain, &target, (output, strict), at))
         }
         Command::Recover { run_dir, reports_dir } => block_on(recover_command(run_dir, &reports_dir, &target)),
+        Command::Status { reports_dir, lock, output } => {
+            block_on(status_command(&reports_dir, lock.as_deref(), &target, output))
+        }
         Command::Identify => block_on(identify_command(&target)),
         Command::Completions { shell } => {
             print!("{}", completions(shell));
@@ -70,6 +102,17 @@ pub fn main() -> ExitCode {
         Command::Man { dir } => man_command(dir.as_deref()),
     };
     ExitCode::from(code)
+}
+
+/// The warning for `-f`/`--format`, which `-o`/`--output` replaced on `report` and `history` (still accepted, so
+/// scripts keep working).
+fn deprecated_flag(args: impl Iterator<Item = String>) -> Option<String> {
+    let args: Vec<String> = args.take_while(|a| a != "--").collect();
+    let command = args.iter().find(|a| a.as_str() == "report" || a.as_str() == "history")?;
+    let old = args.iter().find(|a| {
+        a.as_str() == "--format" || a.starts_with("--format=") || (a.starts_with("-f") && !a.starts_with("--"))
+    })?;
+    Some(format!("`{old}` is deprecated on `{command}`: use `-o`/`--output` (same formats)"))
 }
 
 fn init_tracing(verbose: u8) {
@@ -83,4 +126,37 @@ fn init_tracing(verbose: u8) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     let _ =
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    fn args(line: &str) -> impl Iterator<Item = String> {
+        line.split(' ').map(String::from).collect::<Vec<_>>().into_iter()
+    }
+
+    #[test]
+    fn the_old_format_flag_is_named_as_deprecated() {
+        assert!(deprecated_flag(args("report RUN -f json")).unwrap().contains("`-f` is deprecated on `report`"));
+        assert!(deprecated_flag(args("history --format=md")).unwrap().contains("`--format=md`"));
+        assert_eq!(deprecated_flag(args("report RUN -o json")), None);
+        assert_eq!(deprecated_flag(args("run drill.yaml -o json")), None);
+    }
+
+    #[test]
+    fn every_command_has_examples_exit_codes_and_help_on_every_argument() {
+        let cli = Cli::command();
+        for command in cli.get_subcommands() {
+            let name = command.get_name();
+            let after = command.get_after_help().map(ToString::to_string).unwrap_or_default();
+            assert!(after.starts_with("Examples:\n  hybrid-drill "), "{name}: {after}");
+            assert!(after.contains("\nExit codes:\n  0  "), "{name}: {after}");
+            for arg in command.get_arguments() {
+                assert!(arg.get_help().is_some(), "{name}: argument {} has no help", arg.get_id());
+            }
+        }
+    }
 }

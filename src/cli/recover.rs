@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 
 use crate::cluster::marks::RunId;
 use crate::cluster::{Cluster, KubeContext, ObservedCluster};
-use crate::exit::{EXIT_INVALID, EXIT_LOCKED, EXIT_PASSED, EXIT_RESTORE_FAILED};
+use crate::exit::{EXIT_INVALID, EXIT_PASSED, EXIT_REFUSED, EXIT_RESTORE_FAILED};
 use crate::safety::{self, RestoreScope};
+use crate::status::{find_journals, run_id_of};
 
 pub(super) async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path, target: &KubeContext) -> u8 {
     let journals: Vec<PathBuf> = match &run_dir {
@@ -50,7 +51,7 @@ pub(super) async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path
         Ok(lock) => lock,
         Err(e) => {
             eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
-            return if e.is_held() { EXIT_LOCKED } else { EXIT_INVALID };
+            return if e.is_held() { EXIT_REFUSED } else { EXIT_INVALID };
         }
     };
     if let Some(warning) = &lock.took_over {
@@ -232,34 +233,6 @@ async fn recover_with(cluster: &Cluster, journals: Vec<PathBuf>, scope: &Restore
     code
 }
 
-/// The run id a run directory's timeline starts with.
-fn run_id_of(dir: &Path) -> Option<String> {
-    crate::timeline::read(&dir.join("timeline.jsonl")).ok()?.into_iter().find_map(|o| match o.event {
-        crate::timeline::Event::DrillStarted { run_id, .. } => Some(run_id),
-        _ => None,
-    })
-}
-
-fn find_journals(reports_dir: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let Ok(drills) = std::fs::read_dir(reports_dir) else {
-        return found;
-    };
-    for drill in drills.flatten() {
-        let Ok(runs) = std::fs::read_dir(drill.path()) else {
-            continue;
-        };
-        for run in runs.flatten() {
-            let journal = run.path().join("journal.jsonl");
-            if journal.exists() {
-                found.push(journal);
-            }
-        }
-    }
-    found.sort();
-    found
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -309,6 +282,7 @@ mod tests {
                 context: "hybrid-lab".into(),
                 server: "https://127.0.0.1:26443/".into(),
                 kube_system_uid: uid.into(),
+                profile: None,
             };
             observed.write(&dir).unwrap();
         }

@@ -55,7 +55,7 @@ impl fmt::Display for WorkloadMove {
 
 /// The controller a pod belongs to, as people name it: a ReplicaSet that a Deployment made is named by that
 /// Deployment (its name is the Deployment's plus `-<pod-template-hash>`).
-fn controller(pod: &Pod) -> Option<(String, String, String)> {
+pub fn controller(pod: &Pod) -> Option<(String, String, String)> {
     let owner = pod.owner_references().iter().find(|o| o.controller == Some(true))?;
     let hash = pod.labels().get("pod-template-hash");
     let (kind, name) = match hash.and_then(|h| owner.name.strip_suffix(&format!("-{h}"))) {

@@ -30,6 +30,9 @@ pub async fn connect(target: &KubeContext, expected: &ExpectedCluster) -> Result
     Ok((cluster, version))
 }
 
+/// The label of the `kube-system` namespace that names the cluster's profile for `history`.
+pub const PROFILE_LABEL: &str = "hybrid-drill.io/profile";
+
 /// The cluster a run was against, as it observed it before its first change: written into the run directory
 /// (`cluster.json`) so that `recover` acts on that cluster alone.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -38,6 +41,10 @@ pub struct ObservedCluster {
     pub context: String,
     pub server: String,
     pub kube_system_uid: String,
+    /// The `hybrid-drill.io/profile` label of the `kube-system` namespace (the lab's `fast` or `realistic`): runs of
+    /// another profile are another series in `history`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
 }
 
 impl ObservedCluster {
@@ -62,20 +69,26 @@ impl ObservedCluster {
 impl Cluster {
     /// This cluster's identity as a run records it.
     pub async fn observe(&self) -> Result<ObservedCluster, ClusterError> {
+        let found = self.kube_system().await?;
         Ok(ObservedCluster {
             context: self.context.clone(),
             server: self.server.clone(),
-            kube_system_uid: self.kube_system_uid().await?,
+            profile: found.metadata.labels.as_ref().and_then(|l| l.get(PROFILE_LABEL)).cloned(),
+            kube_system_uid: found.metadata.uid.ok_or_else(|| ClusterError::NoUid { context: self.context.clone() })?,
         })
+    }
+
+    async fn kube_system(&self) -> Result<Namespace, ClusterError> {
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        namespaces
+            .get("kube-system")
+            .await
+            .map_err(|error| ClusterError::Identity { context: self.context.clone(), error })
     }
 
     /// The UID of the cluster's `kube-system` namespace, which names the cluster whatever a kubeconfig calls it.
     pub async fn kube_system_uid(&self) -> Result<String, ClusterError> {
-        let namespaces: Api<Namespace> = Api::all(self.client.clone());
-        let found = namespaces
-            .get("kube-system")
-            .await
-            .map_err(|error| ClusterError::Identity { context: self.context.clone(), error })?;
+        let found = self.kube_system().await?;
         found.metadata.uid.ok_or_else(|| ClusterError::NoUid { context: self.context.clone() })
     }
 

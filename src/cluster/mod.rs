@@ -5,10 +5,12 @@
 pub mod autoscaler;
 pub mod budgets;
 pub mod client;
+pub mod collateral;
 pub mod deadline;
 pub mod displacement;
 pub mod drain_selection;
 pub mod identity;
+pub mod initiator;
 pub mod karpenter;
 pub mod lease;
 pub mod marks;
@@ -67,6 +69,8 @@ pub const READ_PERMISSIONS: Permissions = &[
 /// What a run and `recover` change, cluster-wide: deploy/clusterrole.yaml's `hybrid-drill` grants exactly these, and
 /// nothing else (a run needs [`READ_PERMISSIONS`] too).
 pub const RUN_PERMISSIONS: Permissions = &[
+    // Not a write (a SelfSubjectReview stores nothing), but a create, which the read-only role never grants.
+    ("authentication.k8s.io", "selfsubjectreviews", &["create"]),
     ("", "nodes", &["patch"]),
     ("", "pods", &["patch"]),
     ("", "pods/eviction", &["create"]),
@@ -79,7 +83,8 @@ pub const RUN_PERMISSIONS: Permissions = &[
 ];
 
 /// What the tool reads or changes in one namespace, by Role (namespace, Role, permissions): deploy/roles.yaml grants
-/// exactly these. The restart's namespace and name are the scheduled drill's `return.restart` target.
+/// exactly these. The restarts' namespaces and names are the scheduled drill's `return.restart` target and the
+/// collateral its return restarts.
 pub const NAMESPACED_PERMISSIONS: &[(&str, &str, Permissions)] = &[
     ("kube-system", "hybrid-drill-read", &[("", "configmaps[cilium-config]", &["get"])]),
     (
@@ -88,6 +93,7 @@ pub const NAMESPACED_PERMISSIONS: &[(&str, &str, Permissions)] = &[
         &[("", "endpoints[kubernetes]", &["get"]), ("discovery.k8s.io", "endpointslices", &["list"])],
     ),
     ("inference", "hybrid-drill-restart", &[("apps", "deployments[llm-inference]", &["patch"])]),
+    ("batch", "hybrid-drill-restart", &[("apps", "deployments[embeddings]", &["patch"])]),
 ];
 
 /// An error with its causes, `outer: inner: root`, repeated causes folded.
@@ -223,6 +229,7 @@ mod tests {
                 "kube-system/hybrid-drill-read",
                 "default/hybrid-drill-read",
                 "inference/hybrid-drill-restart",
+                "batch/hybrid-drill-restart",
                 "kube-system/hybrid-drill-lock"
             ]
         );

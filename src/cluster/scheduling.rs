@@ -142,7 +142,7 @@ impl NodeShape {
     }
 
     /// Whether the node may satisfy one requirement (`In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt`).
-    fn may_satisfy(&self, key: &str, operator: &str, values: &[String]) -> bool {
+    pub fn may_satisfy(&self, key: &str, operator: &str, values: &[String]) -> bool {
         match operator {
             "In" => self.may_be_in(key, values),
             "NotIn" => self.may_be_outside(key, values),

@@ -102,11 +102,20 @@ pub enum Outcome {
     RestoreFailed,
     /// A preflight check failed before anything was touched: the drill did not start.
     Refused,
+    /// Every step ran, but the drill left cloud capacity it caused running (a NodeClaim in any NodePool): someone
+    /// must reclaim it.
+    LeftBehind,
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 5] =
-        [Outcome::Passed, Outcome::ObjectiveMissed, Outcome::Aborted, Outcome::RestoreFailed, Outcome::Refused];
+    pub const ALL: [Outcome; 6] = [
+        Outcome::Passed,
+        Outcome::ObjectiveMissed,
+        Outcome::Aborted,
+        Outcome::RestoreFailed,
+        Outcome::Refused,
+        Outcome::LeftBehind,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -115,6 +124,7 @@ impl Outcome {
             Outcome::Aborted => "aborted, cluster restored",
             Outcome::RestoreFailed => "aborted, RESTORE FAILED",
             Outcome::Refused => "refused, nothing touched",
+            Outcome::LeftBehind => "completed, LEFT CLOUD CAPACITY RUNNING",
         }
     }
 
@@ -126,6 +136,7 @@ impl Outcome {
             Outcome::Aborted => "aborted",
             Outcome::RestoreFailed => "restore-failed",
             Outcome::Refused => "refused",
+            Outcome::LeftBehind => "left-behind",
         }
     }
 
@@ -133,6 +144,7 @@ impl Outcome {
     pub fn short(self) -> &'static str {
         match self {
             Outcome::RestoreFailed => "RESTORE FAILED",
+            Outcome::LeftBehind => "LEFT BEHIND",
             Outcome::ObjectiveMissed => "objective missed",
             other => other.slug(),
         }

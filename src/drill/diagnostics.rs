@@ -44,9 +44,19 @@ fn byte_offset(source: &str, line: usize, col: usize) -> usize {
     (line_start + within).min(source.len())
 }
 
+/// An error refuses the drill; a warning lets it run but says what it will not do as written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    #[default]
+    Error,
+    Warning,
+}
+
 /// One problem in a drill file.
 #[derive(Debug, Clone, Serialize)]
 pub struct Diagnostic {
+    pub severity: Severity,
     pub message: String,
     pub location: Location,
     /// Shown under the caret, e.g. "did you mean `drain`?".
@@ -58,7 +68,12 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     pub fn new(message: impl Into<String>, location: Location) -> Diagnostic {
-        Diagnostic { message: message.into(), location, label: None, help: None }
+        Diagnostic { severity: Severity::Error, message: message.into(), location, label: None, help: None }
+    }
+
+    pub fn warning(mut self) -> Diagnostic {
+        self.severity = Severity::Warning;
+        self
     }
 
     pub fn with_label(mut self, label: impl Into<String>) -> Diagnostic {
@@ -75,7 +90,11 @@ impl Diagnostic {
     pub fn render(&self, file_name: &str, source: &str) -> String {
         let file = SimpleFile::new(file_name, source);
         let range = self.location.start.min(source.len())..self.location.end.min(source.len());
-        let mut report = Report::error()
+        let report = match self.severity {
+            Severity::Error => Report::error(),
+            Severity::Warning => Report::warning(),
+        };
+        let mut report = report
             .with_message(&self.message)
             .with_labels(vec![Label::primary((), range).with_message(self.label.clone().unwrap_or_default())]);
         if let Some(help) = &self.help {
@@ -83,7 +102,11 @@ impl Diagnostic {
         }
         let config = Config { chars: Chars::ascii(), ..Config::default() };
         term::emit_into_string(&config, &file, &report).unwrap_or_else(|_| {
-            format!("error: {}\n --> {}:{}:{}\n", self.message, file_name, self.location.line, self.location.column)
+            let severity = if self.severity == Severity::Error { "error" } else { "warning" };
+            format!(
+                "{severity}: {}\n --> {}:{}:{}\n",
+                self.message, file_name, self.location.line, self.location.column
+            )
         })
     }
 }

@@ -45,6 +45,33 @@ pub struct DrillSpec {
     pub notify: Vec<Webhook>,
     /// Alertmanager silences held from the fault to the end of the drill.
     pub silences: Vec<SilenceSpec>,
+    /// The displaced workloads (`namespace/name`) the return leaves where the fault moved them.
+    pub collateral_leave: Vec<String>,
+    /// What each run's audit record must hold; who owns its action items.
+    pub evidence: EvidencePolicy,
+}
+
+/// `spec.evidence`: the change reference and approver a run must be given, and the action items' owner.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EvidencePolicy {
+    pub require_change: bool,
+    pub require_approver: bool,
+    pub owner: Option<String>,
+}
+
+impl EvidencePolicy {
+    /// The flags a run lacks that this drill requires: `--change`, `--approved-by`.
+    pub fn missing(&self, change: Option<&str>, approver: Option<&str>) -> Vec<&'static str> {
+        let absent = |v: Option<&str>| v.is_none_or(|v| v.trim().is_empty());
+        let mut missing = Vec::new();
+        if self.require_change && absent(change) {
+            missing.push("--change");
+        }
+        if self.require_approver && absent(approver) {
+            missing.push("--approved-by");
+        }
+        missing
+    }
 }
 
 /// How a webhook wants its messages.
@@ -584,6 +611,22 @@ impl WorkloadKind {
         match self {
             WorkloadKind::Deployment => "deployment",
             WorkloadKind::StatefulSet => "statefulset",
+        }
+    }
+
+    /// The kind as kubectl reads it in `KIND/NAME`, in any case: its short name (`deploy`, `sts`), singular or plural,
+    /// alone or with its group (`deployment.apps`) or version and group (`deployments.v1.apps`).
+    pub fn from_kubectl(text: &str) -> Option<WorkloadKind> {
+        let text = text.to_lowercase();
+        let resource = text.strip_suffix(".v1.apps").or_else(|| text.strip_suffix(".apps")).unwrap_or(&text);
+        let grouped = resource.len() != text.len();
+        match resource {
+            "deployment" | "deployments" => Some(WorkloadKind::Deployment),
+            "statefulset" | "statefulsets" => Some(WorkloadKind::StatefulSet),
+            // Short names stand alone: kubectl has no `deploy.apps`.
+            "deploy" if !grouped => Some(WorkloadKind::Deployment),
+            "sts" if !grouped => Some(WorkloadKind::StatefulSet),
+            _ => None,
         }
     }
 }

@@ -6,7 +6,6 @@ use saphyr_parser::{Event, Parser, ScalarStyle, Span, SpannedEventReceiver};
 use serde_json::{Map, Number, Value};
 
 use super::diagnostics::{Diagnostic, Location};
-use super::raw::Drill;
 
 /// Where each node of the document sits: the value's span and, for mapping entries, the key's.
 #[derive(Debug, Default, Clone)]
@@ -28,6 +27,11 @@ impl SpanMap {
                 None => return self.values.get("").copied().unwrap_or_default(),
             }
         }
+    }
+
+    /// Whether the file writes a value at `path` (rather than leaving it to a default).
+    pub fn has(&self, path: &str) -> bool {
+        self.values.contains_key(path)
     }
 
     /// The key of the entry at `path`, falling back to its value.
@@ -208,9 +212,7 @@ pub fn parse_document(source: &str) -> Result<Document, Diagnostic> {
         Builder { source, stack: Vec::new(), root: None, spans: SpanMap::default(), error: None, documents: 0 };
     let mut parser = Parser::new_from_str(source);
     if let Err(e) = parser.load(&mut builder, true) {
-        let m = e.marker();
-        let loc = Location::from_line_col(source, m.line(), m.col(), m.line(), m.col() + 1);
-        return Err(Diagnostic::new(format!("invalid YAML: {}", e.info()), loc));
+        return Err(syntax_error(source, &e));
     }
     if let Some(e) = builder.error {
         return Err(e);
@@ -221,82 +223,72 @@ pub fn parse_document(source: &str) -> Result<Document, Diagnostic> {
     }
 }
 
-/// Parses and type-checks a drill file; semantic checks come after, in `validate`.
-pub(super) fn parse_drill(source: &str) -> Result<(Drill, SpanMap), Vec<Diagnostic>> {
-    let doc = parse_document(source).map_err(|d| vec![d])?;
-    let result: Result<Drill, _> = serde_path_to_error::deserialize(&doc.value);
-    match result {
-        Ok(drill) => Ok((drill, doc.spans)),
-        Err(err) => Err(vec![type_error(&err, &doc.spans)]),
+/// A YAML syntax error where the mistake is, not where the parser gave up: the tab itself, the bracket left open.
+fn syntax_error(source: &str, e: &saphyr_parser::ScanError) -> Diagnostic {
+    let m = e.marker();
+    let at = Location::from_line_col(source, m.line(), m.col(), m.line(), m.col() + 1);
+    let info = e.info();
+    if info.contains("tab")
+        && let Some(tab) = tab_near(source, at)
+    {
+        return Diagnostic::new("invalid YAML: a tab; YAML indents with spaces only", tab)
+            .with_label("tab")
+            .with_help("replace the tab with spaces");
     }
+    if let Some((open, close, bracket)) = unclosed_bracket(source, at.start)
+        && bracket.line < at.line
+    {
+        return Diagnostic::new(format!("invalid YAML: `{open}` is never closed"), bracket)
+            .with_label(format!("opened here; close it with `{close}`"))
+            .with_help(format!("the parser found this where it expected `,` or `{close}`: {info}"));
+    }
+    Diagnostic::new(format!("invalid YAML: {info}"), at)
 }
 
-fn error_path(err: &serde_path_to_error::Error<serde_json::Error>) -> String {
-    use serde_path_to_error::Segment;
-    let mut path = String::new();
-    for seg in err.path().iter() {
-        match seg {
-            Segment::Seq { index: i } => path = index(&path, *i),
-            Segment::Map { key } => path = join(&path, key),
-            Segment::Enum { variant } => path = join(&path, variant),
-            Segment::Unknown => {}
+/// The tab the parser means: on its line before where it stopped (a block's indentation), else the next one after
+/// (a plain scalar it was reading when the next line began with a tab).
+fn tab_near(source: &str, at: Location) -> Option<Location> {
+    let line_start = source[..at.start].rfind('\n').map_or(0, |n| n + 1);
+    let offset = source[line_start..at.start]
+        .rfind('\t')
+        .map(|i| line_start + i)
+        .or_else(|| source[at.start..].find('\t').map(|i| at.start + i))?;
+    Some(location_of(source, offset))
+}
+
+/// The last flow bracket (`[` or `{`) before `before` that nothing in the whole file closes, outside quotes and
+/// comments: a bracket closed further on (a list over several lines) is not the mistake.
+fn unclosed_bracket(source: &str, before: usize) -> Option<(char, char, Location)> {
+    let mut open: Vec<(usize, char)> = Vec::new();
+    let mut quote: Option<char> = None;
+    let mut comment = false;
+    let mut previous = '\n';
+    for (i, c) in source.char_indices() {
+        match (quote, c) {
+            _ if comment => comment = c != '\n',
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '#') if previous.is_whitespace() => comment = true,
+            // A quote opens a scalar only where a token starts: the apostrophe in `don't` opens nothing.
+            (None, '\'' | '"') if previous.is_whitespace() || "[{,:".contains(previous) => quote = Some(c),
+            (None, '[' | '{') => open.push((i, c)),
+            (None, ']' | '}') => {
+                open.pop();
+            }
+            _ => {}
         }
+        previous = c;
     }
-    path
+    let (offset, c) = open.into_iter().rev().find(|(offset, _)| *offset < before)?;
+    Some((c, if c == '[' { ']' } else { '}' }, location_of(source, offset)))
 }
 
-/// Turns serde's message into one that names the place, and suggests the nearest word where one was misspelt.
-fn type_error(err: &serde_path_to_error::Error<serde_json::Error>, spans: &SpanMap) -> Diagnostic {
-    let path = error_path(err);
-    let raw = err.inner().to_string();
-    // serde_json appends " at line L column C" relative to its own input, which is not the user's file.
-    let message = raw.split(" at line ").next().unwrap_or(&raw).to_string();
-
-    if let Some(rest) = message.strip_prefix("unknown field `") {
-        let (field, expected) = split_backticked(rest);
-        // serde_path_to_error's path already ends at the unknown key.
-        let (key_path, path) = match parent(&path) {
-            Some(up) if last_key(&path) == field => (path.clone(), up),
-            _ => (join(&path, &field), path.clone()),
-        };
-        let loc = spans.key(&key_path);
-        let context = if path.is_empty() { "the drill".to_string() } else { format!("`{path}`") };
-        let mut d = Diagnostic::new(format!("unknown key `{field}` in {context}"), loc);
-        if let Some(s) = suggest(&field, &expected) {
-            d = d.with_label(format!("did you mean `{s}`?"));
-        }
-        return d.with_help(format!("valid keys here: {}", expected.join(", ")));
-    }
-    if let Some(rest) = message.strip_prefix("unknown variant `") {
-        let (word, expected) = split_backticked(rest);
-        let loc = spans.value(&path);
-        let mut d = Diagnostic::new(format!("unknown value `{word}` for `{}`", last_key(&path)), loc);
-        if let Some(s) = suggest(&word, &expected) {
-            d = d.with_label(format!("did you mean `{s}`?"));
-        }
-        return d.with_help(format!("valid values: {}", expected.join(", ")));
-    }
-    if let Some(rest) = message.strip_prefix("missing field `") {
-        let field = rest.split('`').next().unwrap_or_default();
-        let loc = spans.value(&path);
-        let place = if path.is_empty() { "the drill".to_string() } else { format!("`{path}`") };
-        return Diagnostic::new(format!("missing key `{field}` in {place}"), loc)
-            .with_label(format!("`{field}` is required here"));
-    }
-    Diagnostic::new(format!("{message} at `{path}`"), spans.value(&path))
-}
-
-fn last_key(path: &str) -> &str {
-    path.rsplit('.').next().unwrap_or(path)
-}
-
-/// From "drian`, expected one of `a`, `b`" takes the word and the expected list.
-fn split_backticked(rest: &str) -> (String, Vec<String>) {
-    let mut parts = rest.splitn(2, '`');
-    let word = parts.next().unwrap_or_default().to_string();
-    let tail = parts.next().unwrap_or_default();
-    let expected = tail.split('`').skip(1).step_by(2).map(str::to_string).collect();
-    (word, expected)
+/// The location of one character, from its byte offset.
+fn location_of(source: &str, offset: usize) -> Location {
+    let line_start = source[..offset].rfind('\n').map_or(0, |n| n + 1);
+    let line = source[..offset].matches('\n').count() + 1;
+    let col = source[line_start..offset].chars().count();
+    Location::from_line_col(source, line, col, line, col + 1)
 }
 
 /// The nearest expected word, if it is close enough to be a typo of it.
@@ -339,6 +331,27 @@ mod tests {
     fn duplicate_keys_and_second_documents_are_errors() {
         assert!(parse_document("a: 1\na: 2\n").unwrap_err().message.contains("duplicate key `a`"));
         assert!(parse_document("a: 1\n---\nb: 2\n").unwrap_err().message.contains("second"));
+    }
+
+    #[test]
+    fn a_tab_is_located_where_it_is() {
+        let after_scalar = parse_document("a: 1\nb:\n  c: 2\n\td: 3\n").unwrap_err();
+        assert_eq!((after_scalar.location.line, after_scalar.location.column), (4, 1), "{after_scalar:?}");
+        let indent = parse_document("a: 1\nb:\n\tc: 2\n").unwrap_err();
+        assert_eq!((indent.location.line, indent.location.column), (3, 1), "{indent:?}");
+        assert!(indent.message.contains("a tab"), "{indent:?}");
+    }
+
+    #[test]
+    fn an_unclosed_bracket_is_located_at_the_bracket() {
+        let closed_later = parse_document("a: [1,\n  2,, 3]\n").unwrap_err();
+        assert!(!closed_later.message.contains("never closed"), "{closed_later:?}");
+        for source in ["a: 1\nb: [1, 2\nc: 3\n", "a: 1\nb: [1, 2\n", "a: {x: '[', y: 1\nb: 2\n"] {
+            let e = parse_document(source).unwrap_err();
+            let expected = if source.starts_with("a: {") { (1, 4) } else { (2, 4) };
+            assert_eq!((e.location.line, e.location.column), expected, "{source:?}: {e:?}");
+            assert!(e.message.contains("is never closed"), "{e:?}");
+        }
     }
 
     #[test]

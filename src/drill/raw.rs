@@ -7,6 +7,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::duration;
 use super::model::{Check, NodeTargetRef, NotifyFormat, OnDeviation, WaitCondition};
 use crate::domain::PhaseId;
 use crate::domain::{Cni, CutFidelity, RestoreTarget};
@@ -67,6 +68,48 @@ pub struct DrillSpec {
     /// or on rollback; journalled, so `hybrid-drill recover` expires them after a crash.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub silences: Vec<SilenceSection>,
+    /// What each run's audit record must hold, and who owns the action items its report raises.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<EvidenceSection>,
+    /// The other workloads the fault displaces (the collateral): the return restarts each one still on capacity the
+    /// drill created, as it restarts the drilled workload, unless `leave` lists it.
+    #[serde(default, skip_serializing_if = "CollateralSection::is_empty")]
+    pub collateral: CollateralSection,
+}
+
+/// The audit record: a drill that requires a change reference or an approver is refused (exit 2, nothing touched)
+/// when `run` is not given `--change` or `--approved-by`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "Evidence")]
+pub struct EvidenceSection {
+    /// Refuse a run without `--change CHG-...`: the change record the drill was approved under.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub require_change: bool,
+    /// Refuse a run without `--approved-by NAME`: who approved it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub require_approver: bool,
+    /// The owner of the action items the report raises (a team or a person), e.g. `gpu-platform`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+}
+
+/// What the drill does with the other workloads its fault displaces.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "Collateral")]
+pub struct CollateralSection {
+    /// Workloads (`namespace/name` of their Deployment or StatefulSet) the return does not restart: they stay where
+    /// the fault moved them, and the report lists what they keep running as expected leftovers. A drill that leaves
+    /// cloud capacity running still exits 4.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub leave: Vec<String>,
+}
+
+impl CollateralSection {
+    fn is_empty(&self) -> bool {
+        self.leave.is_empty()
+    }
 }
 
 /// The drill lock, a coordination.k8s.io/v1 Lease. Drills that share on-prem nodes or a fallback must share it.
@@ -640,22 +683,30 @@ pub struct ExecAction {
     pub env: Vec<String>,
 }
 
-/// A duration written the human way: `90s`, `5m`, `1h 30m`.
+/// A duration in the drill file's one grammar (`drill::duration`): `90s`, `10m`, `1h30m`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct HumanDuration(pub Duration);
 
 impl Serialize for HumanDuration {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&humantime::format_duration(self.0).to_string())
+        s.serialize_str(&duration::format(self.0))
     }
 }
 
+// Any YAML value is taken, so a bare number (`timeout: 600`) is told as a duration without its unit rather than as
+// "expected a string".
 impl<'de> Deserialize<'de> for HumanDuration {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        humantime::parse_duration(text.trim()).map(HumanDuration).map_err(|e| {
-            serde::de::Error::custom(format!("invalid duration `{text}` ({e}); write e.g. `90s`, `5m` or `1h 30m`"))
-        })
+        let text = match serde_json::Value::deserialize(d)? {
+            serde_json::Value::String(text) => text,
+            serde_json::Value::Number(n) => n.to_string(),
+            other => {
+                return Err(serde::de::Error::custom(format!("{}{other} is not a duration", duration::REFUSED)));
+            }
+        };
+        duration::parse(&text)
+            .map(HumanDuration)
+            .map_err(|e| serde::de::Error::custom(format!("{}{e}", duration::REFUSED)))
     }
 }
 
@@ -666,8 +717,13 @@ impl JsonSchema for HumanDuration {
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
             "type": "string",
-            "description": "A duration such as `90s`, `5m` or `1h 30m`.",
-            "pattern": "^\\s*([0-9]+\\s*(ns|us|ms|s|sec|m|min|h|hr|d)\\s*)+$"
+            "description": format!("{}: whole numbers, each with its unit (ms, s, m, h, d).", capitalised(duration::EXAMPLE)),
+            "pattern": duration::pattern()
         })
     }
+}
+
+fn capitalised(text: &str) -> String {
+    let mut chars = text.chars();
+    chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default()
 }

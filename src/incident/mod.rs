@@ -34,6 +34,9 @@ use signs::{Degraded, NodeEvidence};
 /// state, not an incident).
 pub const DEFAULT_EPISODE_LIMIT: Duration = Duration::from_secs(6 * 3600);
 
+/// An incident's provenance in place of an initiator: nobody started it.
+const INCIDENT_INITIATOR: &str = "none: a real incident, observed by `hybrid-drill watch`, started by no one";
+
 /// How long the watch lets an opening settle before it reads the cause: nodes lost over a link go NotReady within a
 /// few node-monitor periods of each other.
 const SETTLE: Duration = Duration::from_secs(5);
@@ -395,8 +398,12 @@ impl Watcher<'_> {
         let meta = crate::run::run_meta(self.loaded, &self.cluster, &self.version);
         let analysis = crate::report::build(&self.loaded.drill, &timeline.observations(), &meta);
         let outcome = if analysis.objectives_missed.is_empty() { Outcome::Passed } else { Outcome::ObjectiveMissed };
-        let report = crate::run::seal(timeline, &self.cluster, self.loaded, &self.version, outcome);
+        let mut provenance = crate::evidence::provenance::local(self.loaded, &Default::default());
+        provenance.initiator_unknown = Some(INCIDENT_INITIATOR.into());
+        let report = crate::run::seal(timeline, &self.cluster, self.loaded, &self.version, outcome, provenance);
         crate::run::write_reports(&open.run_dir, &report).map_err(|e| self.write_error(&open.run_dir, e))?;
+        crate::evidence::seal(&open.run_dir, &report.run_id, None)
+            .map_err(|e| self.write_error(&open.run_dir, std::io::Error::other(e)))?;
         marker::remove(&self.marker_path()).map_err(|e| self.write_error(&self.marker_path(), e))?;
         eprintln!("hybrid-drill watch: incident closed · report {}", open.run_dir.join("report.md").display());
         println!("{}", open.run_dir.display());
@@ -487,6 +494,7 @@ mod tests {
             drill_source: String::new(),
             cluster_server: "s".into(),
             cluster_version: "v".into(),
+            provenance: None,
         }
     }
 

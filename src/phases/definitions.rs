@@ -1,5 +1,5 @@
 //! The phase table: where each phase starts and ends (a `Bound` at each end), which phases a drill shows, which
-//! moments are milestones, and how each end is stamped, for the README's table and every report's legend.
+//! moments are milestones, and how each end is stamped, for docs/reports.md's table and every report's legend.
 
 use super::model::MilestoneKey;
 use crate::cluster::karpenter::ClaimCondition;
@@ -115,7 +115,7 @@ pub struct EndDefinition {
     pub stamp: Option<&'static str>,
 }
 
-/// A phase in words, read from the table the phases are cut by: the README's phase table and every report's legend
+/// A phase in words, read from the table the phases are cut by: docs/reports.md's phase table and every report's legend
 /// are rendered from it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PhaseDefinition {
@@ -130,7 +130,7 @@ impl PhaseDefinition {
         Some(format!("{} → {}", self.from.stamp?, self.to.stamp?))
     }
 
-    /// The README's row: phase, from, to, the tool's clock at each end, the server's.
+    /// docs/reports.md's row: phase, from, to, the tool's clock at each end, the server's.
     pub fn table_row(&self) -> String {
         let name = match (self.id.parent(), self.id) {
             (Some(_), id) => format!("└ {}", id.as_str()),
@@ -165,7 +165,7 @@ impl PhaseDefinition {
 
 impl Bound {
     /// The moment in words; kept beside [`Moments::find`], which finds it.
-    // Long: one arm per Bound, each a line of the README's phase table; split, the table would be read in pieces.
+    // Long: one arm per Bound, each a line of docs/reports.md's phase table; split, the table would be read in pieces.
     fn definition(self) -> EndDefinition {
         use Receipt::{Act, Criterion, Done, View, Watch};
         const READY: Option<&str> = Some("Ready's lastTransitionTime");
@@ -377,16 +377,17 @@ pub(super) const MILESTONES: &[(Bound, MilestoneKey)] = {
 mod tests {
     use super::*;
 
-    /// The README's phase table is the one the phases are cut by: each phase's ends, their events and clocks.
+    /// docs/reports.md's phase table is the one the phases are cut by: each phase's ends, their events and clocks.
     #[test]
     fn the_readme_phase_table_is_the_codes() {
-        let readme = include_str!("../../README.md");
-        let section = readme.split("\n## Phases and clocks\n").nth(1).expect("README has `## Phases and clocks`");
+        let readme = include_str!("../../docs/reports.md");
+        let section =
+            readme.split("\n## Phases and clocks\n").nth(1).expect("docs/reports.md has `## Phases and clocks`");
         let mut table = section.lines().skip_while(|l| !l.starts_with("| phase |"));
         assert_eq!(table.next(), Some("| phase | from | to | tool's clock | server's clock |"));
         let rows: Vec<&str> = table.skip(1).take_while(|l| l.starts_with('|')).collect();
         let expected: Vec<String> = definitions().iter().map(PhaseDefinition::table_row).collect();
-        assert_eq!(rows, expected, "the README's phase table, as the code defines it:\n{}\n", expected.join("\n"));
+        assert_eq!(rows, expected, "docs/reports.md's phase table, as the code defines it:\n{}\n", expected.join("\n"));
     }
 
     /// The bounds the reports state are the ones scripts/fidelity checks.

@@ -334,7 +334,9 @@ mod tests {
         assert_eq!(c.move_seconds, Some(3.5));
         assert_eq!(c.rto_without_seconds, Some(7.5));
         assert_eq!(c.cause, None);
-        assert_eq!(c.launches[0].instance_type.as_deref(), Some("g6e.12xlarge"));
+        // The refused claim is listed too, without a type: it never got a node.
+        assert_eq!(c.launches[0].instance_type, None);
+        assert_eq!(c.launches[1].instance_type.as_deref(), Some("g6e.12xlarge"));
     }
 
     #[test]

@@ -174,6 +174,7 @@ fn set_up(drill: &Drill, out: &mut Vec<Need>) {
     let lock = &drill.spec.lock;
     out.extend([
         Need::new("", "namespaces", "get", "the cluster's identity").named("kube-system"),
+        Need::new("authentication.k8s.io", "selfsubjectreviews", "create", "the report's initiator"),
         Need::new("karpenter.sh", "nodepools", "list", "the plan reads the fallback NodePools"),
         Need::new("karpenter.sh", "nodepools", "watch", "the run watches the fallback NodePools"),
         Need::new("karpenter.sh", "nodeclaims", "list", "the run watches the fallback's NodeClaims"),
@@ -399,11 +400,31 @@ impl Scope {
     }
 }
 
+/// The return's restart of a displaced workload other than the drilled one (`kind` and `namespace/name` as the blast
+/// radius names its owner); `None` for an owner with no rollout restart (a bare Pod).
+pub fn collateral_restart(kind: &str, workload: &str) -> Option<Need> {
+    let resource = match kind {
+        "Deployment" => "deployments",
+        "StatefulSet" => "statefulsets",
+        _ => return None,
+    };
+    let (namespace, name) = workload.split_once('/')?;
+    let why = "the return restarts a displaced workload left on capacity the drill created, unless spec.collateral.leave \
+               lists it";
+    Some(Need::new("apps", resource, "patch", why).within(namespace).named(name))
+}
+
 /// Refuses the drill, before anything is touched, when the identity lacks any permission the scope will use.
 pub async fn check(client: &Client, context: &str, drill: &Drill, scope: Scope) -> Result<(), AccessError> {
     let served = served(client).await.map_err(|error| AccessError::Review { error })?;
     let needs: Vec<Need> = needs(drill, &served).into_iter().filter(|need| scope.covers(need)).collect();
-    let missing = missing(client, &needs).await.map_err(|error| AccessError::Review { error })?;
+    check_needs(client, context, &needs).await
+}
+
+/// Refuses the drill when the identity lacks any of `needs` (those [`needs`] derives, or those only the cluster's
+/// state shows, as the collateral's restarts).
+pub async fn check_needs(client: &Client, context: &str, needs: &[Need]) -> Result<(), AccessError> {
+    let missing = missing(client, needs).await.map_err(|error| AccessError::Review { error })?;
     if missing.is_empty() {
         return Ok(());
     }

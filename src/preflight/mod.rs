@@ -32,7 +32,7 @@ pub fn plan_note(drill: &Drill, report: &PreflightReport) -> String {
     match step {
         None => "the drill has no `check: preflight` step: a run would not stop on these findings".into(),
         Some((s, on_deviation)) if failed > 0 && on_deviation != OnDeviation::Warn => {
-            format!("a run would be refused at step `{}` (exit 2) before anything is touched", s.id)
+            format!("a run would be refused at step `{}` (exit 5) before anything is touched", s.id)
         }
         Some((s, _)) if failed > 0 => format!("step `{}` has onDeviation: warn: a run would go on despite these", s.id),
         Some((s, _)) => format!("step `{}` would let the run go on", s.id),

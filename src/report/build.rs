@@ -1,7 +1,5 @@
-//! Building a report from a drill and its timeline (a pure function, so a run directory re-renders with today's
-//! logic), and reading one back from a run directory.
-
-use std::path::Path;
+//! Building a report from a drill and its timeline: a pure function, so a run directory re-renders with today's
+//! logic (`load` reads one back).
 
 use chrono::{DateTime, Utc};
 
@@ -23,17 +21,19 @@ pub struct RunMeta {
     pub drill_source: String,
     pub cluster_server: String,
     pub cluster_version: String,
+    pub provenance: Option<super::provenance::Provenance>,
 }
 
 impl RunMeta {
     /// The meta a recorded report kept.
-    fn recorded(report: &Report) -> RunMeta {
+    pub(super) fn recorded(report: &Report) -> RunMeta {
         RunMeta {
             tool_version: report.tool_version.clone(),
             drill_file: report.drill.file.clone(),
             drill_source: report.drill.source.clone(),
             cluster_server: report.cluster.server.clone(),
             cluster_version: report.cluster.version.clone(),
+            provenance: report.provenance.clone(),
         }
     }
 }
@@ -78,18 +78,14 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         Event::Aborted { reason } => Some(reason.clone()),
         _ => None,
     });
-    let rollback = observations.iter().rev().find_map(|o| match &o.event {
-        Event::RollbackFinished { undone, failed, verified } => {
-            Some(Rollback { undone: undone.clone(), failed: failed.clone(), verified: verified.clone() })
-        }
-        _ => None,
-    });
+    let rollback = rollback(observations);
     let outcome = outcome(observations, !analysis.objectives_missed.is_empty(), &rollback, &abort_reason);
     let fallback_faults = crate::phases::fallback_faults::fallback_faults(observations, analysis_rto(&analysis.phases));
-    Report {
+    let mut report = Report {
         schema: REPORT_SCHEMA.into(),
         tool_version: meta.tool_version.clone(),
         run_id,
+        provenance: meta.provenance.clone(),
         drill: DrillIdentity {
             name: drill.metadata.name.clone(),
             description: drill.metadata.description.clone(),
@@ -102,6 +98,8 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         outcome,
         exit_code: crate::exit::exit_code(outcome),
         abort_reason,
+        headline: Vec::new(),
+        crashed: None,
         fidelity: incident.as_ref().map_or_else(|| fidelity::statement(drill, observations), IncidentFacts::statement),
         // A drill the watch saw is a drill, whoever recorded it: never an incident in history or alerts.
         kind: if incident.as_ref().is_some_and(|i| i.drill_run.is_none()) { RunKind::Incident } else { RunKind::Drill },
@@ -119,16 +117,41 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         watch_gaps: observations.iter().filter(|o| matches!(o.event, Event::WatchGap { .. })).count(),
         api_requests: requests_sent(observations).map_or(0, |(total, _)| total),
         api_requests_by_verb: requests_sent(observations).map(|(_, by_verb)| by_verb.clone()).unwrap_or_default(),
-        warnings: observations
-            .iter()
-            .filter_map(|o| match &o.event {
-                Event::Warning { message } => Some(message.clone()),
-                _ => None,
-            })
-            .collect(),
+        warnings: warnings(observations),
         reclaim_blockers: super::blockers::reclaim_blockers(observations),
         fallback_faults,
-    }
+        last_resort: super::headline::last_resorts(drill, observations),
+        service_level: super::service::service_level(drill, observations),
+        blast_radius: super::leftovers::blast_radius(observations),
+        collateral: super::leftovers::collateral(observations),
+        leftovers: super::leftovers::leftovers(observations),
+        deviations: Vec::new(),
+        action_items: Vec::new(),
+    };
+    report.headline = super::headline::qualifiers(&report, super::headline::on_prem_nodes(observations));
+    super::deviations::fill(drill, observations, &mut report);
+    report
+}
+
+/// What the run's restore undid, could not undo and verified, when it ran.
+fn rollback(observations: &[Observation]) -> Option<Rollback> {
+    observations.iter().rev().find_map(|o| match &o.event {
+        Event::RollbackFinished { undone, failed, verified } => {
+            Some(Rollback { undone: undone.clone(), failed: failed.clone(), verified: verified.clone() })
+        }
+        _ => None,
+    })
+}
+
+/// Every warning the run recorded, in order.
+fn warnings(observations: &[Observation]) -> Vec<String> {
+    observations
+        .iter()
+        .filter_map(|o| match &o.event {
+            Event::Warning { message } => Some(message.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 fn analysis_rto(phases: &[crate::phases::Phase]) -> Option<f64> {
@@ -279,7 +302,9 @@ fn marker(event: &Event) -> Option<Marker> {
         Event::NodeClaimCreated { .. }
         | Event::NodeClaimCondition { .. }
         | Event::NodeClaimDeleted { .. }
-        | Event::ReclaimBlocked { .. } => Marker::NodeClaim,
+        | Event::ReclaimBlocked { .. }
+        | Event::CollateralNodeClaim { .. }
+        | Event::Leftover { .. } => Marker::NodeClaim,
         Event::NodeAdded { .. }
         | Event::NodeDeleted { .. }
         | Event::Cordoned { .. }
@@ -296,6 +321,7 @@ fn marker(event: &Event) -> Option<Marker> {
         | Event::RestoreStarted { .. }
         | Event::FaultRemoved { .. }
         | Event::RestartTriggered { .. }
+        | Event::CollateralReturned { .. }
         | Event::UndoDone { .. }
         | Event::UndoFailed { .. } => Marker::Restore,
         Event::WatchGap { .. }
@@ -309,14 +335,16 @@ fn marker(event: &Event) -> Option<Marker> {
 
 /// Observations worth a line in a report, each with its marker lane.
 pub fn notable(observations: &[Observation]) -> Vec<Notable> {
+    let mut needed = super::service::Needed::start(None, observations);
     observations
         .iter()
         .filter_map(|o| {
+            let needed = needed.after(&o.event);
             marker(&o.event).map(|kind| Notable {
                 t_seconds: o.t_ms as f64 / 1000.0,
                 at: o.received,
                 server_time: o.server_time,
-                what: o.event.describe(),
+                what: super::service::availability_words(&o.event, needed).unwrap_or_else(|| o.event.describe()),
                 kind,
             })
         })
@@ -388,46 +416,4 @@ pub fn overlap(observations: &[Observation]) -> Option<OverlapWindow> {
         seconds: None,
         unconfirmed_pods: unconfirmed.into_iter().map(str::to_string).collect(),
     })
-}
-
-/// Whether a timeline holds every fact a report needs: runs recorded before the report's facts were timeline
-/// events lack the request count, written once at the end of every run since.
-fn holds_the_report(observations: &[Observation]) -> bool {
-    let has = |f: fn(&Event) -> bool| observations.iter().any(|o| f(&o.event));
-    has(|e| matches!(e, Event::DrillStarted { .. }))
-        && has(|e| matches!(e, Event::DrillFinished { .. }))
-        && has(|e| matches!(e, Event::RequestsSent { .. }))
-}
-
-/// Reads a run directory. The report is computed again from its `drill.yaml` and `timeline.jsonl`, with the meta
-/// `report.json` kept, so an old run re-renders with today's logic. A run whose timeline lacks what [`build`] needs
-/// (recorded by an older hybrid-drill) keeps its recorded report, with markers and the overlap window derived again
-/// where its timeline is there.
-pub fn load(run_dir: &Path) -> Result<Report, LoadError> {
-    let path = if run_dir.is_file() { run_dir.to_path_buf() } else { run_dir.join("report.json") };
-    let text =
-        std::fs::read_to_string(&path).map_err(|cause| LoadError::Read { path: path.display().to_string(), cause })?;
-    let mut report: Report =
-        serde_json::from_str(&text).map_err(|cause| LoadError::Parse { path: path.display().to_string(), cause })?;
-    if report.schema != REPORT_SCHEMA {
-        return Err(LoadError::Schema { path: path.display().to_string(), found: report.schema });
-    }
-    let observations = crate::timeline::read(&path.with_file_name("timeline.jsonl")).unwrap_or_default();
-    if observations.is_empty() {
-        return Ok(report);
-    }
-    let drill_file = path.with_file_name("drill.yaml");
-    let source = std::fs::read_to_string(&drill_file).unwrap_or_else(|_| report.drill.source.clone());
-    match crate::drill::from_source(&drill_file, source) {
-        Ok(loaded) if holds_the_report(&observations) => {
-            Ok(build(&loaded.drill, &observations, &RunMeta::recorded(&report)))
-        }
-        _ => {
-            report.notable_events = notable(&observations);
-            report.overlap = overlap(&observations);
-            report.reclaim_blockers = super::blockers::reclaim_blockers(&observations);
-            report.autoscaler = super::autoscaling::autoscaling(&observations);
-            Ok(report)
-        }
-    }
 }

@@ -17,7 +17,19 @@ pub fn render(report: &Report) -> Result<String, quick_junit::SerializeError> {
         Property::new("drill_file", report.drill.file.as_str()),
         Property::new("fidelity", report.fidelity.as_str()),
         Property::new("fallback_gpu_hours", format!("{:.3}", report.fallback.gpu_hours)),
+        Property::new("deviations", report.deviations.len().to_string()),
+        Property::new("action_items", report.action_items.len().to_string()),
     ]);
+    if let Some(p) = &report.provenance {
+        suite.add_properties([
+            Property::new("initiated_by", p.initiator_line()),
+            Property::new("change", p.change.clone().unwrap_or_default()),
+            Property::new("approved_by", p.approved_by.clone().unwrap_or_default()),
+            Property::new("host", p.host.as_str()),
+            Property::new("tool_commit", p.git_commit.as_str()),
+            Property::new("drill_sha256", p.drill_sha256.as_str()),
+        ]);
+    }
     let classname = format!("hybrid-drill.{}", report.drill.name);
 
     suite.add_test_case(outcome_case(report, &classname));
@@ -39,6 +51,13 @@ fn outcome_case(report: &Report, classname: &str) -> TestCase {
             let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
             s.set_type("objective-missed");
             s.set_message(format!("objectives missed: {}", report.missed_list()));
+            s
+        }
+        Outcome::LeftBehind => {
+            let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            s.set_type(report.outcome.slug());
+            let left: Vec<String> = report.leftovers.iter().map(|l| l.line()).collect();
+            s.set_message(format!("left behind: {}", left.join("; ")));
             s
         }
         // The drill did not run to its end: an error, not a measured miss.

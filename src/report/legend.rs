@@ -48,6 +48,36 @@ pub fn line(figure: Figure) -> String {
     }
 }
 
+/// The short legend a reader needs first, in plain words; the exact clocks and bounds of each figure follow at the
+/// end of the report ([`measured`]).
+pub const PLAIN: [&str; 5] = [
+    "RTO: the time from the fault until enough pods of the workload were Ready again to serve.",
+    "A phase is one stretch of the recovery (pods evicted, cloud node started, pod started...). MISSED: it took \
+     longer than its objective; NOT MEASURED: it never finished.",
+    "Fallback: the cloud GPU nodes Karpenter started while on-prem could not serve; reclaim: those nodes removed again.",
+    "Times are as the tool saw them, to a tenth of a second; \"server clock\" is what Kubernetes stamped on its \
+     objects, in whole seconds.",
+    "×N after an event: the same event happened N times, shown once with its first and last time.",
+];
+
+/// Every figure's clock and bound, for the section at the end of a report: the phases, then the other figures.
+pub fn measured(report: &Report) -> Vec<String> {
+    let mut lines = phases(report);
+    lines.extend(
+        [
+            Figure::Milestones,
+            Figure::Startup,
+            Figure::FallbackHours,
+            Figure::PeakGpus,
+            Figure::Cost,
+            Figure::Overlap,
+            Figure::Steps,
+        ]
+        .map(line),
+    );
+    lines
+}
+
 /// The legend line of each phase the report shows, in its order.
 pub fn phases(report: &Report) -> Vec<String> {
     report.phases.iter().filter_map(|p| crate::phases::definition(p.name)).map(|d| d.legend()).collect()

@@ -2,7 +2,7 @@
 
 use std::fmt::{self, Write};
 
-use super::legend::{self, Figure};
+use super::legend;
 use super::{Report, human_seconds, overlap_sentence, phase_label, seconds_cell, verdict_word};
 use crate::phases::PhaseId;
 use crate::timeline::rfc3339;
@@ -13,8 +13,24 @@ type Section = fn(&mut String, &Report) -> fmt::Result;
 pub fn render(report: &Report) -> String {
     let mut md = String::new();
     // Writing to a String cannot fail: each section returns fmt::Result only so that `?` can carry its writes.
-    let sections: [Section; 11] =
-        [head, phases, startup, fallback, fallback_faults, overlap, autoscaler, steps, restore, milestones, events];
+    let sections: [Section; 16] = [
+        head,
+        plain_legend,
+        phases,
+        startup,
+        fallback,
+        fallback_faults,
+        overlap,
+        autoscaler,
+        steps,
+        deviations,
+        action_items,
+        restore,
+        collateral,
+        milestones,
+        events,
+        measured,
+    ];
     let _ = sections.iter().try_for_each(|section| section(&mut md, report));
     md
 }
@@ -25,13 +41,17 @@ fn head(md: &mut String, report: &Report) -> fmt::Result {
     if let Some(d) = &report.drill.description {
         writeln!(md, "{d}\n")?;
     }
-    writeln!(md, "**Verdict: {}**\n", report.outcome.as_str())?;
-    if let Some(reason) = &report.abort_reason {
-        writeln!(md, "Stopped because: {reason}\n")?;
-    }
+    writeln!(md, "**Verdict: {}**\n", super::headline::verdict(report))?;
     if let Some(rto) = report.phase(PhaseId::Rto) {
         let objective = rto.objective_seconds.map(|o| format!(" (objective {})", human_seconds(o))).unwrap_or_default();
         writeln!(md, "RTO: **{}**{objective}: {}\n", seconds_cell(rto.seconds), verdict_word(rto))?;
+    }
+    for q in &report.headline {
+        let tag = if q.kind.is_serious() { format!("**{}**", q.kind.tag()) } else { q.kind.tag().to_string() };
+        writeln!(md, "- {tag}: {}", q.text)?;
+    }
+    if !report.headline.is_empty() {
+        writeln!(md)?;
     }
     writeln!(md, "| | |\n|---|---|")?;
     writeln!(md, "| Run | `{}` |", report.run_id)?;
@@ -43,10 +63,66 @@ fn head(md: &mut String, report: &Report) -> fmt::Result {
         report.cluster.context, report.cluster.server, report.cluster.version
     )?;
     writeln!(md, "| Drill file | `{}` |", report.drill.file)?;
-    writeln!(md, "| Tool | hybrid-drill {} |", report.tool_version)?;
+    match &report.provenance {
+        Some(p) => {
+            for (label, value) in p.rows() {
+                writeln!(md, "| {label} | {} |", cell(&value))?;
+            }
+        }
+        None => writeln!(md, "| Tool | hybrid-drill {} |", report.tool_version)?,
+    }
     writeln!(md, "| API requests | {} |", super::requests_in_words(report))?;
     writeln!(md, "\n## Fidelity\n\n{}\n", report.fidelity)?;
     Ok(())
+}
+
+/// Every departure from the plan, or a line saying there was none.
+fn deviations(md: &mut String, report: &Report) -> fmt::Result {
+    writeln!(md, "## Deviations from the plan\n")?;
+    if report.deviations.is_empty() {
+        return writeln!(md, "None: every step ran as planned, with no retry, warning or override.\n");
+    }
+    for d in &report.deviations {
+        let at = d.t_seconds.map(|t| format!(" (t+{})", human_seconds(t))).unwrap_or_default();
+        writeln!(md, "- **{}**{at}: {}", d.kind.label(), d.what)?;
+    }
+    writeln!(md)
+}
+
+/// What the words of the report mean, in a few plain lines.
+fn plain_legend(md: &mut String, _: &Report) -> fmt::Result {
+    writeln!(md, "## Legend\n")?;
+    for line in legend::PLAIN {
+        writeln!(md, "- {line}")?;
+    }
+    writeln!(md)
+}
+
+/// One row per missed objective and preflight finding: what to fix, why, and who owns it.
+fn action_items(md: &mut String, report: &Report) -> fmt::Result {
+    writeln!(md, "## Action items\n")?;
+    if report.action_items.is_empty() {
+        return writeln!(md, "None: every objective was met and preflight raised nothing.\n");
+    }
+    writeln!(md, "| Objective | Measured | Likely cause | Owner |\n|---|---|---|---|")?;
+    for a in &report.action_items {
+        writeln!(md, "| {} | {} | {} | {} |", cell(&a.objective), cell(&a.measured), cell(&a.cause), cell(&a.owner))?;
+    }
+    writeln!(md)
+}
+
+/// Every figure's clock and bound, at the end where the reader who checks them looks.
+fn measured(md: &mut String, report: &Report) -> fmt::Result {
+    writeln!(md, "\n## How each figure is measured\n")?;
+    for line in legend::measured(report) {
+        writeln!(md, "- {line}")?;
+    }
+    writeln!(md, "\n## Drill file as run\n\n```yaml\n{}\n```", report.drill.source.trim_end())
+}
+
+/// Text for a table cell: a pipe or a line break would end the cell, or the row, mid-sentence.
+fn cell(text: &str) -> String {
+    text.replace('|', "\\|").replace("\r\n", "<br>").replace('\n', "<br>")
 }
 
 /// The phase table and its clocks.
@@ -65,16 +141,17 @@ fn phases(md: &mut String, report: &Report) -> fmt::Result {
             md,
             "| {} | {} | {} | {} | {} | {} | {} |",
             phase_label(p).trim(),
-            p.from.as_ref().map(|b| b.label.as_str()).unwrap_or("-"),
-            p.to.as_ref().map(|b| b.label.as_str()).unwrap_or("-"),
+            cell(p.from.as_ref().map(|b| b.label.as_str()).unwrap_or("-")),
+            cell(p.to.as_ref().map(|b| b.label.as_str()).unwrap_or("-")),
             seconds_cell(p.seconds),
             p.server_seconds.map(|s| format!("{s}s")).unwrap_or_else(|| "-".into()),
             seconds_cell(p.objective_seconds),
             verdict_word(p),
         )?;
     }
-
-    legend_lines(md, &legend::phases(report))?;
+    if let Some(note) = super::figures::rto_breakdown(report) {
+        writeln!(md, "\n{note}")?;
+    }
     Ok(())
 }
 
@@ -93,7 +170,9 @@ fn startup(md: &mut String, report: &Report) -> fmt::Result {
         if let (Some(slowest), Some(spread)) = (&s.slowest, s.spread_seconds) {
             writeln!(md, "\nSlowest: {slowest}, {} more than the quickest.", human_seconds(spread))?;
         }
-        legend_lines(md, &[legend::line(Figure::Startup)])?;
+        if let Some(note) = super::figures::startup_note(report) {
+            writeln!(md, "\n{note}")?;
+        }
     }
     Ok(())
 }
@@ -136,7 +215,6 @@ fn fallback(md: &mut String, report: &Report) -> fmt::Result {
     if !f.unpriced_instance_types.is_empty() {
         writeln!(md, "- No price given for: {}", f.unpriced_instance_types.join(", "))?;
     }
-    legend_lines(md, &[Figure::FallbackHours, Figure::PeakGpus, Figure::Cost].map(legend::line))?;
     Ok(())
 }
 
@@ -168,7 +246,6 @@ fn autoscaler(md: &mut String, report: &Report) -> fmt::Result {
 fn overlap(md: &mut String, report: &Report) -> fmt::Result {
     if let Some(o) = &report.overlap {
         writeln!(md, "\n## Overlap window (split brain)\n\n{}", overlap_sentence(o))?;
-        legend_lines(md, &[legend::line(Figure::Overlap)])?;
     }
     Ok(())
 }
@@ -184,10 +261,9 @@ fn steps(md: &mut String, report: &Report) -> fmt::Result {
             s.action,
             s.outcome,
             seconds_cell(s.seconds),
-            s.message.replace('|', "\\|")
+            cell(&s.message)
         )?;
     }
-    legend_lines(md, &[legend::line(Figure::Steps)])?;
     Ok(())
 }
 
@@ -208,18 +284,33 @@ fn restore(md: &mut String, report: &Report) -> fmt::Result {
             writeln!(md, "- nothing needed undoing")?;
         }
     }
-    if !report.warnings.is_empty() {
-        writeln!(md, "\n## Warnings\n")?;
-        for w in &report.warnings {
-            writeln!(md, "- {w}")?;
-        }
-    }
     if !report.reclaim_blockers.is_empty() {
         writeln!(md, "\n## Reclaim blockers\n")?;
         for b in &report.reclaim_blockers {
             let node = b.node.as_ref().map(|n| format!(" on {n}")).unwrap_or_default();
             writeln!(md, "- t={:.0}s {}{node}: {}: {}", b.t_seconds, b.cause, b.object, b.message)?;
         }
+    }
+    Ok(())
+}
+
+/// The other workloads the fault displaced, and what was still different from before it at the end.
+fn collateral(md: &mut String, report: &Report) -> fmt::Result {
+    if report.blast_radius.is_empty() && report.collateral.is_empty() && report.leftovers.is_empty() {
+        return Ok(());
+    }
+    writeln!(md, "\n## Collateral and leftovers\n")?;
+    for g in &report.blast_radius {
+        writeln!(md, "- blast radius: {g}")?;
+    }
+    for b in &report.collateral {
+        writeln!(md, "- displaced besides the drilled workload: {b}")?;
+    }
+    if report.leftovers.is_empty() {
+        writeln!(md, "- left behind: nothing; every NodeClaim the drill caused is gone and every workload is back")?;
+    }
+    for l in &report.leftovers {
+        writeln!(md, "- **{}**", l.line())?;
     }
     Ok(())
 }
@@ -234,28 +325,17 @@ fn milestones(md: &mut String, report: &Report) -> fmt::Result {
             human_seconds(m.t_ms as f64 / 1000.0),
             rfc3339(&m.received),
             m.server_time.as_ref().map(rfc3339).unwrap_or_else(|| "-".into()),
-            m.label
+            cell(&m.label)
         )?;
     }
-    legend_lines(md, &[legend::line(Figure::Milestones)])?;
     Ok(())
 }
 
-/// The notable events, then the drill file as it ran.
+/// The notable events, repeats folded.
 fn events(md: &mut String, report: &Report) -> fmt::Result {
     writeln!(md, "\n## Notable events\n\n| t | Event |\n|---|---|")?;
-    for n in &report.notable_events {
-        writeln!(md, "| +{} | {} |", human_seconds(n.t_seconds), n.what.replace('|', "\\|"))?;
-    }
-    writeln!(md, "\n## Drill file as run\n\n```yaml\n{}\n```", report.drill.source.trim_end())?;
-    Ok(())
-}
-
-/// The clocks and bounds of the figures just shown: one legend line each.
-fn legend_lines(md: &mut String, lines: &[String]) -> fmt::Result {
-    writeln!(md, "\nClocks and bounds:\n")?;
-    for line in lines {
-        writeln!(md, "- _{line}_")?;
+    for n in super::fold::fold(&report.notable_events) {
+        writeln!(md, "| +{} | {} |", human_seconds(n.t_seconds), cell(&n.text()))?;
     }
     Ok(())
 }

@@ -4,18 +4,27 @@
 pub mod autoscaling;
 mod blockers;
 mod build;
+mod crashed;
+pub mod deviations;
 mod fallback_faults;
 pub mod fidelity;
+pub mod figures;
+pub mod fold;
+pub mod headline;
 pub mod history;
 pub mod html;
 pub mod junit;
+mod leftovers;
 pub mod legend;
+mod load;
 pub mod markdown;
 mod model;
-mod page;
+pub(crate) mod page;
 pub mod prometheus;
+pub mod provenance;
 #[cfg(test)]
 pub(crate) mod sample;
+pub mod service;
 pub mod terminal;
 #[cfg(test)]
 mod tests;
@@ -25,14 +34,15 @@ use std::path::{Path, PathBuf};
 
 pub use crate::domain::Outcome;
 pub use blockers::{ReclaimBlocker, reclaim_blockers};
-pub use build::{LoadError, RunMeta, build, load, notable, overlap};
+pub use build::{LoadError, RunMeta, build, notable, overlap};
+pub use load::load;
 pub use model::{
     ClusterRecord, DrillIdentity, IncidentFacts, Marker, Notable, OverlapWindow, REPORT_SCHEMA, Report, Rollback,
     RunKind, StepRecord,
 };
 pub use words::{
-    billing_in_words, by_node_pool, human_seconds, overlap_sentence, phase_label, requests_in_words, seconds_cell,
-    verdict_word,
+    billing_in_words, by_node_pool, counted, human_seconds, overlap_sentence, phase_label, requests_in_words,
+    seconds_cell, verdict_word,
 };
 
 /// The formats a run's report is written in; every run writes each one to its file.

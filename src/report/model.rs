@@ -104,6 +104,9 @@ pub struct Report {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incident: Option<IncidentFacts>,
     pub run_id: String,
+    /// Who ran it and why; reports written before provenance was recorded have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<super::provenance::Provenance>,
     pub drill: DrillIdentity,
     pub cluster: ClusterRecord,
     pub started: DateTime<Utc>,
@@ -112,6 +115,12 @@ pub struct Report {
     pub exit_code: i32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub abort_reason: Option<String>,
+    /// What qualifies the verdict, the most serious first: every format opens with these.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headline: Vec<Qualifier>,
+    /// Set when the run stopped without writing its report: this one is rebuilt from its timeline and journal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crashed: Option<Crashed>,
     /// What the drill simulated, and what it does not reproduce.
     pub fidelity: String,
     pub steps: Vec<StepRecord>,
@@ -142,6 +151,29 @@ pub struct Report {
     /// The fallback's own failures the drill caused (capacity, a lost node) and a partial on-prem loss.
     #[serde(default, skip_serializing_if = "crate::phases::fallback_faults::FallbackFaults::is_empty")]
     pub fallback_faults: crate::phases::fallback_faults::FallbackFaults,
+    /// The cut nodes that came back only through the drill's `lastResort` hook.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub last_resort: Vec<LastResortRun>,
+    /// The workload's Ready pods against those needed, during the fault and during the return.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_level: Option<ServiceLevel>,
+    /// Every workload the fault displaced (the drilled one too), by owner, and the NodePools each could land on.
+    #[serde(default)]
+    pub blast_radius: Vec<crate::cluster::collateral::BlastGroup>,
+    /// Every other workload the fault displaced (from the on-prem nodes before it), with its pods and GPUs.
+    #[serde(default)]
+    pub collateral: Vec<crate::cluster::collateral::Bystander>,
+    /// What was still different from the state before the fault at the end: NodeClaims the drill caused, in any
+    /// NodePool, and displaced workloads still off the on-prem nodes; `expected` when the drill file leaves them.
+    #[serde(default)]
+    pub leftovers: Vec<crate::cluster::collateral::Leftover>,
+    /// Every departure from the plan: retries, failed or timed-out steps, warnings, overridden gates, manual actions
+    /// and what was left in place on purpose.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deviations: Vec<Deviation>,
+    /// What to fix: one item per missed objective and per preflight warning.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub action_items: Vec<ActionItem>,
 }
 
 impl Report {
@@ -214,7 +246,185 @@ pub struct ClusterRecord {
     pub version: String,
 }
 
+/// One thing a reader must know with the verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Qualifier {
+    pub kind: QualifierKind,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QualifierKind {
+    /// The run stopped without finishing: the report is rebuilt from what it left.
+    Crashed,
+    Stopped,
+    /// A cut node came back only through the drill's `lastResort` hook (a power cycle).
+    LastResort,
+    /// Something the run changed, or started, that is still in the cluster.
+    Leftover,
+    MissedObjective,
+    Service,
+    Warning,
+}
+
+impl QualifierKind {
+    /// The words a text format prints before the qualifier.
+    pub fn tag(self) -> &'static str {
+        match self {
+            QualifierKind::Crashed => "CRASHED: incomplete",
+            QualifierKind::Stopped => "stopped because",
+            QualifierKind::LastResort => "LAST RESORT",
+            QualifierKind::Leftover => "LEFT IN THE CLUSTER",
+            QualifierKind::MissedObjective => "OBJECTIVE MISSED",
+            QualifierKind::Service => "service",
+            QualifierKind::Warning => "warning",
+        }
+    }
+
+    /// The serde name, for CSS classes.
+    pub fn slug(self) -> &'static str {
+        match self {
+            QualifierKind::Crashed => "crashed",
+            QualifierKind::Stopped => "stopped",
+            QualifierKind::LastResort => "last-resort",
+            QualifierKind::Leftover => "leftover",
+            QualifierKind::MissedObjective => "missed-objective",
+            QualifierKind::Service => "service",
+            QualifierKind::Warning => "warning",
+        }
+    }
+
+    /// Whether it changes how the verdict reads (shown in red), rather than adding to it.
+    pub fn is_serious(self) -> bool {
+        !matches!(self, QualifierKind::Service | QualifierKind::Warning | QualifierKind::Stopped)
+    }
+}
+
+/// A host cut's `lastResort` hook run for a node that did not come back once its cut was lifted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LastResortRun {
+    /// The cut step.
+    pub step: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    pub command: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    pub t_seconds: f64,
+}
+
+/// A run that stopped without writing its report (killed, out of memory, the host lost): its report is rebuilt from
+/// the timeline and the journal it left.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Crashed {
+    /// The last thing the timeline recorded, and when.
+    pub last_seen: String,
+    /// What the journal still has to undo, newest first.
+    #[serde(default)]
+    pub outstanding: Vec<String>,
+}
+
+/// The Ready pods of the workload against the pods the drill needs Ready, in the two windows that matter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServiceLevel {
+    /// Ready pods when the drill began, before the fault.
+    pub ready_before: usize,
+    /// From the fault to the start of the return (or the end of the run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault: Option<Dip>,
+    /// From the start of the return to the end of the run: the workload moving home can dip again.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "return")]
+    pub back: Option<Dip>,
+}
+
+/// One window of the run, on the tool's clock.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Dip {
+    /// The fewest workload pods Ready at any moment of the window.
+    pub lowest_ready: usize,
+    /// The Ready pods the service needed at that moment (`restoredWhen.readyPods`, resolved at the fault).
+    pub needed: usize,
+    /// How long fewer pods than needed were Ready, summed over the window.
+    pub seconds_below: f64,
+    /// How many times the count fell below the target in the window.
+    pub dips: usize,
+}
+
+impl Dip {
+    pub fn dipped(&self) -> bool {
+        self.dips > 0 || self.lowest_ready < self.needed
+    }
+}
+
 /// Whether a report has no startup to show (serde leaves the field out then).
 pub(super) fn no_pods(startup: &Startup) -> bool {
     startup.pods.is_empty()
 }
+
+/// What kind of departure from the plan a deviation is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeviationKind {
+    /// A request the tool repeated: an eviction a budget refused, a watch that lost its stream.
+    Retry,
+    StepFailed,
+    StepTimedOut,
+    /// A step that started and never finished: a signal, a guard or the deadline stopped the drill.
+    StepAborted,
+    Warning,
+    /// A safety check the drill file turned off or down: a preflight failure let through, a forced drain.
+    OverriddenGate,
+    /// Something a person did or must do: an emergency stop, a restore that needs `recover`.
+    ManualAction,
+    /// A change the drill keeps on purpose (`keepChanges`), for a later `recover`.
+    ExpectedLeftover,
+}
+
+impl DeviationKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            DeviationKind::Retry => "retry",
+            DeviationKind::StepFailed => "step failed",
+            DeviationKind::StepTimedOut => "step timed out",
+            DeviationKind::StepAborted => "step aborted",
+            DeviationKind::Warning => "warning",
+            DeviationKind::OverriddenGate => "overridden gate",
+            DeviationKind::ManualAction => "manual action",
+            DeviationKind::ExpectedLeftover => "expected leftover",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Deviation {
+    pub kind: DeviationKind,
+    /// Seconds into the run, when the timeline dates it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t_seconds: Option<f64>,
+    pub what: String,
+}
+
+/// Where an action item comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ActionSource {
+    MissedObjective,
+    PreflightWarning,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActionItem {
+    pub source: ActionSource,
+    /// `provisioning <= 5.0s`, or the preflight check's finding.
+    pub objective: String,
+    /// What the run measured (`6.0s`, `not measured`), or `warning` for a preflight finding.
+    pub measured: String,
+    /// The likely cause, from the phase breakdown, and what would address it.
+    pub cause: String,
+    /// `spec.evidence.owner`, or `unassigned`.
+    pub owner: String,
+}
+
+/// Said where the drill file names no owner.
+pub const UNASSIGNED: &str = "unassigned";

@@ -36,6 +36,11 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-sp
 .legend-lines { font-size: 12px; margin: 4px 0 10px; padding-left: 18px; }
 .swatch { display: inline-block; width: 14px; height: 10px; margin-right: 4px; vertical-align: middle; }
 .callout { border-left: 4px solid var(--missed); background: #fff5f5; padding: 8px 12px; margin: 8px 0; }
+.qualifiers { list-style: none; padding: 0; margin: 8px 0; }
+.qualifier { border-left: 4px solid var(--none); background: var(--band); padding: 4px 10px; margin: 4px 0; color: var(--ink); }
+.qualifier.missed { border-color: var(--missed); background: #fff5f5; }
+.qualifier.missed strong { color: var(--missed); }
+p.note { border-left: 4px solid var(--rule); padding: 2px 10px; }
 .callout.note { border-color: var(--overlap); background: #fff8f0; }
 .trends { display: grid; grid-template-columns: repeat(auto-fill, minmax(320px, 1fr)); gap: 12px; }
 .trend { margin: 0; border: 1px solid var(--rule); border-radius: 6px; padding: 6px 8px; }
@@ -76,7 +81,7 @@ svg .objective-line { stroke: var(--missed); stroke-width: 1; stroke-dasharray: 
 "#;
 
 /// A complete HTML document around `body`.
-pub(super) fn page(title: &str, body: Markup) -> String {
+pub(crate) fn page(title: &str, body: Markup) -> String {
     let document = html! {
         (DOCTYPE)
         html lang="en" {

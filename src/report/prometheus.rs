@@ -172,7 +172,35 @@ fn gauges(report: &Report) -> Vec<Gauge> {
 
 /// The run's metrics; an error only if the encoder refuses a value, which writing gauges to a string never does.
 pub fn render(report: &Report) -> Result<String, std::fmt::Error> {
-    encode(&report.drill.name, gauges(report))
+    let mut all = gauges(report);
+    all.extend(evidence_gauges(report));
+    encode(&report.drill.name, all)
+}
+
+/// The audit record's figures: deviations, action items, and who ran it under which change (an info gauge, 1).
+fn evidence_gauges(report: &Report) -> Vec<Gauge> {
+    let mut all = vec![
+        Gauge::single(
+            "deviations",
+            "Deviations from the plan the last run's report lists.",
+            report.deviations.len() as f64,
+        ),
+        Gauge::single("action_items", "Action items the last run's report raises.", report.action_items.len() as f64),
+    ];
+    if let Some(p) = &report.provenance {
+        let labels = vec![
+            ("initiated_by", p.initiator.as_ref().map(|i| i.user.clone()).unwrap_or_default()),
+            ("change", p.change.clone().unwrap_or_default()),
+            ("approved_by", p.approved_by.clone().unwrap_or_default()),
+            ("tool_commit", p.git_commit.clone()),
+        ];
+        all.push(Gauge {
+            name: "run_info",
+            help: "Who ran the drill's last run and under which change; always 1.",
+            samples: vec![(labels, 1.0)],
+        });
+    }
+    all
 }
 
 /// Gauges labelled `drill`, in the text format.

@@ -148,6 +148,25 @@ pub fn meta() -> RunMeta {
         drill_source: DRILL.into(),
         cluster_server: "https://127.0.0.1:26443/".into(),
         cluster_version: "v1.34.1".into(),
+        provenance: Some(provenance()),
+    }
+}
+
+/// An operator's run through EKS's IAM authenticator, under a change record.
+pub fn provenance() -> super::provenance::Provenance {
+    let extra = std::collections::BTreeMap::from([(
+        "arn".to_string(),
+        vec!["arn:aws:sts::111122223333:assumed-role/gpu-ops/alice".to_string()],
+    )]);
+    super::provenance::Provenance {
+        initiator: Some(crate::cluster::initiator::Initiator::of("alice".into(), vec!["gpu-ops".into()], extra)),
+        initiator_unknown: None,
+        host: "ops-laptop".into(),
+        tool_version: "0.1.0".into(),
+        git_commit: "0123456789abcdef0123456789abcdef01234567".into(),
+        drill_sha256: "ab".repeat(32),
+        change: Some("CHG-1".into()),
+        approved_by: Some("bob".into()),
     }
 }
 

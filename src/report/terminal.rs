@@ -27,11 +27,15 @@ pub fn render(report: &Report, run_dir: &str) -> String {
             verdict,
         ]);
     }
-    let mut out = format!("\n{} · {} on {}\n", report.drill.name, report.outcome.as_str(), report.cluster.context);
-    if let Some(reason) = &report.abort_reason {
-        out.push_str(&format!("reason: {reason}\n"));
+    let mut out =
+        format!("\n{} · {} on {}\n", report.drill.name, super::headline::verdict(report), report.cluster.context);
+    for q in &report.headline {
+        out.push_str(&format!("  {}: {}\n", q.kind.tag(), q.text));
     }
     out.push_str(&format!("{table}\n"));
+    for note in [super::figures::rto_breakdown(report), super::figures::startup_note(report)].into_iter().flatten() {
+        out.push_str(&format!("{note}\n"));
+    }
     let f = &report.fallback;
     if f.nodes > 0 {
         let cost = f.estimated_cost.map(|c| format!(", estimated ${c:.2}")).unwrap_or_default();
@@ -42,20 +46,6 @@ pub fn render(report: &Report, run_dir: &str) -> String {
         if let Some(pools) = super::by_node_pool(f) {
             out.push_str(&format!("fallback by NodePool: {pools}\n"));
         }
-    }
-    if f.overrun {
-        out.push_str(&format!(
-            "warning: the fallback peaked at {} GPUs, above its limit of {}\n",
-            f.max_gpus,
-            f.gpu_limit.unwrap_or_default()
-        ));
-    }
-    if f.over_ceiling {
-        out.push_str(&format!(
-            "warning: the fallback peaked at {} GPUs, above the drill's ceiling of {} (guards.maxFallbackGpus)\n",
-            f.max_gpus,
-            f.ceiling.unwrap_or_default()
-        ));
     }
     if let Some(o) = &report.overlap {
         out.push_str(&format!("overlap (split brain): {}\n", super::overlap_sentence(o)));
@@ -74,9 +64,27 @@ pub fn render(report: &Report, run_dir: &str) -> String {
             out.push_str(&format!("verified: {v}\n"));
         }
     }
-    for w in &report.warnings {
-        out.push_str(&format!("warning: {w}\n"));
+    // The unexpected leftovers head the report among its qualifiers; the expected ones are said here.
+    for l in report.leftovers.iter().filter(|l| l.expected) {
+        out.push_str(&format!("{}\n", l.line()));
     }
+    out.push_str(&evidence_lines(report));
     out.push_str(&format!("report: {run_dir}/report.md ({} API requests)\n", report.api_requests));
+    out
+}
+
+/// Who ran it and under which change, and how many deviations and action items the report lists.
+fn evidence_lines(report: &Report) -> String {
+    let mut out = String::new();
+    if let Some(p) = &report.provenance {
+        let or_none = |v: &Option<String>| v.clone().unwrap_or_else(|| "none".into());
+        out.push_str(&format!(
+            "initiated by {} · change {} · approved by {}\n",
+            p.initiator_line(),
+            or_none(&p.change),
+            or_none(&p.approved_by)
+        ));
+    }
+    out.push_str(&format!("deviations: {} · action items: {}\n", report.deviations.len(), report.action_items.len()));
     out
 }

@@ -4,6 +4,11 @@
 use super::model::{OverlapWindow, Report};
 use crate::phases::{BillingBasis, Boundary, FallbackUsage, Phase, Verdict};
 
+/// `1 run`, `3 runs`: a count with its noun in the number it takes.
+pub fn counted(n: usize, noun: &str) -> String {
+    if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
+}
+
 /// Formats seconds the way ops read them: `4m 05.2s`, `38.1s`.
 pub fn human_seconds(s: f64) -> String {
     if s >= 3600.0 {

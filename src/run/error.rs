@@ -28,6 +28,10 @@ pub enum SetupError {
     /// Another drill (or `recover`) holds the cluster's drill lock.
     #[error(transparent)]
     Locked(#[from] LockError),
+    #[error("refusing the drill: its file requires {missing} (spec.evidence); nothing was touched")]
+    Unapproved { missing: String },
+    #[error("cannot sign the run's manifest: {0}; nothing was touched")]
+    SigningKey(#[from] crate::evidence::keys::KeyError),
 }
 
 fn unreleased_note(unreleased: &Option<String>) -> String {
@@ -36,5 +40,17 @@ fn unreleased_note(unreleased: &Option<String>) -> String {
             format!("; the drill lock was not released either ({why}): it falls free once unrenewed for its duration")
         }
         None => String::new(),
+    }
+}
+
+impl SetupError {
+    /// Its exit code: refused when the cluster's state forbids the drill now (the lock held, a drain kubectl would
+    /// refuse), as a failed preflight check is; any other problem is invalid set-up.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            SetupError::Locked(lock) if lock.is_held() => crate::exit::EXIT_REFUSED,
+            SetupError::Plan(PlanError::DrainRefused(_)) => crate::exit::EXIT_REFUSED,
+            _ => crate::exit::EXIT_INVALID,
+        }
     }
 }

@@ -4,6 +4,7 @@
 
 mod directory;
 mod error;
+mod plan_only;
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
@@ -13,15 +14,17 @@ use chrono::Utc;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinHandle;
 
+use crate::cluster::collateral::LeftoverKind;
 use crate::cluster::lease::{Claimant, Observer, this_host};
 use crate::cluster::{self, Cluster, KubeContext, Reader};
 use crate::drill::{Action, Drill, LoadedDrill, ReplicaBasis, ReturnAction, Webhook, WorkloadRef};
+use crate::evidence::{Approval, SigningKey};
 use crate::monitor::Monitor;
 use crate::notify::{self, Notice, Notifier};
 use crate::phases;
 use crate::plan::{self, Plan};
-use crate::preflight;
 use crate::progress::Progress;
+use crate::report::provenance::Provenance;
 use crate::report::{self, Outcome, Report, RunMeta};
 use crate::safety::lock::{self, Claim, HeldLock};
 use crate::safety::{self, Mutator, RollbackOutcome};
@@ -34,6 +37,7 @@ use directory::open_run_files;
 pub(crate) use directory::run_dir;
 pub use directory::write_reports;
 pub use error::SetupError;
+pub use plan_only::{Planned, plan_only};
 
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -46,6 +50,10 @@ pub struct RunOptions {
     pub pushgateway: Option<String>,
     /// Webhooks told of the run besides the drill's own `spec.notify`.
     pub notify: Vec<Webhook>,
+    /// The change record and approver the run is given; a drill may require both.
+    pub approval: Approval,
+    /// The key that signs the run directory's manifest: a file, or a secret reference.
+    pub signing_key: Option<String>,
 }
 
 /// What a finished (or stopped) run left behind.
@@ -54,33 +62,21 @@ pub struct RunResult {
     pub run_dir: PathBuf,
 }
 
-/// `hybrid-drill plan`: resolves everything read-only and says what a run would do.
-pub async fn plan_only(loaded: &LoadedDrill, target: &KubeContext) -> Result<String, SetupError> {
-    let drill = &loaded.drill;
-    let (cluster, version) = cluster::connect(target, &drill.spec.cluster).await?;
-    let plan = plan::resolve_for(&cluster, drill, plan::access::Scope::Plan).await?;
-    let targets = preflight::PreflightTargets::of(drill);
-    let verdict = match preflight::run(&cluster.reader(), &targets, &preflight::Expectations::of(drill)).await {
-        Ok(report) => format!("{}{}\n", preflight::render::table(&report), preflight::plan_note(drill, &report)),
-        Err(e) => format!("preflight could not run: {e}\n"),
-    };
-    let left: String = crate::drill::left_in_place::warnings(drill).iter().map(|w| format!("warning: {w}\n")).collect();
-    Ok(format!(
-        "context {} ({}, Kubernetes {version})\n{}{left}\n{verdict}nothing was changed\n",
-        cluster.context,
-        cluster.server,
-        plan.describe(drill)
-    ))
-}
-
 /// Runs a drill through its four stages.
 pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, SetupError> {
+    // Before the cluster is contacted: a run the drill file does not allow, or whose record could not be signed,
+    // touches nothing.
+    let missing = opts.approval.missing(loaded);
+    if !missing.is_empty() {
+        return Err(SetupError::Unapproved { missing: missing.join(" and ") });
+    }
+    let key = opts.signing_key.as_deref().map(SigningKey::load).transpose()?;
     // Registered before anything is touched, so a signal never kills the process mid-change.
     let signals = tokio::spawn(interrupted());
     let mut run = Run::set_up(loaded, opts).await?;
     let stop = run.execute(signals).await;
     let stopped = run.stop(stop).await;
-    run.finish(stopped, opts).await
+    run.finish(stopped, opts, key.as_ref()).await
 }
 
 /// Why the steps stopped.
@@ -96,12 +92,15 @@ enum Stop {
 struct Stopped {
     stop: Stop,
     restore_failed: bool,
+    /// Cloud capacity the drill caused was still running at the end (a leftover NodeClaim in any pool).
+    left_behind: bool,
 }
 
 impl Stopped {
     fn outcome(&self, objectives_met: bool) -> Outcome {
         match (&self.stop, self.restore_failed) {
             (_, true) => Outcome::RestoreFailed,
+            (Stop::Completed, _) if self.left_behind => Outcome::LeftBehind,
             (Stop::Completed, _) if objectives_met => Outcome::Passed,
             (Stop::Completed, _) => Outcome::ObjectiveMissed,
             (Stop::Refused(_), _) => Outcome::Refused,
@@ -139,6 +138,7 @@ struct Run<'a> {
     lock: HeldLock,
     warnings: Warnings,
     notifier: Notifier,
+    provenance: Provenance,
 }
 
 impl<'a> Run<'a> {
@@ -151,6 +151,7 @@ impl<'a> Run<'a> {
         let (cluster, version) = cluster::connect(&opts.target, &drill.spec.cluster).await?;
         let plan = plan::resolve(&cluster, drill).await?;
         let observed = cluster.observe().await?;
+        let provenance = crate::evidence::provenance::gather(&cluster, loaded, &opts.approval).await;
         // Said before the confirmation: a drill that cannot start should not ask for one.
         let mut observer = Observer::default();
         let say = |text: &str| eprintln!("hybrid-drill: {text}");
@@ -198,6 +199,7 @@ impl<'a> Run<'a> {
             return Err(SetupError::Watches { error, unreleased });
         }
         timeline.record(view.read(|v| baseline(v, plan.pool_gpu_limit)));
+        record_collateral_before(&cluster.reader(), drill, &plan, &view, &timeline).await;
         if let Some(autoscaler) = &scale.autoscaler {
             timeline.record(Event::AutoscalerFound { autoscaler: autoscaler.clone() });
         }
@@ -249,6 +251,7 @@ impl<'a> Run<'a> {
             lock,
             warnings,
             notifier,
+            provenance,
         })
     }
 
@@ -315,12 +318,13 @@ impl<'a> Run<'a> {
     /// home; after a completed run, undoes what the steps left in place (unless the drill keeps it); after a refusal
     /// there is nothing to undo.
     async fn stop(&mut self, stop: Stop) -> Stopped {
-        let mut stopped = Stopped { stop, restore_failed: false };
+        let mut stopped = Stopped { stop, restore_failed: false, left_behind: false };
         let reason = match &stopped.stop {
             Stop::Completed => {
                 // The silences outlive the restore check of what the steps left: its own alerts must not page.
                 stopped.restore_failed = !self.leave_nothing_behind().await;
                 self.expire_silences().await;
+                stopped.left_behind = self.leftovers().await;
                 return stopped;
             }
             Stop::Refused(reason) => {
@@ -345,7 +349,26 @@ impl<'a> Run<'a> {
             self.warnings.raise(warning);
         }
         self.fallback_still_running();
+        self.leftovers().await;
         stopped
+    }
+
+    /// Compares the cluster with the state before the fault and names each difference left, live and in the
+    /// timeline; whether cloud capacity the drill caused is still running.
+    async fn leftovers(&mut self) -> bool {
+        let drill = &self.loaded.drill;
+        match steps::collateral::account(&self.reader, drill, &self.timeline, &self.plan.on_prem_nodes).await {
+            Ok(left) => {
+                for leftover in &left {
+                    self.progress.line(&leftover.line());
+                }
+                left.iter().any(|l| l.kind == LeftoverKind::NodeClaim)
+            }
+            Err(e) => {
+                self.warnings.raise(format!("cannot compare the cluster with its state before the fault: {e}"));
+                false
+            }
+        }
     }
 
     /// Sends a notice; a webhook that did not take it is a warning.
@@ -480,7 +503,12 @@ impl<'a> Run<'a> {
     }
 
     /// Stops watching, cuts the timeline into phases, judges the run, then writes (and maybe pushes) its report.
-    async fn finish(mut self, stopped: Stopped, opts: &RunOptions) -> Result<RunResult, SetupError> {
+    async fn finish(
+        mut self,
+        stopped: Stopped,
+        opts: &RunOptions,
+        key: Option<&SigningKey>,
+    ) -> Result<RunResult, SetupError> {
         let drill = &self.loaded.drill;
         // Nothing touches the cluster after the stop stage: the next drill may start.
         if let Err(e) = self.mutator.release_lock(self.lock).await {
@@ -498,7 +526,8 @@ impl<'a> Run<'a> {
                 analysis.fallback.gpu_limit.unwrap_or_default()
             ));
         }
-        let mut report = seal(&self.timeline, &self.cluster, self.loaded, &self.version, outcome);
+        let provenance = self.provenance.clone();
+        let mut report = seal(&self.timeline, &self.cluster, self.loaded, &self.version, outcome, provenance);
         self.follow.abort();
         self.progress.finish();
         if let Some(url) = &opts.pushgateway
@@ -517,6 +546,8 @@ impl<'a> Run<'a> {
         }
         let io = |source| SetupError::RunDir { path: self.dir.display().to_string(), source };
         write_reports(&self.dir, &report).map_err(io)?;
+        // Last: every file of the run is written, and none is written after.
+        crate::evidence::seal(&self.dir, &report.run_id, key).map_err(|e| io(std::io::Error::other(e)))?;
         Ok(RunResult { report, run_dir: self.dir })
     }
 }
@@ -529,6 +560,7 @@ pub(crate) fn seal(
     loaded: &LoadedDrill,
     version: &str,
     outcome: Outcome,
+    provenance: Provenance,
 ) -> Report {
     if cluster.is_lab() {
         timeline.record(Event::Warning {
@@ -539,7 +571,8 @@ pub(crate) fn seal(
     }
     timeline.record(Event::RequestsSent { total: cluster.requests_sent(), by_verb: cluster.requests_by_verb() });
     timeline.record(Event::DrillFinished { outcome });
-    report::build(&loaded.drill, &timeline.observations(), &run_meta(loaded, cluster, version))
+    let meta = RunMeta { provenance: Some(provenance), ..run_meta(loaded, cluster, version) };
+    report::build(&loaded.drill, &timeline.observations(), &meta)
 }
 
 /// What a report keeps of the tool, the drill file and the API server.
@@ -550,6 +583,7 @@ pub(crate) fn run_meta(loaded: &LoadedDrill, cluster: &Cluster, version: &str) -
         drill_source: crate::secrets::redact(&loaded.source).into_owned(),
         cluster_server: cluster.server.clone(),
         cluster_version: version.to_string(),
+        provenance: None,
     }
 }
 
@@ -584,6 +618,18 @@ async fn silence(ctx: &StepContext<'_>, deadline: Duration) -> Result<(), crate:
 
 /// How long a silence outlives the drill's deadline: room for the restore after an abort.
 const SILENCE_MARGIN: Duration = Duration::from_secs(15 * 60);
+
+/// Records the state before the fault (every NodeClaim, every other workload on the on-prem nodes) for the return
+/// and the leftovers; a failed read is a warning: the run goes on without that accounting.
+async fn record_collateral_before(reader: &Reader, drill: &Drill, plan: &Plan, view: &SharedView, timeline: &Timeline) {
+    let drilled = view.read(|v| v.pods.keys().cloned().collect());
+    match steps::collateral::before(reader, drill, &plan.on_prem_nodes, &drilled, plan.blast_radius.clone()).await {
+        Ok(event) => timeline.record(event),
+        Err(e) => timeline.record(Event::Warning {
+            message: format!("cannot read the state before the fault (NodeClaims, other workloads): {e}"),
+        }),
+    };
+}
 
 fn confirm(plan: &Plan, loaded: &LoadedDrill, context: &str, yes: bool) -> Result<(), SetupError> {
     if yes {
@@ -686,7 +732,7 @@ mod tests {
     use super::*;
 
     fn stopped(stop: Stop, restore_failed: bool) -> Stopped {
-        Stopped { stop, restore_failed }
+        Stopped { stop, restore_failed, left_behind: false }
     }
 
     #[test]
@@ -696,7 +742,12 @@ mod tests {
         assert_eq!(stopped(Stop::Refused("r".into()), false).outcome(true), Outcome::Refused);
         assert_eq!(stopped(Stop::StepFailed("f".into()), false).outcome(true), Outcome::Aborted);
         assert_eq!(stopped(Stop::Aborted("a".into()), true).outcome(true), Outcome::RestoreFailed);
+        // Cloud capacity left running fails a completed drill, whatever its objectives; an abort stays an abort.
+        let left = |stop| Stopped { stop, restore_failed: false, left_behind: true };
+        assert_eq!(left(Stop::Completed).outcome(true), Outcome::LeftBehind);
+        assert_eq!(left(Stop::StepFailed("f".into())).outcome(true), Outcome::Aborted);
+        assert_eq!(crate::exit::exit_code(Outcome::LeftBehind), i32::from(crate::exit::EXIT_RESTORE_FAILED));
         // The abort reason is the Aborted event's now: report::tests reads it back from the timeline.
-        assert_eq!(crate::exit::exit_code(Outcome::Refused), i32::from(crate::exit::EXIT_INVALID));
+        assert_eq!(crate::exit::exit_code(Outcome::Refused), i32::from(crate::exit::EXIT_REFUSED));
     }
 }

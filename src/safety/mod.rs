@@ -17,6 +17,6 @@ pub(crate) mod tests;
 
 pub use error::MutationError;
 pub use mutator::{Eviction, Mutator, eviction_refusal};
-pub use recover::{recover, recover_marks};
+pub use recover::{marked_changes, recover, recover_marks};
 pub use undo::RollbackOutcome;
 pub use verify::{Leftover, RestoreScope, restore_wait};

@@ -36,7 +36,8 @@ pub(super) async fn run_command(command: &[String], timeout: Duration, env: &[St
         .env_clear()
         .envs(vars)
         .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::inherit())
+        // The hook's stdout joins the tool's stderr: the tool's stdout holds the report alone (`--output json`).
+        .stdout(std::io::stderr())
         .stderr(std::process::Stdio::inherit())
         .kill_on_drop(true)
         .spawn()

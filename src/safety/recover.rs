@@ -45,7 +45,7 @@ pub async fn recover_marks(
     run: Option<&RunId>,
     journal_path: &Path,
 ) -> Result<RollbackOutcome, MutationError> {
-    let marked = marked(cluster, run).await?;
+    let marked = marked(&cluster.client, run).await?;
     if marked.is_empty() {
         return Ok(RollbackOutcome::default());
     }
@@ -62,10 +62,16 @@ fn open(journal_path: &Path) -> Result<Journal, MutationError> {
         .map_err(|cause| MutationError::Journal { path: journal_path.display().to_string(), cause })
 }
 
+/// What `recover` would undo from the marks the cluster shows, one line each, read through `client` (`status` passes
+/// one that can only read).
+pub async fn marked_changes(client: &kube::Client, run: Option<&RunId>) -> Result<Vec<String>, MutationError> {
+    Ok(marked(client, run).await?.into_iter().map(|u| u.shown).collect())
+}
+
 /// Every change of `run` (or of any run) the cluster still shows: marked nodes, labelled policies, cut nodes, pods.
-async fn marked(cluster: &Cluster, run: Option<&RunId>) -> Result<Vec<ToUndo>, MutationError> {
+async fn marked(client: &kube::Client, run: Option<&RunId>) -> Result<Vec<ToUndo>, MutationError> {
     let mut marked = Vec::new();
-    let nodes: Api<Node> = Api::all(cluster.client.clone());
+    let nodes: Api<Node> = Api::all(client.clone());
     // The cordon mark is an annotation, which no selector reaches: every node is read, its metadata only and in pages.
     let fetch = |params: ListParams| {
         let nodes = nodes.clone();
@@ -84,7 +90,7 @@ async fn marked(cluster: &Cluster, run: Option<&RunId>) -> Result<Vec<ToUndo>, M
     marked.extend(cordoned);
     let labelled = ListParams::default().labels(&marks::label_selector(run));
     for kind in policy::ALL {
-        let api = kind.api(&cluster.client, None);
+        let api = kind.api(client, None);
         let list = match transient_retry(|| api.list(&labelled)).await {
             Ok(l) => l,
             // Not installed here, so no run created one.
@@ -112,7 +118,7 @@ async fn marked(cluster: &Cluster, run: Option<&RunId>) -> Result<Vec<ToUndo>, M
             mutation: Mutation::LabelNode { step: "recover".into(), node, label: CUT_LABEL.into(), last_resort: None },
         }
     }));
-    let pods: Api<Pod> = Api::all(cluster.client.clone());
+    let pods: Api<Pod> = Api::all(client.clone());
     let list = transient_retry(|| pods.list(&labelled)).await.map_err(|e| api_error("list", "pods", e))?;
     marked.extend(list.items.into_iter().map(|p| {
         let mutation = Mutation::LabelPod {

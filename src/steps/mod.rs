@@ -2,6 +2,7 @@
 //! every change goes through the mutator.
 
 pub mod check;
+pub mod collateral;
 pub mod cut;
 pub mod drain;
 pub mod fallback_faults;

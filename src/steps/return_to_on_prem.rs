@@ -1,4 +1,5 @@
-//! The return to on-prem: uncordon the on-prem nodes, then restart the workload so it re-places there.
+//! The return to on-prem: uncordon the on-prem nodes, then restart the workload so it re-places there, and each
+//! other workload the fault moved onto capacity the drill created (see [`super::collateral`]).
 
 use super::{StepContext, StepError, StepSuccess, nodes};
 use crate::drill::ReturnAction;
@@ -18,5 +19,6 @@ pub async fn return_to_on_prem(
         ctx.mutator.restart(&ctx.drill.spec.targets.workload.namespace, target.kind, &target.name).await?;
         done.push(format!("restarted {target}"));
     }
+    done.extend(super::collateral::return_displaced(ctx).await?);
     Ok(StepSuccess::ok(done.join("; ")))
 }

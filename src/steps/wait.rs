@@ -11,6 +11,7 @@ use kube::ResourceExt;
 
 use super::reclaim_blockers::{self, Blocker};
 use super::{StepContext, StepError, StepSuccess};
+use crate::cluster::collateral::ClaimFacts;
 use crate::cluster::tolerations;
 use crate::cluster::zones::{HELD_BY_ZONE_DISRUPTION, LARGE_CLUSTER_SIZE_THRESHOLD, ZoneState, zone_of, zone_state};
 use crate::drill::WaitCondition;
@@ -50,6 +51,17 @@ fn status(condition: WaitCondition, d: &Derived) -> String {
 /// How often the reclaim wait re-reads what blocks consolidation (budgets and annotations change without an event
 /// the drill watches).
 const BLOCKERS_EVERY: Duration = Duration::from_secs(5);
+
+/// The NodeClaims the drill caused that the reclaim still waits for, for the live line and a timed-out step's message.
+fn awaited_line(others: Option<&[ClaimFacts]>) -> String {
+    match others {
+        Some(claims) if !claims.is_empty() => {
+            let each: Vec<String> = claims.iter().map(ClaimFacts::describe).collect();
+            format!("; NodeClaims the drill caused still running: {}", each.join(", "))
+        }
+        _ => String::new(),
+    }
+}
 
 /// The blockers seen last, for the live line and a timed-out step's message.
 fn blocked_by(blocked: &[Blocker]) -> String {
@@ -130,10 +142,17 @@ fn fallback_nodes(ctx: &StepContext<'_>) -> (BTreeMap<String, String>, BTreeMap<
     })
 }
 
-/// Reads why the fallback stays, records each blocker once in the timeline, and returns those seen now. A failed
-/// read leaves the blockers unknown this round: the wait itself goes on.
-async fn reclaim_blockers(ctx: &StepContext<'_>, seen: &mut BTreeSet<Blocker>) -> Vec<Blocker> {
-    let (nodes, claims) = fallback_nodes(ctx);
+/// Reads why the fallback (and the NodeClaims the drill caused in other pools, `others`) stays, records each
+/// blocker once in the timeline, and returns those seen now. A failed read leaves the blockers unknown this round:
+/// the wait itself goes on.
+async fn reclaim_blockers(ctx: &StepContext<'_>, seen: &mut BTreeSet<Blocker>, others: &[ClaimFacts]) -> Vec<Blocker> {
+    let (mut nodes, mut claims) = fallback_nodes(ctx);
+    for claim in others {
+        if let Some(node) = &claim.node {
+            nodes.insert(node.clone(), claim.node_pool.clone());
+            claims.insert(node.clone(), claim.name.clone());
+        }
+    }
     if nodes.is_empty() {
         return Vec::new();
     }
@@ -178,9 +197,11 @@ pub async fn wait_for(
     // Only the reclaim waits on Karpenter's consolidation, whose blockers no watch shows.
     let reclaiming = condition == WaitCondition::FallbackEmpty;
     let (mut seen, mut blocked, mut next_look) = (BTreeSet::new(), Vec::new(), Instant::now());
+    // The NodeClaims the drill caused outside the fallback's pools, read with the blockers: the reclaim waits for them.
+    let mut others: Option<Vec<ClaimFacts>> = None;
     loop {
         let current = ctx.derived.borrow_and_update().clone();
-        if holds(condition, &current) {
+        if holds(condition, &current) && (!reclaiming || others.as_ref().is_some_and(Vec::is_empty)) {
             return Ok(StepSuccess::ok(format!("{condition} holds")));
         }
         if may_be_held
@@ -190,10 +211,15 @@ pub async fn wait_for(
             return Err(held_verdict(&held, &zone, down, size));
         }
         if reclaiming && Instant::now() >= next_look {
-            blocked = reclaim_blockers(ctx, &mut seen).await;
+            // A failed read leaves them unknown: the wait goes on rather than end on a guess.
+            others = super::collateral::awaited(ctx).await.ok();
+            blocked = reclaim_blockers(ctx, &mut seen, others.as_deref().unwrap_or_default()).await;
             next_look = Instant::now() + BLOCKERS_EVERY;
+            if holds(condition, &current) && others.as_ref().is_some_and(Vec::is_empty) {
+                continue;
+            }
         }
-        let why = blocked_by(&blocked);
+        let why = format!("{}{}", awaited_line(others.as_deref()), blocked_by(&blocked));
         ctx.progress.waiting(&format!("waiting for {condition}: {}{why}", status(condition, &current)));
         let wake = match (may_be_held, reclaiming) {
             (true, _) => deadline.min(Instant::now() + HELD_CHECK_EVERY),
@@ -208,8 +234,9 @@ pub async fn wait_for(
                 return Err(StepError::Timeout {
                     after: timeout,
                     detail: format!(
-                        "{condition} never held; last: {}{}{}",
+                        "{condition} never held; last: {}{}{}{}",
                         status(condition, &current),
+                        awaited_line(others.as_deref()),
                         blocked_by(&blocked),
                         capacity_cause(ctx, condition)
                     ),
@@ -325,9 +352,10 @@ spec:
 
         let during = since(&set_up, &cluster.requests_by_verb());
         assert_eq!(during.keys().collect::<Vec<_>>(), ["watch"], "{during:?}");
-        // One reconnect per watch held (two on nodes and on events: on-prem and fallback, namespace and NodeClaims).
+        // One reconnect per watch held (two on nodes and on events: on-prem and fallback, namespace and NodeClaims;
+        // two on NodeClaims: the fallback's and every other pool's, for the collateral).
         assert_eq!(during["watch"], set_up["watch"], "set up: {set_up:?}");
-        assert_eq!(set_up["watch"].values().sum::<u64>(), 7, "{set_up:?}");
+        assert_eq!(set_up["watch"].values().sum::<u64>(), 8, "{set_up:?}");
         drop(watches);
     }
 

@@ -131,6 +131,34 @@ pub enum Event {
     WorkloadsDisplaced {
         workloads: Vec<crate::cluster::displacement::WorkloadMove>,
     },
+    /// Read before the fault: the NodeClaims that existed in any NodePool, and every other workload on the on-prem
+    /// nodes (the fault's collateral), so the end of the drill can be compared with it.
+    CollateralBefore {
+        nodeclaims: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        workloads: Vec<crate::cluster::collateral::Bystander>,
+        /// Every workload the fault displaces (the drilled one too), by owner, and the NodePools each may land on.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        blast_radius: Vec<crate::cluster::collateral::BlastGroup>,
+    },
+    /// A NodeClaim outside the fallback's NodePools that the drill caused, first seen (the collateral's capacity).
+    CollateralNodeClaim {
+        /// `claim`, not `nodeclaim`: in every other observation `nodeclaim` is a NodeClaim's name, and readers of
+        /// timeline.jsonl (scripts/fidelity) take it as one.
+        claim: crate::cluster::collateral::ClaimFacts,
+        /// `created`, `initialized` or `deleted`.
+        milestone: String,
+    },
+    /// A displaced workload still on capacity the drill created, restarted by the return (or left, as declared).
+    CollateralReturned {
+        workload: String,
+        restarted: bool,
+        detail: String,
+    },
+    /// Something still different from the state before the fault at the drill's end.
+    Leftover {
+        leftover: crate::cluster::collateral::Leftover,
+    },
     /// Every on-prem node Ready again after a restore.
     OnPremReady {
         nodes: usize,
@@ -553,6 +581,12 @@ impl Timeline {
         self.lock().observations.clone()
     }
 
+    /// The first observation `f` maps to something, without copying the timeline: the watches stamp what they
+    /// record under the same lock, so a step that looks something up while they record must hold it briefly.
+    pub fn find_map<T>(&self, f: impl FnMut(&Observation) -> Option<T>) -> Option<T> {
+        self.lock().observations.iter().find_map(f)
+    }
+
     /// Every observation recorded from now on.
     pub fn subscribe(&self) -> tokio::sync::mpsc::UnboundedReceiver<Observation> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -645,6 +679,20 @@ impl Event {
                     .collect();
                 format!("workloads on the lost nodes: {}", each.join(", "))
             }
+            Event::CollateralBefore { nodeclaims, workloads, .. } => format!(
+                "before the fault: {} NodeClaims; collateral: {}",
+                nodeclaims.len(),
+                if workloads.is_empty() {
+                    "none".into()
+                } else {
+                    workloads.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+                }
+            ),
+            Event::CollateralNodeClaim { claim, milestone } => {
+                format!("NodeClaim {} {milestone} (collateral)", claim.describe())
+            }
+            Event::CollateralReturned { workload, detail, .. } => format!("collateral {workload}: {detail}"),
+            Event::Leftover { leftover } => leftover.line(),
             Event::RestoreStarted { what, .. } => format!("restore of the {what} started"),
             Event::FaultRemoved { what, .. } => what.clone(),
             Event::OnPremReady { nodes } => format!("on-prem nodes Ready ({nodes})"),
@@ -750,5 +798,30 @@ pub fn role_name(role: NodeRole) -> &'static str {
         NodeRole::OnPrem => "on-prem",
         NodeRole::Fallback => "fallback",
         NodeRole::Other => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::collateral::ClaimFacts;
+
+    #[test]
+    fn a_collateral_nodeclaim_keeps_nodeclaim_a_name_in_the_timeline() {
+        let claim = ClaimFacts {
+            name: "gpu-spot-x".into(),
+            node_pool: "gpu-spot".into(),
+            instance_type: None,
+            capacity_type: Some("spot".into()),
+            zone: None,
+            node: None,
+            created: None,
+            gpus: 4,
+            deleting: false,
+        };
+        let line = serde_json::to_value(Event::CollateralNodeClaim { claim, milestone: "created".into() }).unwrap();
+        assert_eq!(line["type"], "collateral-node-claim");
+        assert_eq!(line["claim"]["node_pool"], "gpu-spot");
+        assert!(line.get("nodeclaim").is_none(), "{line}");
     }
 }

@@ -17,7 +17,8 @@ use tokio::task::JoinHandle;
 use super::view::{ClaimState, NodeState, PodState, SharedView, claim_transitions, node_transitions, pod_transitions};
 use super::{ConditionStatus, Event, NodeRole, Timeline};
 use crate::cluster::autoscaler::{WorkloadScale, controller_resource, hpa_state};
-use crate::cluster::karpenter::{GPU_RESOURCE, NodeClaim, NodePool};
+use crate::cluster::collateral::ClaimFacts;
+use crate::cluster::karpenter::{GPU_RESOURCE, NODEPOOL_LABEL, NodeClaim, NodePool};
 use crate::cluster::quantity::as_integer;
 use crate::cluster::{Cluster, to_utc};
 use crate::drill::Drill;
@@ -136,6 +137,53 @@ impl Handler<NodeClaim> for Claims {
     }
     fn known(&self) -> Vec<String> {
         self.ctx.view.read(|v| v.claims.keys().cloned().collect())
+    }
+}
+
+/// The NodeClaims of every other NodePool: capacity the fault's collateral causes (a displaced batch job's Spot
+/// node). Each one created during the run is recorded when created, when Initialized and when gone.
+struct OtherClaims {
+    ctx: Ctx,
+    /// Created during the run, by name: Initialized already, and the facts last read.
+    created: BTreeMap<String, (bool, ClaimFacts)>,
+    /// Those there before the run: not its doing.
+    existing: HashSet<String>,
+}
+
+impl Handler<NodeClaim> for OtherClaims {
+    fn resource(&self) -> String {
+        "other NodePools' NodeClaims".into()
+    }
+    fn apply(&mut self, claim: &NodeClaim, baseline: bool) {
+        let name = claim.name_any();
+        if baseline && !self.created.contains_key(&name) {
+            self.existing.insert(name);
+            return;
+        }
+        if self.existing.contains(&name) {
+            return;
+        }
+        let initialized = claim.status.as_ref().is_some_and(|s| {
+            s.conditions.iter().any(|c| c.type_ == "Initialized" && ConditionStatus::parse(&c.status).is_true())
+        });
+        let milestone = match self.created.get(&name) {
+            None => Some("created"),
+            Some((false, _)) if initialized => Some("initialized"),
+            Some(_) => None,
+        };
+        let facts = ClaimFacts::of(claim);
+        self.created.insert(name, (initialized, facts.clone()));
+        if let Some(milestone) = milestone {
+            self.ctx.timeline.record(Event::CollateralNodeClaim { claim: facts, milestone: milestone.into() });
+        }
+    }
+    fn delete(&mut self, name: &str) {
+        if let Some((_, claim)) = self.created.remove(name) {
+            self.ctx.timeline.record(Event::CollateralNodeClaim { claim, milestone: "deleted".into() });
+        }
+    }
+    fn known(&self) -> Vec<String> {
+        self.created.keys().cloned().collect()
     }
 }
 
@@ -333,6 +381,14 @@ impl Watches {
             Claims { ctx: ctx() },
             tx.clone(),
         ));
+        // Every other pool's: a NodePool label outside the fallback's.
+        let others = format!("{NODEPOOL_LABEL},{NODEPOOL_LABEL} notin ({})", fallback_pools.join(","));
+        handles.push(spawn(
+            Api::<NodeClaim>::all(client.clone()),
+            watcher::Config::default().labels(&others),
+            OtherClaims { ctx: ctx(), created: BTreeMap::new(), existing: HashSet::new() },
+            tx.clone(),
+        ));
         let pools: Api<NodePool> = Api::all(client.clone());
         // One NodePool by its name; several as a list, the others ignored.
         let config = match fallback_pools.as_slice() {
@@ -489,4 +545,4 @@ trait HasTimeline {
 macro_rules! has_timeline {
     ($($t:ty),*) => {$(impl HasTimeline for $t { fn timeline(&self) -> &Timeline { &self.ctx.timeline } })*};
 }
-has_timeline!(Nodes, Pods, Claims, Pools, KubeEvents, Autoscalers, ScaleTarget);
+has_timeline!(Nodes, Pods, Claims, OtherClaims, Pools, KubeEvents, Autoscalers, ScaleTarget);

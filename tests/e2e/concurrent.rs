@@ -7,8 +7,8 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::common::lab::{
-    cordoned_or_marked, drill_run, eventually, hybrid_drill, kubeconfig, lock_two_labs, on_instance, recover,
-    reset_lab, run_dir_of, with_instance, workload_on_prem_and_fallback_empty,
+    admin_writes, audit_lines, cordoned_or_marked, drill_run, eventually, hybrid_drill, kubeconfig, lock_two_labs,
+    on_instance, recover, reset_lab, run_dir_of, with_instance, workload_on_prem_and_fallback_empty,
 };
 use crate::common::repo;
 
@@ -67,24 +67,6 @@ fn settled_state_of(instance: u32) -> BTreeMap<String, String> {
         state = again;
     }
     state
-}
-
-/// Writes (not reads) the lab's admin made, from the audit log's line `from` on: the tool and the tests act as it.
-fn admin_writes(instance: u32, from: usize) -> Vec<String> {
-    let log = std::fs::read_to_string(run_dir_of(instance).join("logs/audit.log")).unwrap_or_default();
-    log.lines()
-        .skip(from)
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|e| e["stage"] == "ResponseComplete" && e["user"]["username"] == "hybrid-lab-admin")
-        .filter(|e| {
-            ["create", "update", "patch", "delete", "deletecollection"].contains(&e["verb"].as_str().unwrap_or(""))
-        })
-        .map(|e| format!("{} {}", e["verb"].as_str().unwrap(), e["requestURI"].as_str().unwrap()))
-        .collect()
-}
-
-fn audit_lines(instance: u32) -> usize {
-    std::fs::read_to_string(run_dir_of(instance).join("logs/audit.log")).map_or(0, |log| log.lines().count())
 }
 
 /// The lab's drain drill on the held instance, its report on stdout.

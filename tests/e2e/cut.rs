@@ -115,6 +115,16 @@ fn reset() {
     reset_lab();
 }
 
+/// A fault on every on-prem node displaces the lab's batch workloads too: each is named as collateral, and a drill
+/// that passed left nothing behind in any pool.
+fn assert_collateral_accounted(report: &Value) {
+    let collateral: Vec<&str> =
+        report["collateral"].as_array().unwrap().iter().filter_map(|b| b["workload"].as_str()).collect();
+    assert!(collateral.contains(&"batch/embeddings"), "{collateral:?}");
+    assert!(!collateral.contains(&"inference/llm-inference"), "the drilled workload is not collateral: {collateral:?}");
+    assert_eq!(report["leftovers"], serde_json::json!([]), "{:#}", report["leftovers"]);
+}
+
 fn guard() -> Repair<impl FnMut()> {
     Repair(repair_quietly)
 }
@@ -287,6 +297,7 @@ fn the_host_cut_drill_pins_its_run_label_brings_its_locked_out_nodes_back_with_i
     let (out, report) = finish(child);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "report: {report:#}\nstderr:\n{stderr}");
+    assert_collateral_accounted(&report);
     // The policy selects by the run's own label alone, which exactly the resolved on-prem nodes carry.
     let run_label = policy["metadata"]["labels"][RUN_LABEL].as_str().unwrap();
     assert_eq!(policy["spec"]["nodeSelector"], serde_json::json!({"matchLabels": {CUT_LABEL: run_label}}));
@@ -301,6 +312,19 @@ fn the_host_cut_drill_pins_its_run_label_brings_its_locked_out_nodes_back_with_i
         assert!(timeline.contains(&ran), "{timeline}");
         assert!(md.contains(&format!("ran `lab/node-reboot {node}` (exit 0)")), "{md}");
     }
+    // The verdict does not stand alone: every node's power cycle is said beside it, in every format.
+    // The head: from the verdict to the run's facts table.
+    let head: Vec<&str> =
+        md.lines().skip_while(|l| !l.starts_with("**Verdict: ")).take_while(|l| !l.starts_with("| |")).collect();
+    assert_eq!(head[0], "**Verdict: passed**", "{md}");
+    let last_resort = head.iter().find(|l| l.starts_with("- **LAST RESORT**: ")).unwrap_or_else(|| panic!("{md}"));
+    assert!(last_resort.contains("all 4 on-prem nodes did not come back once the cut was lifted"), "{last_resort}");
+    assert_eq!(report["headline"][0]["kind"], "last-resort", "{:#}", report["headline"]);
+    assert_eq!(report["last_resort"].as_array().unwrap().len(), HYBRID.len());
+    let html = std::fs::read_to_string(run_dir(reports.path()).unwrap().join("report.html")).unwrap();
+    let verdict = html.find(r#"id="verdict""#).unwrap();
+    let beside = html.find("LAST RESORT:").unwrap();
+    assert!(beside > verdict && beside < html.find(r#"<svg id="gantt""#).unwrap(), "the last resort under the verdict");
     print_phases(&report);
     println!("overlap: {}", report["overlap"]);
     assert_fidelity(&run_dir(reports.path()).unwrap());
@@ -474,8 +498,21 @@ fn a_run_killed_after_its_cut_is_lifted_by_recover_even_without_its_journal() {
     assert_eq!(out.status.code(), None, "the run should have died: {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(leftovers().len(), 1, "{:?}", leftovers());
     assert_eq!(cut_labelled(), HYBRID);
-    // With the journal gone, the run id label in the cluster is all that is left to go by.
     let dir = run_dir(reports.path()).unwrap();
+    // The crashed run left no report.json: one is rebuilt from its timeline and journal, marked so, and history
+    // lists the run rather than skip it.
+    let out = hybrid_drill().arg("report").arg(&dir).output().unwrap();
+    let md = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{md}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(md.contains("**Verdict: crashed: incomplete**"), "{md}");
+    assert!(
+        md.contains("journalled and never undone: create CiliumClusterwideNetworkPolicy/hybrid-drill-cut-"),
+        "{md}"
+    );
+    let out = hybrid_drill().arg("history").arg(reports.path()).env("COLUMNS", "80").output().unwrap();
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(listed.contains("dx-cut · ") && listed.contains("crashed: incomplete"), "{listed}");
+    // With the journal gone, the run id label in the cluster is all that is left to go by.
     std::fs::remove_file(dir.join("journal.jsonl")).unwrap();
     let out = hybrid_drill().arg("recover").arg(&dir).arg("--kubeconfig").arg(kubeconfig()).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -533,6 +570,7 @@ fn the_node_failure_drill_passes_with_its_hooks() {
     let out = run(&repo().join("drills/node-failure.yaml"), reports.path()).output().unwrap();
     let report = report_of(&out);
     assert_eq!(out.status.code(), Some(0), "report: {report:#}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_collateral_accounted(&report);
     print_phases(&report);
     // The lab's StatefulSet on a hybrid node: preflight said it would not fail over, and the report says it did not,
     // beside the Deployments whose replacements run elsewhere.

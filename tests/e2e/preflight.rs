@@ -55,7 +55,7 @@ fn fails_exactly(code: i32, report: &Value, check: &str, object: &str) -> String
         failed.iter().map(|f| (f["check"].as_str().unwrap(), f["object"].as_str().unwrap())).collect();
     assert_eq!(ids, [(check, object)], "{report:#}");
     assert!(with_status(report, "warn").is_empty(), "{report:#}");
-    assert_eq!((code, report["verdict"].as_str()), (1, Some("fail")));
+    assert_eq!((code, report["verdict"].as_str()), (5, Some("fail")), "a failed check is a refusal (exit 5)");
     assert!(failed[0]["fix"].as_str().is_some_and(|f| !f.is_empty()), "a failure says the fix: {:#}", failed[0]);
     failed[0]["message"].as_str().unwrap().to_string()
 }
@@ -245,16 +245,19 @@ fn a_drill_that_starts_with_preflight_refuses_to_touch_anything() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&plan.stdout);
-    assert_eq!(plan.status.code(), Some(0), "{}", String::from_utf8_lossy(&plan.stderr));
+    // One refusal, one code: `plan`, `preflight` and `run` all exit 5 on the failed check.
+    assert_eq!(plan.status.code(), Some(5), "{}", String::from_utf8_lossy(&plan.stderr));
     assert!(text.contains("taint-applied-late") && text.contains("preflight: FAIL (1 failed"), "{text}");
-    assert!(text.contains("a run would be refused at step `preflight` (exit 2)"), "{text}");
+    assert!(text.contains("a run would be refused at step `preflight` (exit 5)"), "{text}");
+    let (code, _) = preflight_drill();
+    assert_eq!(code, 5);
 
     let reports = tempfile::tempdir().unwrap();
     let out = drill_run(repo().join("drills/drain.yaml"), reports.path(), kubeconfig()).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no report ({e}): {stderr}"));
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert_eq!((report["outcome"].as_str(), report["exit_code"].as_i64()), (Some("refused"), Some(2)));
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert_eq!((report["outcome"].as_str(), report["exit_code"].as_i64()), (Some("refused"), Some(5)));
     let steps = report["steps"].as_array().unwrap();
     assert_eq!((steps[0]["id"].as_str(), steps[0]["outcome"].as_str()), (Some("preflight"), Some("failed")));
     let why = steps[0]["message"].as_str().unwrap();

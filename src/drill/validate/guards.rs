@@ -67,12 +67,12 @@ impl Validator<'_> {
                     let expected: Vec<String> = raw::phases_with_objectives().map(|p| p.to_string()).collect();
                     let mut d = Diagnostic::new(
                         format!("unknown key `{key}` in `spec.objectives.phases`: no phase is called `{key}`"),
-                        self.spans.key(&path),
+                        self.spans.key(&self.pruned.original(&path)),
                     );
                     if let Some(s) = suggest(key, &expected) {
                         d = d.with_label(format!("did you mean `{s}`?"));
                     }
-                    self.problems.push(d.with_help(format!("valid phases: {}", expected.join(", "))));
+                    self.push(&path, d.with_help(format!("valid phases: {}", expected.join(", "))));
                 }
             }
         }

@@ -4,6 +4,7 @@
 //! `targets`, `notify` (notify and silences), `guards` (lock, guards and objectives), `steps`, and `fallback_faults`
 //! (capacity faults and partial drains).
 
+mod coverage;
 mod fallback_faults;
 mod guards;
 mod notify;
@@ -13,29 +14,60 @@ mod targets;
 mod tests;
 
 use super::diagnostics::Diagnostic;
-use super::model::{Drill, DrillSpec, ExpectedCluster, Metadata, ParsedSelector};
+use super::model::{Drill, DrillSpec, EvidencePolicy, ExpectedCluster, Metadata, ParsedSelector};
 use super::parse::{SpanMap, join};
 use super::raw::{self, API_VERSION, KIND};
+use super::typecheck::Pruned;
 use crate::cluster::selector::SelectorError;
 
-/// The validated drill, or every problem found in it.
-pub(super) fn validate(drill: &raw::Drill, spans: &SpanMap) -> Result<Drill, Vec<Diagnostic>> {
-    let mut v = Validator { spans, problems: Vec::new() };
-    match v.drill(drill) {
-        Some(valid) if v.problems.is_empty() => Ok(valid),
-        _ => Err(v.problems),
-    }
+/// What validation found: the drill when nothing is wrong, the problems, and the warnings a valid drill may carry.
+pub(super) struct Validated {
+    pub drill: Option<Drill>,
+    pub problems: Vec<Diagnostic>,
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// What a drill is checked against besides itself: the kubeconfig context the command was given.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Expected<'a> {
+    pub context: Option<&'a str>,
+}
+
+/// The validated drill, or every problem found in it. `pruned` is what the type check took out of the document: a
+/// finding about it, or around it, is left out (it was told already, or would judge a gap the user did not write).
+pub(super) fn validate(drill: &raw::Drill, spans: &SpanMap, pruned: &Pruned, expected: Expected) -> Validated {
+    let mut v = Validator { spans, pruned, problems: Vec::new(), warnings: Vec::new() };
+    let valid = v.drill(drill);
+    v.coverage(drill, expected);
+    let drill = valid.filter(|_| v.problems.is_empty() && pruned.is_empty());
+    Validated { drill, problems: v.problems, warnings: v.warnings }
 }
 
 /// Collects problems while it builds; a builder that returns `None` has recorded why.
 pub(super) struct Validator<'s> {
     spans: &'s SpanMap,
+    pruned: &'s Pruned,
     problems: Vec<Diagnostic>,
+    warnings: Vec<Diagnostic>,
 }
 
 impl Validator<'_> {
     pub(super) fn problem(&mut self, path: &str, message: impl Into<String>) {
-        self.problems.push(Diagnostic::new(message, self.spans.value(path)));
+        let located = Diagnostic::new(message, self.spans.value(&self.pruned.original(path)));
+        self.push(path, located);
+    }
+
+    /// A problem located by the caller (at a key, or with a label), unless it concerns what the type check took out.
+    pub(super) fn push(&mut self, path: &str, diagnostic: Diagnostic) {
+        if !self.pruned.hides(&self.pruned.original(path)) {
+            self.problems.push(diagnostic);
+        }
+    }
+
+    /// A warning: the drill runs, but not as its author expects.
+    pub(super) fn warn(&mut self, path: &str, diagnostic: impl FnOnce(super::diagnostics::Location) -> Diagnostic) {
+        let at = self.spans.value(&self.pruned.original(path));
+        self.warnings.push(diagnostic(at).warning());
     }
 
     fn drill(&mut self, drill: &raw::Drill) -> Option<Drill> {
@@ -89,6 +121,8 @@ impl Validator<'_> {
         let steps = self.steps(&spec.steps);
         let notify = self.notify(&spec.notify);
         let silences = self.silences(&spec.silences);
+        let evidence = self.evidence(spec.evidence.as_ref());
+        self.collateral(&spec.collateral);
         Some(Drill {
             metadata: Metadata { name: name.clone(), description: drill.metadata.description.clone() },
             spec: DrillSpec {
@@ -105,8 +139,45 @@ impl Validator<'_> {
                 lock,
                 notify,
                 silences,
+                evidence,
+                collateral_leave: spec.collateral.leave.clone(),
             },
         })
+    }
+
+    fn evidence(&mut self, section: Option<&raw::EvidenceSection>) -> EvidencePolicy {
+        let section = section.cloned().unwrap_or_default();
+        if section.owner.as_deref().is_some_and(|o| o.trim().is_empty()) {
+            self.problem("spec.evidence.owner", "the action items' owner must not be empty: name a team or a person");
+        }
+        EvidencePolicy {
+            require_change: section.require_change,
+            require_approver: section.require_approver,
+            owner: section.owner,
+        }
+    }
+
+    /// `collateral.leave`: each a workload's `namespace/name`, once.
+    fn collateral(&mut self, collateral: &super::raw::CollateralSection) {
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, workload) in collateral.leave.iter().enumerate() {
+            let path = format!("spec.collateral.leave[{i}]");
+            let named = workload.split_once('/').is_some_and(|(ns, name)| {
+                let ok = |s: &str| {
+                    !s.is_empty()
+                        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+                };
+                ok(ns) && ok(name)
+            });
+            if !named {
+                self.problem(
+                    &path,
+                    format!("`{workload}` must name a workload as `namespace/name`, e.g. `batch/embeddings`"),
+                );
+            } else if !seen.insert(workload) {
+                self.problem(&path, format!("`{workload}` is listed twice"));
+            }
+        }
     }
 }
 

@@ -368,7 +368,9 @@ const READ_ONLY_ACTIONS: &[&str] = &["check", "waitFor", "pause"];
 /// Why a restart target was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WorkloadRefError {
-    #[error("restart target `{0}` must be `deployment/NAME` or `statefulset/NAME`")]
+    #[error(
+        "restart target `{0}` must be `deployment/NAME` or `statefulset/NAME` (kubectl's `deploy/NAME`, `sts/NAME`)"
+    )]
     NotKindAndName(String),
     #[error(
         "cannot restart a `{kind}`: use deployment/NAME or statefulset/NAME{}",
@@ -379,13 +381,14 @@ pub enum WorkloadRefError {
     NoName(String),
 }
 
-/// `deployment/NAME` or `statefulset/NAME`; any other kind is an error, never silently a Deployment.
+/// `deployment/NAME` or `statefulset/NAME` in any of kubectl's spellings (`deploy/NAME`, `deployment.apps/NAME`,
+/// `sts/NAME`...); any other kind is an error, never silently a Deployment.
 pub(super) fn parse_workload_ref(text: &str) -> Result<WorkloadRef, WorkloadRefError> {
     let Some((kind, name)) = text.split_once('/') else {
         return Err(WorkloadRefError::NotKindAndName(text.into()));
     };
-    let kind = kind.to_lowercase();
-    let Some(kind) = WorkloadKind::ALL.iter().copied().find(|k| k.as_str() == kind) else {
+    let Some(kind) = WorkloadKind::from_kubectl(kind) else {
+        let kind = kind.to_lowercase();
         let expected: Vec<String> = WorkloadKind::ALL.iter().map(|k| k.to_string()).collect();
         let suggestion = suggest(&kind, &expected);
         return Err(WorkloadRefError::UnknownKind { kind, suggestion });

@@ -73,6 +73,22 @@ fn workload_refs() {
 }
 
 #[test]
+fn workload_refs_take_every_kubectl_spelling() {
+    for (text, kind) in [
+        ("deploy/llm", WorkloadKind::Deployment),
+        ("deployments/llm", WorkloadKind::Deployment),
+        ("deployment.apps/llm", WorkloadKind::Deployment),
+        ("deployments.v1.apps/llm", WorkloadKind::Deployment),
+        ("sts/llm", WorkloadKind::StatefulSet),
+        ("statefulsets.apps/llm", WorkloadKind::StatefulSet),
+    ] {
+        assert_eq!(parse_workload_ref(text).unwrap(), WorkloadRef { kind, name: "llm".into() }, "{text}");
+    }
+    assert!(parse_workload_ref("deploy.apps/llm").is_err(), "kubectl has no grouped short name");
+    assert!(parse_workload_ref("replicasets.apps/llm").is_err());
+}
+
+#[test]
 fn a_misspelt_hook_placeholder_is_located_and_a_real_node_address_is_valid() {
     let steps = "    - {id: f, nodeFailure: {fail: [ipmitool, -H, '{internalIp}'], recover: [on, '{internalIP}']}}\n    - {id: r, restore: node-failure}\n";
     let source = drill_source("", steps);
@@ -340,4 +356,36 @@ fn ready_pods_is_a_number_or_a_share_and_a_wrong_one_is_located() {
     }
     let negative = diagnostics(with("readyPods: -2"));
     assert!(negative[0].message.starts_with("readyPods must be at least 1"), "{:?}", negative[0].message);
+}
+
+#[test]
+fn the_evidence_a_drill_requires_is_read_and_an_empty_owner_located() {
+    let steps = "    - {id: s, pause: 1s}\n";
+    let none = valid("", steps);
+    assert_eq!(none.spec.evidence, crate::drill::EvidencePolicy::default());
+    assert!(none.spec.evidence.missing(None, None).is_empty());
+    let strict = valid("  evidence: {requireChange: true, requireApprover: true, owner: gpu-platform}\n", steps);
+    assert_eq!(strict.spec.evidence.owner.as_deref(), Some("gpu-platform"));
+    assert_eq!(strict.spec.evidence.missing(None, Some(" ")), ["--change", "--approved-by"]);
+    assert_eq!(strict.spec.evidence.missing(Some("CHG-1"), None), ["--approved-by"]);
+    assert!(strict.spec.evidence.missing(Some("CHG-1"), Some("alice")).is_empty());
+    let source = drill_source("  evidence: {owner: ''}\n", steps);
+    let d = diagnostics(source.clone());
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert!(d[0].message.starts_with("the action items' owner must not be empty"), "{d:?}");
+    assert_eq!(&source[d[0].location.start..d[0].location.end], "''");
+    assert!(!diagnostics(drill_source("  evidence: {requireChnage: true}\n", steps)).is_empty(), "a typo is refused");
+}
+
+#[test]
+fn collateral_leave_names_workloads_as_namespace_slash_name_once() {
+    let steps = "    - {id: s, pause: 1s}\n";
+    let left = valid("  collateral: {leave: [batch/embeddings]}\n", steps);
+    assert_eq!(left.spec.collateral_leave, ["batch/embeddings"]);
+    let wrong = diagnostics(drill_source("  collateral: {leave: [embeddings, batch/a, batch/a]}\n", steps));
+    let messages: Vec<&str> = wrong.iter().map(|d| d.message.as_str()).collect();
+    assert_eq!(
+        messages,
+        ["`embeddings` must name a workload as `namespace/name`, e.g. `batch/embeddings`", "`batch/a` is listed twice"]
+    );
 }

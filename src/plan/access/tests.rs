@@ -59,6 +59,7 @@ fn a_drain_needs_its_cordon_evictions_lock_and_the_restore_checks_reads() {
         &needs,
         &[
             "get namespaces[kube-system]",
+            "create authentication.k8s.io/selfsubjectreviews",
             "create coordination.k8s.io/leases@kube-system",
             "update coordination.k8s.io/leases[hybrid-drill]@kube-system",
             "patch nodes",
@@ -223,4 +224,18 @@ async fn each_need_is_one_review_and_the_denied_ones_come_back_missing() {
         "{text}"
     );
     assert_eq!(text.lines().count(), 1);
+}
+
+#[test]
+fn the_collaterals_restart_is_a_patch_of_that_owner_by_name_and_a_bare_pod_needs_none() {
+    let needs: Vec<Need> =
+        [("Deployment", "batch/embeddings"), ("StatefulSet", "batch/vector-index"), ("Pod", "batch/x")]
+            .iter()
+            .filter_map(|(kind, workload)| collateral_restart(kind, workload))
+            .collect();
+    assert_eq!(
+        shown(&needs),
+        ["patch apps/deployments[embeddings]@batch", "patch apps/statefulsets[vector-index]@batch"]
+    );
+    assert!(needs[0].to_string().contains("unless spec.collateral.leave lists it"), "{}", needs[0]);
 }

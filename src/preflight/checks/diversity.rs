@@ -25,7 +25,7 @@ pub(super) fn fallback_diversity(s: &Snapshot, targets: &PreflightTargets, expec
         "allows instance types {}, zones {}, capacity types {}",
         types
             .as_deref()
-            .map_or_else(|| "not bounded by name (the NodeClass and other requirements decide)".into(), |t| names(t)),
+            .map_or_else(|| "not bounded by name (the NodeClass and other requirements decide)".into(), names),
         allowed(pool, ZONE_LABEL, "any its NodeClass's subnets offer"),
         allowed(pool, CAPACITY_TYPE_LABEL, "on-demand (Karpenter's default)")
     );

@@ -5,8 +5,7 @@
 use maud::{Markup, html};
 
 use super::{
-    Change, DrillHistory, History, PhaseColumn, REGRESSION_MIN_SECONDS, REGRESSION_RATIO, RunRow, change_text, date,
-    objective_text,
+    Change, DrillHistory, History, PhaseColumn, REGRESSION_MIN_SECONDS, RunRow, change_text, date, objective_text,
 };
 use crate::phases::Verdict;
 use crate::report::Outcome;
@@ -19,7 +18,7 @@ pub fn render(h: &History) -> String {
             h1 { "Drill history" }
             p class="muted" {
                 "Durations on the tool's clock. A regression (" span class="regression" { "⚠" } ") is a phase more "
-                "than " (format!("{:.0}", REGRESSION_RATIO * 100.0)) "% (and " (human_seconds(REGRESSION_MIN_SECONDS))
+                "than " (format!("{:.0}", h.regression_ratio * 100.0)) "% (and " (human_seconds(REGRESSION_MIN_SECONDS))
                 ") slower than in the previous run that measured it, over its objective, or not measured."
             }
         }
@@ -44,8 +43,14 @@ fn drill(d: &DrillHistory) -> Markup {
         .collect();
     html! {
         section class="drill" data-drill=(d.drill) {
-            h2 { (d.drill) }
-            p { (d.runs.len()) " runs." }
+            h2 { (d.series.title()) }
+            p { (crate::report::counted(d.runs.len(), "run")) "." }
+            @for w in d.runs.windows(2).filter(|w| w[1].drill_changed) {
+                p class="muted" {
+                    "◆ " (date(&w[1].started)) ": the drill file changed (sha256 " (w[0].drill_sha256[..12]) " → "
+                    (w[1].drill_sha256[..12]) "); figures before it measured another drill."
+                }
+            }
             div class="scroll" {
                 table class="runs" {
                     thead {
@@ -236,7 +241,7 @@ mod tests {
 
     #[test]
     fn draws_a_trend_per_phase_and_a_row_per_run() {
-        let h = build(three_runs());
+        let h = build(three_runs(), super::super::REGRESSION_RATIO);
         let html = render(&h);
         for c in &h.drills[0].phases {
             assert!(html.contains(&format!(r#"<figure class="trend" data-phase="{}">"#, c.name)), "{}", c.name);

@@ -1,18 +1,22 @@
 //! `hybrid-drill history`: every past run of each drill side by side (date, verdict, RTO and every phase), each
-//! figure's change against the previous run and against its objective, and regressions flagged.
+//! figure's change against the previous run and against its objective, and regressions flagged. Runs are compared
+//! only within a series: one drill file on one cluster or lab profile.
 
 mod baseline;
 pub mod html;
+mod series;
+mod text;
+
+pub use series::{Series, environment, sha256_hex};
+pub use text::{render_text, terminal_width};
 
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
-use comfy_table::presets::UTF8_FULL_CONDENSED;
-use comfy_table::{Cell as TableCell, Color, ContentArrangement, Table};
 use serde::Serialize;
 
-use super::{Outcome, Report, RunKind, human_seconds, load};
+use super::{Outcome, Report, RunKind, counted, human_seconds, load};
 use crate::phases::{PhaseId, Verdict};
 
 pub const HISTORY_SCHEMA: &str = "hybrid-drill.io/history/v1";
@@ -26,12 +30,16 @@ pub const REGRESSION_MIN_SECONDS: f64 = 1.0;
 #[derive(Debug, Clone, Serialize)]
 pub struct History {
     pub schema: &'static str,
+    /// A phase this much slower than in the previous run is a regression (0.2: 20%).
+    pub regression_ratio: f64,
     pub drills: Vec<DrillHistory>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct DrillHistory {
     pub drill: String,
+    /// The drill file and where it ran: runs of another file or profile are another series.
+    pub series: Series,
     /// The columns: every phase any run measured, RTO first, then in the order the runs list them.
     pub phases: Vec<PhaseColumn>,
     /// Oldest first.
@@ -60,6 +68,14 @@ pub struct RunRow {
     pub started: DateTime<Utc>,
     pub outcome: Outcome,
     pub exit_code: i32,
+    /// The run stopped without writing its report; this row comes from its timeline and journal.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub crashed: bool,
+    /// The drill file as it ran.
+    pub drill_sha256: String,
+    /// The drill file differs from the previous run's in this series.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub drill_changed: bool,
     /// One per column of [`DrillHistory::phases`].
     pub phases: Vec<Change>,
     /// One line per flagged phase.
@@ -99,8 +115,8 @@ pub enum HistoryError {
 /// Run reports with the directory each was read from.
 pub type Runs = Vec<(PathBuf, Report)>;
 
-/// Every readable run report under `dir` (a reports directory, one drill's directory, or one run), with a warning
-/// for each report.json that could not be read.
+/// Every readable run report under `dir` (a reports directory, one drill's directory, or one run), crashed runs
+/// (a timeline and no report.json) rebuilt, with a warning for each run that could not be read.
 pub fn collect(dir: &Path) -> Result<(Runs, Vec<String>), HistoryError> {
     let mut files = Vec::new();
     find_reports(dir, 0, &mut files).map_err(|cause| HistoryError::Read { path: dir.display().to_string(), cause })?;
@@ -108,8 +124,9 @@ pub fn collect(dir: &Path) -> Result<(Runs, Vec<String>), HistoryError> {
     let mut runs = Vec::new();
     let mut warnings = Vec::new();
     for file in files {
+        let run_dir = if file.is_dir() { file.as_path() } else { file.parent().unwrap_or(dir) };
         match load(&file) {
-            Ok(report) => runs.push((file.parent().unwrap_or(dir).to_path_buf(), report)),
+            Ok(report) => runs.push((run_dir.to_path_buf(), report)),
             Err(e) => warnings.push(format!("skipped: {e}")),
         }
     }
@@ -125,6 +142,10 @@ fn find_reports(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) -> std::io::
         found.push(report);
         return Ok(());
     }
+    if super::crashed::is_crashed_run(dir) {
+        found.push(dir.to_path_buf());
+        return Ok(());
+    }
     // reports/<drill>/<run>/report.json is two levels down; one more tolerates a directory of reports directories.
     if depth >= 3 {
         return Ok(());
@@ -137,32 +158,36 @@ fn find_reports(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) -> std::io::
     Ok(())
 }
 
-/// Groups runs by drill, oldest first, and compares each phase with the previous run that measured it.
-pub fn build(runs: Runs) -> History {
-    let mut by_drill: Vec<(String, Vec<(PathBuf, Report)>)> = Vec::new();
-    for (dir, report) in runs {
-        match by_drill.iter_mut().find(|(name, _)| *name == report.drill.name) {
-            Some((_, list)) => list.push((dir, report)),
-            None => by_drill.push((report.drill.name.clone(), vec![(dir, report)])),
-        }
-    }
-    by_drill.sort_by(|a, b| a.0.cmp(&b.0));
-    for (_, runs) in &mut by_drill {
+/// Groups runs by series (drill file and where it ran), oldest first, and compares each phase with the previous run
+/// that measured it; a phase more than `ratio` slower is a regression. A drill that fails the fallback too is set
+/// against the plain drain drill of the same cluster.
+pub fn build(runs: Runs, ratio: f64) -> History {
+    let mut split = series::split(runs);
+    for (_, runs) in &mut split {
         runs.sort_by_key(|(_, r)| r.started);
     }
-    let latest: Vec<&Report> = by_drill.iter().filter_map(|(_, runs)| runs.last().map(|(_, r)| r)).collect();
-    let drills = by_drill
+    let latest: Vec<&Report> = split.iter().filter_map(|(_, runs)| runs.last().map(|(_, r)| r)).collect();
+    let drills = split
         .iter()
-        .map(|(drill, runs)| {
-            let mut history = drill_history(drill.clone(), runs);
+        .map(|(series, runs)| {
+            let mut history = drill_history(series.clone(), runs, ratio);
             history.against = runs.last().and_then(|(_, r)| baseline::baseline(r, &latest));
             history
         })
         .collect();
-    History { schema: HISTORY_SCHEMA, drills }
+    History { schema: HISTORY_SCHEMA, regression_ratio: ratio, drills }
 }
 
-fn drill_history(drill: String, runs: &[(PathBuf, Report)]) -> DrillHistory {
+/// The regressions of the latest run of each series: what a CI job that just ran a drill fails on.
+pub fn latest_regressions(h: &History) -> Vec<String> {
+    h.drills
+        .iter()
+        .filter_map(|d| d.runs.last().map(|r| (d, r)))
+        .flat_map(|(d, r)| r.regressions.iter().map(move |g| format!("{} ({}): {g}", d.drill, r.run_id)))
+        .collect()
+}
+
+fn drill_history(series: Series, runs: &[(PathBuf, Report)], ratio: f64) -> DrillHistory {
     let mut phases: Vec<PhaseColumn> = Vec::new();
     for (_, report) in runs {
         for p in &report.phases {
@@ -180,6 +205,8 @@ fn drill_history(drill: String, runs: &[(PathBuf, Report)]) -> DrillHistory {
     }
     let mut rows: Vec<RunRow> = Vec::new();
     for (dir, report) in runs {
+        let sha = sha256_hex(&report.drill.source);
+        let drill_changed = rows.last().is_some_and(|r: &RunRow| r.drill_sha256 != sha);
         let mut cells = Vec::new();
         let mut regressions = Vec::new();
         for (column, c) in phases.iter().enumerate() {
@@ -187,7 +214,7 @@ fn drill_history(drill: String, runs: &[(PathBuf, Report)]) -> DrillHistory {
             // A drill against the drills before it; an incident against the latest drill: does it still predict?
             let previous =
                 rows.iter().rev().filter(|r| r.kind == RunKind::Drill).find_map(|r: &RunRow| r.phases[column].seconds);
-            let cell = change(phase, previous, report.kind);
+            let cell = change(phase, previous, report.kind, ratio);
             if let Some(why) = &cell.regression {
                 regressions.push(format!("{}: {why}", c.name.title()));
             }
@@ -200,14 +227,23 @@ fn drill_history(drill: String, runs: &[(PathBuf, Report)]) -> DrillHistory {
             started: report.started,
             outcome: report.outcome,
             exit_code: report.exit_code,
+            crashed: report.crashed.is_some(),
+            drill_sha256: sha,
+            drill_changed,
             phases: cells,
             regressions,
         });
     }
-    DrillHistory { drill, phases, runs: rows, against: None }
+    DrillHistory { drill: series.drill.clone(), series, phases, runs: rows, against: None }
 }
 
-fn change(phase: Option<&crate::phases::Phase>, previous: Option<f64>, kind: RunKind) -> Change {
+/// A phase's change against the previous run as a share of it, when the previous figure is large enough for one to
+/// mean something: 0.0s to 1.0s is one second more, not an infinite or a 101700% slowdown.
+fn ratio_of(now: f64, before: f64) -> Option<f64> {
+    (before >= REGRESSION_MIN_SECONDS).then(|| (now - before) / before)
+}
+
+fn change(phase: Option<&crate::phases::Phase>, previous: Option<f64>, kind: RunKind, ratio: f64) -> Change {
     let Some(p) = phase else {
         return Change { previous_seconds: previous, ..Change::default() };
     };
@@ -220,9 +256,7 @@ fn change(phase: Option<&crate::phases::Phase>, previous: Option<f64>, kind: Run
     };
     if let (Some(now), Some(before)) = (p.seconds, previous) {
         c.change_seconds = Some(now - before);
-        if before > 0.0 {
-            c.change_ratio = Some((now - before) / before);
-        }
+        c.change_ratio = ratio_of(now, before);
     }
     if let (Some(now), Some(objective)) = (p.seconds, p.objective_seconds) {
         c.objective_margin_seconds = Some(objective - now);
@@ -237,20 +271,20 @@ fn change(phase: Option<&crate::phases::Phase>, previous: Option<f64>, kind: Run
         (None, Some(_)) => reasons.push("not measured".to_string()),
         _ => {}
     }
-    if let (Some(now), Some(before), Some(ratio)) = (p.seconds, previous, c.change_ratio)
-        && ratio > REGRESSION_RATIO
+    if let (Some(now), Some(before)) = (p.seconds, previous)
+        && now - before > ratio * before
         && now - before >= REGRESSION_MIN_SECONDS
     {
+        let by = match c.change_ratio {
+            Some(r) => format!("{:.0}%", r * 100.0),
+            None => human_seconds(now - before),
+        };
         reasons.push(match kind {
-            RunKind::Drill => format!(
-                "{:.0}% slower than the previous run ({} → {})",
-                ratio * 100.0,
-                human_seconds(before),
-                human_seconds(now)
-            ),
+            RunKind::Drill => {
+                format!("{by} slower than the previous run ({} → {})", human_seconds(before), human_seconds(now))
+            }
             RunKind::Incident => format!(
-                "the drill no longer predicts reality: the incident took {:.0}% longer than the latest drill ({} → {})",
-                ratio * 100.0,
+                "the drill no longer predicts reality: the incident took {by} longer than the latest drill ({} → {})",
                 human_seconds(before),
                 human_seconds(now)
             ),
@@ -264,6 +298,9 @@ fn change(phase: Option<&crate::phases::Phase>, previous: Option<f64>, kind: Run
 
 /// A drill's verdict, or `incident: <verdict>`: incidents sit among the drills of the same targets.
 pub fn verdict_text(r: &RunRow) -> String {
+    if r.crashed {
+        return "crashed: incomplete".into();
+    }
     match r.kind {
         RunKind::Drill => r.outcome.short().to_string(),
         RunKind::Incident => format!("incident: {}", r.outcome.short()),
@@ -299,7 +336,7 @@ pub fn objective_text(c: &Change) -> String {
     }
 }
 
-fn value_text(c: &Change) -> String {
+pub(super) fn value_text(c: &Change) -> String {
     let flag = if c.regression.is_some() { " ⚠" } else { "" };
     match c.seconds {
         Some(s) => format!("{}{flag}", human_seconds(s)),
@@ -308,7 +345,7 @@ fn value_text(c: &Change) -> String {
     }
 }
 
-fn header(c: &PhaseColumn) -> String {
+pub(super) fn header(c: &PhaseColumn) -> String {
     let name = match &c.parent {
         Some(_) => format!("└ {}", c.name),
         None => c.name.title().into(),
@@ -335,62 +372,28 @@ fn regressions_list(out: &mut String, d: &DrillHistory, bullet: &str) {
     }
 }
 
-pub fn render_text(h: &History) -> String {
-    let mut out = String::new();
-    for d in &h.drills {
-        let _ = writeln!(out, "{}: {} runs", d.drill, d.runs.len());
-        let mut table = Table::new();
-        table.load_preset(UTF8_FULL_CONDENSED).set_content_arrangement(ContentArrangement::Dynamic);
-        let mut head = vec!["run (UTC)".to_string(), "verdict".to_string()];
-        head.extend(d.phases.iter().map(header));
-        table.set_header(head);
-        for r in &d.runs {
-            let mut row = vec![
-                TableCell::new(date(&r.started)),
-                TableCell::new(verdict_text(r)).fg(if r.outcome == Outcome::Passed {
-                    Color::Green
-                } else {
-                    Color::Red
-                }),
-            ];
-            for c in &r.phases {
-                let cell = TableCell::new(cell_lines(c).join("\n"));
-                row.push(if c.regression.is_some() { cell.fg(Color::Red) } else { cell });
-            }
-            table.add_row(row);
-        }
-        let _ = writeln!(out, "{table}");
-        if let Some(b) = &d.against {
-            let _ = writeln!(out, "{}", b.sentence());
-        }
-        let _ = writeln!(
-            out,
-            "regressions (>{:.0}% slower than the previous drill, or over objective; an incident against the latest drill):",
-            REGRESSION_RATIO * 100.0
-        );
-        regressions_list(&mut out, d, "  ");
-        out.push('\n');
-    }
-    out
-}
-
 pub fn render_markdown(h: &History) -> String {
     let md_cell = |s: &str| s.replace('|', "\\|");
     let mut out = String::from("# Drill history\n\n");
     let _ = writeln!(
         out,
         "Each cell: the duration (tool clock), its change against the previous run that measured it, and its margin against the objective. ⚠ marks a regression: more than {:.0}% (and {}) slower than the previous run, over objective, or not measured.\n",
-        REGRESSION_RATIO * 100.0,
+        h.regression_ratio * 100.0,
         human_seconds(REGRESSION_MIN_SECONDS)
     );
     for d in &h.drills {
-        let _ = writeln!(out, "## {}\n\n{} runs.\n", d.drill, d.runs.len());
+        let _ = writeln!(out, "## {}\n\n{}.\n", d.series.title(), counted(d.runs.len(), "run"));
         let mut head = vec!["Run (UTC)".to_string(), "Verdict".to_string()];
         head.extend(d.phases.iter().map(header));
         let _ = writeln!(out, "| {} |", head.iter().map(|h| md_cell(h)).collect::<Vec<_>>().join(" | "));
         let _ = writeln!(out, "|{}", "---|".repeat(head.len()));
         for r in &d.runs {
-            let mut cells = vec![format!("{}<br>`{}`", date(&r.started), r.run_id), verdict_text(r)];
+            let changed = if r.drill_changed {
+                format!("<br>◆ drill file changed: sha256 `{}`", &r.drill_sha256[..12])
+            } else {
+                String::new()
+            };
+            let mut cells = vec![format!("{}<br>`{}`", date(&r.started), r.run_id), verdict_text(r) + &changed];
             cells.extend(r.phases.iter().map(|c| md_cell(&cell_lines(c).join("<br>"))));
             let _ = writeln!(out, "| {} |", cells.join(" | "));
         }
@@ -439,7 +442,7 @@ pub(crate) mod tests {
 
     #[test]
     fn rows_are_runs_oldest_first_with_changes_and_regressions() {
-        let h = build(three_runs());
+        let h = build(three_runs(), REGRESSION_RATIO);
         assert_eq!(h.drills.len(), 1);
         let d = &h.drills[0];
         assert_eq!(d.phases[0].name, PhaseId::Rto);
@@ -479,7 +482,7 @@ pub(crate) mod tests {
         later_drill.started += chrono::Duration::days(300);
         later_drill.run_id = "run-3".into();
         runs.push((PathBuf::from("reports/onprem-gpu-drain/3"), later_drill));
-        let h = build(runs);
+        let h = build(runs, REGRESSION_RATIO);
         let d = &h.drills[0];
         let col = d.phases.iter().position(|c| c.name == PhaseId::Provisioning).unwrap();
         let row = d.runs.iter().find(|r| r.run_id == "incident").unwrap();
@@ -493,9 +496,9 @@ pub(crate) mod tests {
 
     #[test]
     fn text_and_markdown_show_a_row_per_run() {
-        let h = build(three_runs());
-        let text = render_text(&h);
-        assert!(text.contains("onprem-gpu-drain: 3 runs"), "{text}");
+        let h = build(three_runs(), REGRESSION_RATIO);
+        let text = render_text(&h, 200);
+        assert!(text.contains("onprem-gpu-drain · drills/drain.yaml · context hybrid-lab: 3 runs"), "{text}");
         for day in ["2026-01-05 09:30", "2026-04-06 09:30", "2026-07-06 09:30"] {
             assert!(text.contains(day), "{day} missing:\n{text}");
         }

@@ -6,12 +6,11 @@ use std::collections::BTreeMap;
 use maud::{Markup, html};
 
 use crate::phases::{MilestoneKey, Phase, Verdict};
-use crate::report::legend::{self, Figure};
 use crate::report::page::{Coord, tick_step, time_axis};
 use crate::report::{Marker, Notable, Report, human_seconds, verdict_word};
 use crate::timeline::rfc3339;
 
-use super::parts::{is_rto, lane_label, legend_lines, marker_color, rto, seconds_of, time_or_dash, verdict_class};
+use super::parts::{is_rto, lane_label, marker_color, rto, seconds_of, time_or_dash, verdict_class};
 
 // Chart geometry, in SVG user units; the SVG scales to the page width.
 pub(super) const WIDTH: f64 = 1000.0;
@@ -120,7 +119,6 @@ pub(super) fn timeline(report: &Report) -> Markup {
                     }
                 }
             }
-            (legend_lines(&[legend::line(Figure::Milestones)]))
         }
     }
 }

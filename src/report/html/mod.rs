@@ -12,16 +12,19 @@ use crate::report::Report;
 use crate::report::page::page;
 use chart::timeline;
 use sections::{
-    autoscaler, events, fallback, fallback_faults, header, overlap, phases, restore_and_warnings, startup, steps,
+    autoscaler, deviations_and_actions, events, fallback, fallback_faults, header, measured, overlap, phases,
+    plain_legend, restore_and_warnings, startup, steps,
 };
 
 pub fn render(report: &Report) -> String {
     let body = html! {
         (header(report))
+        (plain_legend())
         (timeline(report))
         (phases(report))
         (startup(report))
         (steps(report))
+        (deviations_and_actions(report))
         section { h2 { "Fidelity" } p { (report.fidelity) } }
         (fallback(report))
         (fallback_faults(report))
@@ -29,6 +32,7 @@ pub fn render(report: &Report) -> String {
         (autoscaler(report))
         (restore_and_warnings(report))
         (events(report))
+        (measured(report))
         section {
             h2 { "Drill file as run" }
             p class="muted" { (report.drill.file) }

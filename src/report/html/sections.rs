@@ -4,7 +4,7 @@
 use maud::{Markup, html};
 
 use crate::phases::{Boundary, Phase, Verdict};
-use crate::report::legend::{self, Figure};
+use crate::report::legend;
 use crate::report::{Report, human_seconds, seconds_cell, verdict_word};
 use crate::timeline::rfc3339;
 
@@ -29,7 +29,7 @@ pub(super) fn header(report: &Report) -> Markup {
         "context {}, {} (Kubernetes {})",
         report.cluster.context, report.cluster.server, report.cluster.version
     );
-    let details = [
+    let mut details = vec![
         ("Run", report.run_id.clone()),
         ("Started", rfc3339(&report.started)),
         ("Finished", rfc3339(&report.finished)),
@@ -38,14 +38,20 @@ pub(super) fn header(report: &Report) -> Markup {
         ("Tool", format!("hybrid-drill {}", report.tool_version)),
         ("API requests", format!("{} (watch gaps: {})", crate::report::requests_in_words(report), report.watch_gaps)),
     ];
+    if let Some(p) = &report.provenance {
+        // Who and why first, the build with its commit in place of the bare version.
+        details.retain(|(k, _)| *k != "Tool");
+        details.splice(0..0, p.rows());
+    }
     html! {
         header {
             h1 { (report.kind.heading()) ": " (report.drill.name) }
             @if let Some(d) = &report.drill.description { p class="muted" { (d) } }
-            p { span class={ "badge verdict " (report.outcome.slug()) } id="verdict" { (report.outcome.as_str()) } }
+            p { span class={ "badge verdict " (report.outcome.slug()) } id="verdict" { (crate::report::headline::verdict(report)) } }
             @if let Some(reason) = &report.abort_reason {
                 div class="callout" { strong { "Stopped because:" } " " (reason) }
             }
+            (qualifiers(report))
             div class="figures" {
                 @if let Some(rto) = rto(report) {
                     @let label = match rto.objective_seconds {
@@ -61,11 +67,57 @@ pub(super) fn header(report: &Report) -> Markup {
                 ))
                 (figure(&format!("{:.3}", f.gpu_hours), &format!("fallback GPU-hours · {} nodes", f.nodes), ""))
                 (figure(&cost, "estimated fallback cost", ""))
+                @if let Some(s) = &report.service_level {
+                    @for (when, dip) in [("fault", &s.fault), ("return", &s.back)] {
+                        @if let Some(d) = dip {
+                            (figure(
+                                &format!("{} / {}", d.lowest_ready, d.needed),
+                                &format!("fewest pods Ready during the {when} · below target {}", human_seconds(d.seconds_below)),
+                                if d.dipped() { "missed" } else { "met" },
+                            ))
+                        }
+                    }
+                }
                 (figure(&f.max_gpus.to_string(), &peak, if f.overrun { "missed" } else { "" }))
             }
             table class="details" {
                 @for (k, v) in &details { tr { th { (k) } td { (v) } } }
             }
+        }
+    }
+}
+
+/// What qualifies the verdict, beside it: the abort's reason has its own callout above.
+fn qualifiers(report: &Report) -> Markup {
+    use crate::report::headline::QualifierKind;
+    let shown = report.headline.iter().filter(|q| q.kind != QualifierKind::Stopped);
+    html! {
+        ul class="qualifiers" id="qualifiers" {
+            @for q in shown {
+                li class={ "qualifier " (q.kind.slug()) @if q.kind.is_serious() { " missed" } } {
+                    strong { (q.kind.tag()) ":" } " " (q.text)
+                }
+            }
+        }
+    }
+}
+
+/// The legend in plain words, near the top.
+pub(super) fn plain_legend() -> Markup {
+    html! {
+        section id="legend" {
+            h2 { "Legend" }
+            ul class="legend-lines" { @for line in legend::PLAIN { li { (line) } } }
+        }
+    }
+}
+
+/// Every figure's clock and bound, at the end.
+pub(super) fn measured(report: &Report) -> Markup {
+    html! {
+        section id="measured" {
+            h2 { "How each figure is measured" }
+            (legend_lines(&legend::measured(report)))
         }
     }
 }
@@ -96,7 +148,7 @@ pub(super) fn phases(report: &Report) -> Markup {
                     tbody { @for p in &report.phases { (phase_row(p)) } }
                 }
             }
-            (legend_lines(&legend::phases(report)))
+            @if let Some(note) = crate::report::figures::rto_breakdown(report) { p class="note" { (note) } }
         }
     }
 }
@@ -147,7 +199,7 @@ pub(super) fn startup(report: &Report) -> Markup {
                 @if let (Some(slowest), Some(spread)) = (&s.slowest, s.spread_seconds) {
                     p { "Slowest: " strong { (slowest) } ", " (human_seconds(spread)) " more than the quickest." }
                 }
-                (legend_lines(&[legend::line(Figure::Startup)]))
+                @if let Some(note) = crate::report::figures::startup_note(report) { p class="note" { (note) } }
             }
         }
     }
@@ -173,7 +225,6 @@ pub(super) fn steps(report: &Report) -> Markup {
                     }
                 }
             }
-            (legend_lines(&[legend::line(Figure::Steps)]))
         }
     }
 }
@@ -231,7 +282,6 @@ pub(super) fn fallback(report: &Report) -> Markup {
                     p { "Drill ceiling (guards.maxFallbackGpus): " (ceiling) " (not exceeded)." }
                 }
             }
-            (legend_lines(&[Figure::FallbackHours, Figure::PeakGpus, Figure::Cost].map(legend::line)))
         }
     }
 }
@@ -259,7 +309,6 @@ pub(super) fn overlap(report: &Report) -> Markup {
         section id="overlap" {
             h2 { "Overlap window (split brain)" }
             div class="callout note" { (first) (chars.as_str()) }
-            (legend_lines(&[legend::line(Figure::Overlap)]))
         }
     }
 }
@@ -279,6 +328,39 @@ pub(super) fn autoscaler(report: &Report) -> Markup {
     }
 }
 
+/// Every deviation from the plan, then the action items with their likely cause and owner.
+pub(super) fn deviations_and_actions(report: &Report) -> Markup {
+    html! {
+        section id="deviations" {
+            h2 { "Deviations from the plan" }
+            @if report.deviations.is_empty() { p { "None: every step ran as planned, with no retry, warning or override." } }
+            ul {
+                @for d in &report.deviations {
+                    li {
+                        strong { (d.kind.label()) }
+                        @if let Some(t) = d.t_seconds { " (t+" (human_seconds(t)) ")" }
+                        ": " (d.what)
+                    }
+                }
+            }
+        }
+        section id="action-items" {
+            h2 { "Action items" }
+            @if report.action_items.is_empty() { p { "None: every objective was met and preflight raised nothing." } }
+            @else {
+                table {
+                    thead { tr { th { "Objective" } th { "Measured" } th { "Likely cause" } th { "Owner" } } }
+                    tbody {
+                        @for a in &report.action_items {
+                            tr { td { (a.objective) } td { (a.measured) } td { (a.cause) } td { (a.owner) } }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 pub(super) fn restore_and_warnings(report: &Report) -> Markup {
     html! {
         @if let Some(rb) = &report.rollback {
@@ -291,8 +373,31 @@ pub(super) fn restore_and_warnings(report: &Report) -> Markup {
                 }
             }
         }
-        @if !report.warnings.is_empty() {
-            section { h2 { "Warnings" } ul { @for w in &report.warnings { li { (w) } } } }
+        @if !report.blast_radius.is_empty() || !report.collateral.is_empty() || !report.leftovers.is_empty() {
+            section {
+                h2 { "Collateral and leftovers" }
+                ul {
+                    @for g in &report.blast_radius { li { "blast radius: " (g) } }
+                    @for b in &report.collateral { li { "displaced besides the drilled workload: " (b) } }
+                    @for l in &report.leftovers {
+                        li class=(if l.expected { "" } else { "missed" }) { strong { (l.line()) } }
+                    }
+                }
+            }
+        }
+        @if !report.reclaim_blockers.is_empty() {
+            section {
+                h2 { "Reclaim blockers" }
+                ul {
+                    @for b in &report.reclaim_blockers {
+                        li {
+                            "t=" (format!("{:.0}s", b.t_seconds)) " " (b.cause)
+                            @if let Some(node) = &b.node { " on " (node) }
+                            ": " (b.object) ": " (b.message)
+                        }
+                    }
+                }
+            }
         }
     }
 }
@@ -304,14 +409,14 @@ pub(super) fn events(report: &Report) -> Markup {
             table {
                 thead { tr { th class="num" { "t" } th { "Kind" } th { "Event" } th { "Server time" } } }
                 tbody {
-                    @for n in &report.notable_events {
+                    @for n in crate::report::fold::fold(&report.notable_events) {
                         tr {
                             td class="num" { "+" (human_seconds(n.t_seconds)) }
                             td {
                                 span class="swatch" style={ "background:" (marker_color(n.kind)) } {}
                                 (n.kind.label())
                             }
-                            td { (n.what) }
+                            td { (n.text()) }
                             td { (time_or_dash(n.server_time.as_ref())) }
                         }
                     }

@@ -1,0 +1,147 @@
+//! The ed25519 keys that sign and check a run's manifest: read from a file, or from a secret reference
+//! (`${env:NAME}`, `${file:/path}`: a Kubernetes Secret as a variable or a mounted file) through `secrets`, as PKCS#8
+//! PEM (`openssl genpkey -algorithm ed25519`) or the raw 32 bytes in base64 or hex.
+
+use std::path::Path;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use ed25519_dalek::pkcs8::{DecodePrivateKey, DecodePublicKey};
+use ed25519_dalek::{Signer, Verifier};
+
+/// The variable `run` and `watch` read a signing key from when no flag gives one.
+pub const SIGNING_KEY_ENV: &str = "HYBRID_DRILL_SIGNING_KEY";
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    #[error("cannot read the key {what}: {cause}")]
+    Read { what: String, cause: String },
+    #[error("the key {what} is neither PKCS#8 PEM nor 32 bytes in base64 or hex")]
+    Format { what: String },
+}
+
+/// A private key that signs manifests.
+pub struct SigningKey(ed25519_dalek::SigningKey);
+
+/// A public key that checks them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublicKey(ed25519_dalek::VerifyingKey);
+
+impl SigningKey {
+    pub fn from_seed(seed: [u8; 32]) -> SigningKey {
+        SigningKey(ed25519_dalek::SigningKey::from_bytes(&seed))
+    }
+
+    /// Reads the key `spec` names: a secret reference, or else a file's path. The key is masked in whatever the
+    /// tool writes from then on.
+    pub fn load(spec: &str) -> Result<SigningKey, KeyError> {
+        let text = material(spec)?;
+        crate::secrets::remember(&text);
+        let what = describe(spec);
+        if text.contains("-----BEGIN") {
+            return ed25519_dalek::SigningKey::from_pkcs8_pem(&text)
+                .map(SigningKey)
+                .map_err(|_| KeyError::Format { what });
+        }
+        raw32(&text).map(SigningKey::from_seed).ok_or(KeyError::Format { what })
+    }
+
+    pub fn public(&self) -> PublicKey {
+        PublicKey(self.0.verifying_key())
+    }
+
+    pub fn sign(&self, message: &[u8]) -> [u8; 64] {
+        self.0.sign(message).to_bytes()
+    }
+}
+
+impl PublicKey {
+    /// Reads a public key: a file (or secret reference) holding SPKI PEM (`openssl pkey -pubout`) or the raw 32
+    /// bytes in base64 or hex.
+    pub fn load(spec: &str) -> Result<PublicKey, KeyError> {
+        let text = material(spec)?;
+        let what = describe(spec);
+        if text.contains("-----BEGIN") {
+            return ed25519_dalek::VerifyingKey::from_public_key_pem(&text)
+                .map(PublicKey)
+                .map_err(|_| KeyError::Format { what });
+        }
+        let raw = raw32(&text).ok_or(KeyError::Format { what: what.clone() })?;
+        ed25519_dalek::VerifyingKey::from_bytes(&raw).map(PublicKey).map_err(|_| KeyError::Format { what })
+    }
+
+    pub fn from_raw(bytes: Vec<u8>) -> Result<PublicKey, String> {
+        let raw: [u8; 32] = bytes.try_into().map_err(|_| "not 32 bytes".to_string())?;
+        ed25519_dalek::VerifyingKey::from_bytes(&raw).map(PublicKey).map_err(|e| e.to_string())
+    }
+
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        self.0.as_bytes()
+    }
+
+    pub fn verifies(&self, message: &[u8], signature: &[u8]) -> bool {
+        ed25519_dalek::Signature::from_slice(signature).is_ok_and(|s| self.0.verify(message, &s).is_ok())
+    }
+}
+
+/// `sha256:` and the first 16 hex digits of the public key's digest: how reports and `verify` name a key.
+pub fn key_id(key: &PublicKey) -> String {
+    format!("sha256:{}", &super::digest::sha256_hex(key.as_bytes())[..16])
+}
+
+/// The text a key spec holds: a secret reference resolved, or a file read.
+fn material(spec: &str) -> Result<String, KeyError> {
+    let read = |cause: String| KeyError::Read { what: describe(spec), cause };
+    let text = if crate::secrets::has_reference(spec) {
+        crate::secrets::resolve(spec).map_err(|e| read(e.to_string()))?
+    } else {
+        std::fs::read_to_string(Path::new(spec)).map_err(|e| read(e.to_string()))?
+    };
+    Ok(text.trim().to_string())
+}
+
+/// How an error names the key: its reference or path, never its value.
+fn describe(spec: &str) -> String {
+    format!("`{spec}`")
+}
+
+/// 32 bytes written as base64 or hex.
+fn raw32(text: &str) -> Option<[u8; 32]> {
+    let text = text.trim();
+    let hex = || -> Option<Vec<u8>> {
+        (text.len() == 64)
+            .then(|| (0..32).map(|i| u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()).collect())
+            .flatten()
+    };
+    let bytes = hex().or_else(|| BASE64.decode(text).ok())?;
+    bytes.try_into().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_read_from_pem_and_from_raw_bytes_by_path_or_reference() {
+        let dir = tempfile::tempdir().unwrap();
+        // `openssl genpkey -algorithm ed25519` and `openssl pkey -pubout` of the RFC 8410 example key.
+        let pem = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEINTuctv5E1hK1bbY8fdp+K06/nwoy/HU++CXqI9EdVhC\n-----END PRIVATE KEY-----\n";
+        let public_pem = "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=\n-----END PUBLIC KEY-----\n";
+        std::fs::write(dir.path().join("key.pem"), pem).unwrap();
+        std::fs::write(dir.path().join("pub.pem"), public_pem).unwrap();
+        let key = SigningKey::load(dir.path().join("key.pem").to_str().unwrap()).unwrap();
+        let public = PublicKey::load(dir.path().join("pub.pem").to_str().unwrap()).unwrap();
+        assert_eq!(key.public(), public);
+        assert!(public.verifies(b"m", &key.sign(b"m")));
+        assert!(!public.verifies(b"n", &key.sign(b"m")));
+
+        // A Secret mounted as a file, named by a reference: the raw seed in hex.
+        std::fs::write(dir.path().join("seed"), "07".repeat(32) + "\n").unwrap();
+        let reference = format!("${{file:{}}}", dir.path().join("seed").display());
+        let from_secret = SigningKey::load(&reference).unwrap();
+        assert_eq!(from_secret.public(), SigningKey::from_seed([7; 32]).public());
+        assert!(matches!(SigningKey::load("${env:HYBRID_DRILL_TEST_UNSET_KEY}"), Err(KeyError::Read { .. })));
+        std::fs::write(dir.path().join("bad"), "not a key").unwrap();
+        assert!(matches!(SigningKey::load(dir.path().join("bad").to_str().unwrap()), Err(KeyError::Format { .. })));
+    }
+}

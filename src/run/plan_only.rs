@@ -1,0 +1,112 @@
+//! `plan` (and `run --dry-run`): the drill resolved read-only, what a run would touch and the preflight verdict, as
+//! text or as JSON, and the code a run would exit with before touching anything.
+
+use serde_json::{Value, json};
+
+use super::SetupError;
+use crate::cluster::{self, KubeContext};
+use crate::drill::{Action, Check, Drill, LoadedDrill, OnDeviation};
+use crate::exit::{EXIT_INVALID, EXIT_PASSED, EXIT_REFUSED};
+use crate::plan::{self, Plan, PodTarget};
+use crate::preflight::{self, PreflightReport};
+
+/// What `plan` found: the cluster reached, the plan, and the preflight report (or why it could not run).
+pub struct Planned {
+    pub context: String,
+    pub server: String,
+    pub version: String,
+    pub plan: Plan,
+    pub preflight: Result<PreflightReport, String>,
+    pub warnings: Vec<String>,
+}
+
+/// Resolves everything read-only and says what a run would do.
+pub async fn plan_only(loaded: &LoadedDrill, target: &KubeContext) -> Result<Planned, SetupError> {
+    let drill = &loaded.drill;
+    let (cluster, version) = cluster::connect(target, &drill.spec.cluster).await?;
+    let plan = plan::resolve_for(&cluster, drill, plan::access::Scope::Plan).await?;
+    let targets = preflight::PreflightTargets::of(drill);
+    let preflight = preflight::run(&cluster.reader(), &targets, &preflight::Expectations::of(drill))
+        .await
+        .map_err(|e| e.to_string());
+    let warnings = crate::drill::left_in_place::warnings(drill);
+    Ok(Planned { context: cluster.context.clone(), server: cluster.server.clone(), version, plan, preflight, warnings })
+}
+
+impl Planned {
+    /// The plan as `plan` prints it.
+    pub fn text(&self, drill: &Drill) -> String {
+        let verdict = match &self.preflight {
+            Ok(report) => format!("{}{}\n", preflight::render::table(report), preflight::plan_note(drill, report)),
+            Err(e) => format!("preflight could not run: {e}\n"),
+        };
+        let left: String = self.warnings.iter().map(|w| format!("warning: {w}\n")).collect();
+        format!(
+            "context {} ({}, Kubernetes {})\n{}{left}\n{verdict}nothing was changed\n",
+            self.context,
+            self.server,
+            self.version,
+            self.plan.describe(drill)
+        )
+    }
+
+    /// The plan as `plan -o json` prints it (`schema: hybrid-drill.io/plan/v1`).
+    pub fn json(&self, drill: &Drill) -> Value {
+        let pods = |pods: &[PodTarget]| -> Vec<Value> {
+            pods.iter()
+                .map(|p| json!({"namespace": p.namespace, "name": p.name, "node": p.node, "gpus": p.gpus, "loss": p.loss}))
+                .collect()
+        };
+        let budgets: Vec<Value> = self
+            .plan
+            .budgets
+            .iter()
+            .map(|b| json!({"namespace": b.namespace, "name": b.name, "disruptions_allowed": b.disruptions_allowed}))
+            .collect();
+        let preflight = match &self.preflight {
+            Ok(report) => serde_json::to_value(report).unwrap_or_default(),
+            Err(e) => json!({"error": e}),
+        };
+        json!({
+            "schema": "hybrid-drill.io/plan/v1",
+            "context": self.context,
+            "server": self.server,
+            "kubernetes": self.version,
+            "drill": drill.metadata.name,
+            "nodes": self.plan.on_prem_nodes,
+            "cordoned_already": self.plan.cordoned_already,
+            "pods_to_evict": if self.plan.drains { pods(&self.plan.pods_to_evict) } else { Vec::new() },
+            "pods_protected": pods(&self.plan.pods_protected),
+            "budgets": budgets,
+            "node_pool": self.plan.node_pool,
+            "pool_gpu_limit": self.plan.pool_gpu_limit,
+            "steps": drill.spec.steps.iter().map(|s| json!({"id": s.id, "action": s.action.name(),
+                "timeout_seconds": s.timeout.as_secs()})).collect::<Vec<_>>(),
+            "warnings": self.warnings,
+            "refused": self.refused(drill),
+            "text": self.text(drill),
+            "preflight": preflight,
+        })
+    }
+
+    /// Whether a run would be refused at its preflight step before touching anything.
+    pub fn refused(&self, drill: &Drill) -> bool {
+        let Ok(report) = &self.preflight else { return false };
+        !report.passed(false) && refusing_step(drill)
+    }
+
+    /// The code a run would exit with before touching anything: refused as `preflight` and `run` are, 2 when the
+    /// preflight could not run, else 0.
+    pub fn exit_code(&self, drill: &Drill) -> u8 {
+        match &self.preflight {
+            Err(_) => EXIT_INVALID,
+            Ok(_) if self.refused(drill) => EXIT_REFUSED,
+            Ok(_) => EXIT_PASSED,
+        }
+    }
+}
+
+/// Whether the drill has a `check: preflight` step that stops on a failed check.
+fn refusing_step(drill: &Drill) -> bool {
+    drill.spec.steps.iter().any(|s| matches!(s.action, Action::Check(Check::Preflight, d) if d != OnDeviation::Warn))
+}

@@ -1,0 +1,56 @@
+//! `plan -o json` and `run --dry-run -o json` against the lab: one plan in one JSON shape with one exit code, and
+//! nothing written (the API server's audit log, no run directory).
+
+use std::process::Output;
+
+use serde_json::Value;
+
+use crate::common::lab::{admin_writes, audit_lines, hybrid_drill, kubeconfig, lock_lab, reset_lab};
+use crate::common::repo;
+
+fn json_of(what: &str, out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{what}: no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)))
+}
+
+#[test]
+fn plan_and_run_dry_run_print_one_plan_as_json_and_write_nothing() {
+    let lab = lock_lab();
+    reset_lab();
+    let reports = tempfile::tempdir().unwrap();
+    let drill = repo().join("drills/drain.yaml");
+    let from = audit_lines(lab.instance());
+    let plan = hybrid_drill().arg("plan").arg(&drill).args(["-o", "json", "--kubeconfig"]).arg(kubeconfig()).output();
+    let dry_run = hybrid_drill()
+        .arg("run")
+        .arg(&drill)
+        .args(["--dry-run", "-o", "json", "--reports-dir"])
+        .arg(reports.path())
+        .arg("--kubeconfig")
+        .arg(kubeconfig())
+        .output();
+    let (plan, dry_run) = (plan.unwrap(), dry_run.unwrap());
+    assert_eq!(plan.status.code(), Some(0), "{}", String::from_utf8_lossy(&plan.stderr));
+    assert_eq!(dry_run.status.code(), plan.status.code(), "{}", String::from_utf8_lossy(&dry_run.stderr));
+    let (planned, dry) = (json_of("plan", &plan), json_of("run --dry-run", &dry_run));
+
+    assert_eq!(planned["schema"], "hybrid-drill.io/plan/v1", "{planned:#}");
+    assert_eq!((planned["drill"].as_str(), planned["refused"].as_bool()), (Some("onprem-gpu-drain"), Some(false)));
+    assert_eq!(planned["nodes"].as_array().map(Vec::len), Some(4), "the lab's four hybrid nodes: {planned:#}");
+    let evicted = planned["pods_to_evict"].as_array().unwrap();
+    assert!(
+        evicted.iter().filter(|p| p["namespace"] == "inference").count() == 4,
+        "the workload's four pods are to be evicted: {planned:#}"
+    );
+    assert_eq!(planned["preflight"]["verdict"], "pass", "{planned:#}");
+    assert!(planned["text"].as_str().unwrap().ends_with("nothing was changed\n"), "{planned:#}");
+    for field in ["schema", "drill", "nodes", "pods_to_evict", "node_pool", "steps", "refused"] {
+        assert_eq!(dry[field], planned[field], "run --dry-run's {field} differs from plan's");
+    }
+
+    // A SelfSubjectAccessReview is a create that stores nothing: the permission check both make before reading.
+    let writes: Vec<String> =
+        admin_writes(lab.instance(), from).into_iter().filter(|w| !w.contains("/selfsubjectaccessreviews")).collect();
+    assert_eq!(writes, Vec::<String>::new(), "plan or run --dry-run wrote to the cluster");
+    assert_eq!(std::fs::read_dir(reports.path()).unwrap().count(), 0, "run --dry-run made a run directory");
+}
