@@ -106,6 +106,8 @@ pub async fn drain(
             .map(|(why, pods)| format!("{why} the eviction of {}", pods.join(", ")))
             .collect::<Vec<_>>()
             .join("; ");
+        // A budget waits on replacements becoming Ready: with no capacity to launch them, that is the cause.
+        let detail = detail + &super::wait::shortage(ctx);
         return Err(StepError::Timeout { after: timeout, detail });
     }
     // Pods already Terminating when the drain began are waited for too, as kubectl drain waits for them.

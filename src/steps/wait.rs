@@ -174,8 +174,16 @@ async fn reclaim_blockers(ctx: &StepContext<'_>, seen: &mut BTreeSet<Blocker>, o
 /// Why the fallback could not launch, when the drill took capacity away and every launch since was refused.
 fn capacity_cause(ctx: &StepContext<'_>, condition: WaitCondition) -> String {
     let waits_on_launches = matches!(condition, WaitCondition::FallbackReady | WaitCondition::WorkloadRestored);
-    if !waits_on_launches || !ctx.drill.spec.steps.iter().any(|s| matches!(s.action, crate::drill::Action::Capacity(_)))
-    {
+    if !waits_on_launches {
+        return String::new();
+    }
+    shortage(ctx)
+}
+
+/// `; no fallback capacity: ...` when the drill's capacity fault left nothing to launch, else nothing: what a wait on
+/// the fallback, or a drain whose budget waits on replacements, ran out of time for.
+pub(super) fn shortage(ctx: &StepContext<'_>) -> String {
+    if !ctx.drill.spec.steps.iter().any(|s| matches!(s.action, crate::drill::Action::Capacity(_))) {
         return String::new();
     }
     crate::phases::fallback_faults::fallback_faults(&ctx.timeline.observations(), None)

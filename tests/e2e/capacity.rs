@@ -75,7 +75,9 @@ fn with_every_type_out_the_drill_aborts_on_its_timeout_restores_and_names_the_ca
     reset_lab();
     let started = Instant::now();
     let reports = tempfile::tempdir().unwrap();
-    let drill = variant(reports.path(), "no-capacity.yaml", &[("      timeout: 5m", "      timeout: 20s")]);
+    // The drain's timeout, then the fallback wait's: the lab's budget holds two pods on-prem, so the drain times out.
+    let short = [("      timeout: 5m", "      timeout: 20s"), ("      timeout: 5m", "      timeout: 20s")];
+    let drill = variant(reports.path(), "no-capacity.yaml", &short);
     let (out, report) = run(&drill, &reports.path().join("reports"));
     assert_eq!(out.status.code(), Some(3), "{}", context(&out, &report));
     let reason = report["abort_reason"].as_str().unwrap_or_default();
