@@ -101,19 +101,23 @@ pub async fn drain(
         return Err(StepError::Failed(fatal.join("; ")));
     }
     if !pending.is_empty() {
-        let detail = pending
-            .iter()
-            .map(|(why, pods)| format!("{why} the eviction of {}", pods.join(", ")))
-            .collect::<Vec<_>>()
-            .join("; ");
-        // A budget waits on replacements becoming Ready: with no capacity to launch them, that is the cause.
-        let detail = detail + &super::wait::shortage(ctx);
-        return Err(StepError::Timeout { after: timeout, detail });
+        return Err(StepError::Timeout { after: timeout, detail: held_by(ctx, &pending) });
     }
     // Pods already Terminating when the drain began are waited for too, as kubectl drain waits for them.
     let leaving: Vec<DrainPod> = targets.iter().chain(&selection.terminating).cloned().collect();
     all_gone(ctx, &leaving, deadline, timeout).await?;
     Ok(StepSuccess::ok(summary(&nodes, &selection)))
+}
+
+/// What held the evictions still pending at the timeout. A budget waits on replacements becoming Ready: with no
+/// capacity to launch them, the shortage is the cause, named after it.
+fn held_by(ctx: &StepContext<'_>, pending: &BTreeMap<String, Vec<String>>) -> String {
+    let held = pending
+        .iter()
+        .map(|(why, pods)| format!("{why} the eviction of {}", pods.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ");
+    held + &super::wait::shortage(ctx)
 }
 
 /// Waits until every evicted pod is gone, as kubectl drain returns once they are: watch-driven, bounded by the
