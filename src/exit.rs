@@ -31,28 +31,31 @@ pub struct ExitRow {
     pub commands: &'static [&'static str],
 }
 
+/// The commands that may exit 0 or 2: all of them.
+const EVERY_COMMAND: &[&str] = &[
+    "run",
+    "validate",
+    "plan",
+    "preflight",
+    "status",
+    "recover",
+    "report",
+    "history",
+    "verify",
+    "evidence",
+    "watch",
+    "identify",
+    "schema",
+    "completions",
+    "man",
+];
+
 /// Every exit code of every command; `--help`, the man pages and README's Exit codes section show this table.
 pub const TABLE: &[ExitRow] = &[
     ExitRow {
         code: EXIT_PASSED,
         meaning: "success: the drill passed, the files are valid, no check failed, the cluster is clean",
-        commands: &[
-            "run",
-            "validate",
-            "plan",
-            "preflight",
-            "status",
-            "recover",
-            "report",
-            "history",
-            "verify",
-            "evidence",
-            "watch",
-            "identify",
-            "schema",
-            "completions",
-            "man",
-        ],
+        commands: EVERY_COMMAND,
     },
     ExitRow { code: EXIT_OBJECTIVE_MISSED, meaning: "the drill completed but missed an objective", commands: &["run"] },
     ExitRow {
@@ -60,23 +63,7 @@ pub const TABLE: &[ExitRow] = &[
         // Clap's own usage errors exit 2 too, from every command.
         meaning: "invalid input or set-up: bad drill file or flag, wrong context or cluster, unreachable cluster, \
                   missing permission or CRD, selector matching nothing; nothing was touched",
-        commands: &[
-            "run",
-            "validate",
-            "plan",
-            "preflight",
-            "status",
-            "recover",
-            "report",
-            "history",
-            "verify",
-            "evidence",
-            "watch",
-            "identify",
-            "schema",
-            "completions",
-            "man",
-        ],
+        commands: EVERY_COMMAND,
     },
     ExitRow {
         code: EXIT_ABORTED,

@@ -912,7 +912,14 @@ fn the_drain_drill_survives_an_api_server_restart_with_its_phases_intact() {
     let restart = lab_tool("restart").args(["kube-apiserver", "5"]).output().unwrap();
     assert!(restart.status.success(), "lab/restart: {}", String::from_utf8_lossy(&restart.stderr));
     let (out, report) = finish(child);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "abort: {}\nsteps: {:#}\nstderr:\n{}",
+        report["abort_reason"],
+        report["steps"],
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(report["watch_gaps"].as_u64().unwrap() > 0, "the restart left no gap in the timeline");
     let timeline = std::fs::read_to_string(drill.run_dir().unwrap().join("timeline.jsonl")).unwrap();
     assert!(timeline.contains(r#""type":"watch-resumed""#));
