@@ -86,9 +86,21 @@ pub struct SecondRecovery {
     /// The first restoredWhen loss after it, if the service dropped below its criterion.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_lost_seconds: Option<f64>,
+    /// The NodeClaim whose node took the lost node's workload pods (the first of their replacements scheduled), or
+    /// that node's name when no NodeClaim of it was seen; any pool, the drill's or another (a Spot pool).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replacement: Option<String>,
-    /// Each since the loss.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replacement_node: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replacement_node_pool: Option<String>,
+    /// Whether the replacement's NodeClaim was created after the loss (else capacity already there took the pods).
+    #[serde(default)]
+    pub replacement_new: bool,
+    /// Since the loss: the first replacement pod bound to its node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replacement_scheduled_seconds: Option<f64>,
+    /// Each since the loss (negative: the replacement's NodeClaim was already on its way when the node was lost).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replacement_created_seconds: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -239,35 +251,96 @@ fn capacity(observations: &[Observation], rto_seconds: Option<f64>) -> Option<Ca
     })
 }
 
+/// Where the lost node's workload went: the node the first replacement pod was bound to, and that node's NodeClaim
+/// (the fallback's, or another pool's seen as collateral), with the pool and when the claim was created.
+struct Replacement {
+    node: String,
+    scheduled: f64,
+    claim: Option<(String, Option<String>, Option<f64>)>,
+}
+
+fn replacement(observations: &[Observation], lost: &Observation, lost_claim: &str) -> Option<Replacement> {
+    let after = || observations.iter().filter(|o| o.seq > lost.seq);
+    let created: Vec<&String> =
+        after().filter_map(|o| if let Event::PodCreated { pod } = &o.event { Some(pod) } else { None }).collect();
+    let (node, scheduled) = after().find_map(|o| match &o.event {
+        Event::PodScheduled { pod, node, .. } if created.contains(&pod) => Some((node.clone(), secs(o))),
+        _ => None,
+    })?;
+    let fallback_claim = observations.iter().find_map(|o| match &o.event {
+        Event::NodeClaimNode { nodeclaim, node: n } if *n == node && nodeclaim != lost_claim => {
+            let pool = observations.iter().find_map(|o| match &o.event {
+                Event::NodeAdded { node: n, node_pool, .. } if *n == node => node_pool.clone(),
+                _ => None,
+            });
+            Some((nodeclaim.clone(), pool))
+        }
+        _ => None,
+    });
+    let other_claim = || {
+        observations.iter().find_map(|o| match &o.event {
+            Event::CollateralNodeClaim { claim, .. } if claim.node.as_deref() == Some(node.as_str()) => {
+                Some((claim.name.clone(), Some(claim.node_pool.clone())))
+            }
+            _ => None,
+        })
+    };
+    let claim = fallback_claim.or_else(other_claim).map(|(name, pool)| {
+        let created = observations.iter().find_map(|o| match &o.event {
+            Event::NodeClaimCreated { nodeclaim } if *nodeclaim == name => Some(secs(o)),
+            Event::CollateralNodeClaim { claim, milestone } if claim.name == name && milestone == "created" => {
+                Some(secs(o))
+            }
+            _ => None,
+        });
+        (name, pool, created)
+    });
+    Some(Replacement { node, scheduled, claim })
+}
+
 fn lost_node(observations: &[Observation]) -> Option<SecondRecovery> {
     let lost = observations.iter().find(|o| matches!(o.event, Event::FallbackNodeLost { .. }))?;
     let Event::FallbackNodeLost { nodeclaim, node, pods } = &lost.event else { return None };
     let after = || observations.iter().filter(|o| o.seq > lost.seq);
     let since = |o: &Observation| secs(o) - secs(lost);
-    let replacement = launches(observations, lost.seq)
-        .into_iter()
-        .find(|l| &l.nodeclaim != nodeclaim && l.created_seconds >= secs(lost));
-    let replacement_node = replacement.as_ref().and_then(|r| {
-        after().find_map(|o| match &o.event {
-            Event::NodeClaimNode { nodeclaim, node } if *nodeclaim == r.nodeclaim => Some(node.clone()),
-            _ => None,
-        })
+    let took = replacement(observations, lost, nodeclaim);
+    let claim_name = took.as_ref().and_then(|r| r.claim.as_ref().map(|c| c.0.clone()));
+    // Another pool's claim is seen through Karpenter's events on it only.
+    let launched = claim_name.as_ref().and_then(|c| {
+        launches(observations, 0).into_iter().find(|l| l.nodeclaim == *c).and_then(|l| l.launched_seconds).or_else(
+            || {
+                let object = format!("NodeClaim/{c}");
+                observations.iter().find_map(|o| match &o.event {
+                    Event::KubeEvent { object: ob, reason, .. } if *ob == object && reason == "Launched" => {
+                        Some(secs(o))
+                    }
+                    _ => None,
+                })
+            },
+        )
     });
-    let ready = replacement_node.as_ref().and_then(|n| {
-        after().find(|o| matches!(&o.event, Event::NodeReady { node, status: ConditionStatus::True, .. } if node == n))
+    let ready = took.as_ref().and_then(|r| {
+        observations.iter().find(
+            |o| matches!(&o.event, Event::NodeReady { node, status: ConditionStatus::True, .. } if *node == r.node),
+        )
     });
     let service_lost = after().find(|o| matches!(o.event, Event::ServiceLost { .. }));
     let restored = service_lost
         .and_then(|l| observations.iter().find(|o| o.seq > l.seq && matches!(o.event, Event::ServiceRestored { .. })));
+    let created = took.as_ref().and_then(|r| r.claim.as_ref().and_then(|c| c.2));
     Some(SecondRecovery {
         nodeclaim: nodeclaim.clone(),
         node: node.clone(),
         pods: *pods,
         lost_at_seconds: secs(lost),
         service_lost_seconds: service_lost.map(since),
-        replacement_created_seconds: replacement.as_ref().map(|r| r.created_seconds - secs(lost)),
-        replacement_launched_seconds: replacement.as_ref().and_then(|r| r.launched_seconds).map(|t| t - secs(lost)),
-        replacement: replacement.map(|r| r.nodeclaim),
+        replacement: claim_name.or_else(|| took.as_ref().map(|r| r.node.clone())),
+        replacement_node_pool: took.as_ref().and_then(|r| r.claim.as_ref().and_then(|c| c.1.clone())),
+        replacement_new: created.is_some_and(|c| c >= secs(lost)),
+        replacement_scheduled_seconds: took.as_ref().map(|r| r.scheduled - secs(lost)),
+        replacement_node: took.map(|r| r.node),
+        replacement_created_seconds: created.map(|c| c - secs(lost)),
+        replacement_launched_seconds: launched.map(|t| t - secs(lost)),
         replacement_ready_seconds: ready.map(since),
         recovery_seconds: restored.map(since),
     })
@@ -337,6 +410,45 @@ mod tests {
         // The refused claim is listed too, without a type: it never got a node.
         assert_eq!(c.launches[0].instance_type, None);
         assert_eq!(c.launches[1].instance_type.as_deref(), Some("g6e.12xlarge"));
+    }
+
+    #[test]
+    fn the_replacement_is_the_claim_whose_node_took_the_pods_even_in_another_pool() {
+        use crate::cluster::collateral::ClaimFacts;
+        let spot = |milestone: &str, node: Option<&str>| E::CollateralNodeClaim {
+            claim: ClaimFacts {
+                name: "spot-1".into(),
+                node_pool: "gpu-spot".into(),
+                instance_type: None,
+                capacity_type: None,
+                zone: None,
+                node: node.map(Into::into),
+                created: None,
+                gpus: 4,
+                deleting: false,
+            },
+            milestone: milestone.into(),
+        };
+        let role = NodeRole::Other;
+        let timeline = vec![
+            obs(1, 9.5, spot("created", None)),
+            obs(2, 10.0, E::FallbackNodeLost { nodeclaim: "fb-1".into(), node: "n1".into(), pods: 1 }),
+            obs(3, 10.2, E::ServiceLost { ready_pods: 3 }),
+            obs(4, 10.4, E::PodCreated { pod: "p2".into() }),
+            obs(5, 10.9, E::PodScheduled { pod: "p2".into(), node: "n2".into(), role }),
+            obs(6, 11.0, spot("initialized", Some("n2"))),
+            obs(7, 12.0, E::ServiceRestored { ready_pods: 4, held_since_ms: None }),
+        ];
+        let l = lost_node(&timeline).unwrap();
+        assert_eq!(l.replacement.as_deref(), Some("spot-1"));
+        assert_eq!(l.replacement_node_pool.as_deref(), Some("gpu-spot"));
+        assert_eq!(l.replacement_node.as_deref(), Some("n2"));
+        assert!(!l.replacement_new, "created before the loss");
+        assert_eq!(l.replacement_created_seconds, Some(-0.5));
+        assert_eq!(l.recovery_seconds, Some(2.0));
+        let line = FallbackFaults { lost_node: Some(l), ..Default::default() }.lines().join("\n");
+        assert!(line.contains("NodeClaim spot-1 of NodePool gpu-spot (node n2), created before the loss"), "{line}");
+        assert!(line.contains("NodeClaim created 0.5s before the loss"), "{line}");
     }
 
     #[test]

@@ -92,15 +92,38 @@ impl SecondRecovery {
             Some(t) => out.push(format!("service below its restoredWhen criterion +{}", human_seconds(t))),
             None => out.push("the service stayed restored: the other nodes carried it".into()),
         }
-        out.push(format!(
-            "replacement {}: created +{}, launched +{}, node Ready +{}",
-            self.replacement.as_deref().unwrap_or("none"),
-            or_dash(self.replacement_created_seconds),
-            or_dash(self.replacement_launched_seconds),
-            or_dash(self.replacement_ready_seconds)
-        ));
+        out.push(self.replacement_line());
         out.push(format!("second recovery (loss to service restored again): {}", or_dash(self.recovery_seconds)));
         out
+    }
+}
+
+impl SecondRecovery {
+    /// Who took the lost node's pods, and when, each since the loss; a time before it (negative) is capacity that was
+    /// already on its way or there.
+    fn replacement_line(&self) -> String {
+        let Some(replacement) = &self.replacement else {
+            return "no replacement pod was bound to a node".into();
+        };
+        let signed = |t: Option<f64>| match t {
+            Some(t) if t < 0.0 => format!("{} before the loss", human_seconds(-t)),
+            Some(t) => format!("+{}", human_seconds(t)),
+            None => "not observed".into(),
+        };
+        let node = self.replacement_node.as_deref().filter(|n| *n != replacement.as_str());
+        let pool = self.replacement_node_pool.as_deref().map(|p| format!(" of NodePool {p}")).unwrap_or_default();
+        let what = match (node, self.replacement_new) {
+            (Some(n), true) => format!("new NodeClaim {replacement}{pool} (node {n})"),
+            (Some(n), false) => format!("NodeClaim {replacement}{pool} (node {n}), created before the loss"),
+            (None, _) => format!("node {replacement}{pool}"),
+        };
+        format!(
+            "replacement: {what}; NodeClaim created {}, launched {}, node Ready {}; first pod bound {}",
+            signed(self.replacement_created_seconds),
+            signed(self.replacement_launched_seconds),
+            signed(self.replacement_ready_seconds),
+            signed(self.replacement_scheduled_seconds)
+        )
     }
 }
 

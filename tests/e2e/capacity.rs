@@ -116,8 +116,17 @@ fn a_fallback_node_lost_mid_fallback_is_measured_as_a_second_recovery() {
         lost["lost_at_seconds"].as_f64().unwrap() > report_rto(&report),
         "lost after the first recovery: {report:#}"
     );
-    // The replacement is gpu-fallback's when its GPU limit allows it, else gpu-spot's (not the drill's pool).
-    println!("replacement: {}", lost["replacement"]);
+    // The replacement is the NodeClaim whose node took the lost pods: gpu-fallback's when its GPU limit allows it,
+    // else gpu-spot's (another pool's, seen as collateral), new or already launched for the batch pods.
+    let replacement = lost["replacement"].as_str().unwrap_or_else(|| panic!("no replacement named: {lost:#}"));
+    assert!(replacement.starts_with("gpu-fallback-") || replacement.starts_with("gpu-spot-"), "{lost:#}");
+    assert_ne!(replacement, lost["nodeclaim"].as_str().unwrap(), "{lost:#}");
+    assert!(lost["replacement_node"].as_str().is_some_and(|n| n != lost["node"]), "{lost:#}");
+    assert!(lost["replacement_scheduled_seconds"].as_f64().is_some_and(|t| t > 0.0), "{lost:#}");
+    let run_dir =
+        std::fs::read_dir(reports.path().join("lost-fallback-node")).unwrap().flatten().next().unwrap().path();
+    let md = std::fs::read_to_string(run_dir.join("report.md")).unwrap();
+    assert!(md.contains(&format!("NodeClaim {replacement}")), "{md}");
     eprintln!("held the lab {:.0} s", started.elapsed().as_secs_f64());
 }
 
