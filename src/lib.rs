@@ -9,6 +9,7 @@ pub mod evidence;
 pub mod exit;
 mod http;
 pub mod incident;
+pub mod last_tier;
 pub mod monitor;
 pub mod notify;
 pub mod phases;

@@ -34,6 +34,8 @@ pub struct DrillSpec {
     pub guards: Guards,
     /// On-demand price per hour of each fallback instance type, in dollars.
     pub pricing: BTreeMap<String, f64>,
+    /// The service's last tier (Tier 3), probed through the run.
+    pub last_tier: Option<LastTier>,
     pub steps: Vec<Step>,
     /// Keep what the steps leave in place at the end instead of undoing it (see [`left_in_place::left_in_place`]).
     ///
@@ -49,6 +51,19 @@ pub struct DrillSpec {
     pub collateral_leave: Vec<String>,
     /// What each run's audit record must hold; who owns its action items.
     pub evidence: EvidencePolicy,
+}
+
+/// `spec.lastTier`: the URL the gateway fails over to, how it is probed, and what it costs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LastTier {
+    pub name: Option<String>,
+    pub url: String,
+    pub expect_status: u16,
+    pub interval: Duration,
+    pub timeout: Duration,
+    pub price_per_request: Option<f64>,
+    pub requests_per_hour: Option<f64>,
+    pub fallback_nodes: Option<u32>,
 }
 
 /// `spec.evidence`: the change reference and approver a run must be given, and the action items' owner.
@@ -440,6 +455,8 @@ pub enum WaitCondition {
     WorkloadOnPrem,
     /// The fallback NodePool has no NodeClaim and no node left.
     FallbackEmpty,
+    /// The probe of `spec.lastTier` answers as expected: the gateway sends the traffic to the last tier.
+    LastTierServing,
 }
 
 impl fmt::Display for WaitCondition {
@@ -449,6 +466,7 @@ impl fmt::Display for WaitCondition {
             WaitCondition::WorkloadRestored => "workload-restored",
             WaitCondition::WorkloadOnPrem => "workload-on-prem",
             WaitCondition::FallbackEmpty => "fallback-empty",
+            WaitCondition::LastTierServing => "last-tier-serving",
         })
     }
 }

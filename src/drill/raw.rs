@@ -50,6 +50,11 @@ pub struct DrillSpec {
     /// Fallback cost estimate: on-demand price per hour of each fallback instance type, in dollars.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub pricing: std::collections::BTreeMap<String, f64>,
+    /// The service's last tier (Tier 3): where the gateway sends traffic when no GPU serves, e.g. a managed model API
+    /// paid per request. Probed through the whole run; the report measures when it served after the fault, the
+    /// window with no tier serving, and its cost per hour against the cloud GPU fallback.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_tier: Option<LastTierSection>,
     /// Run in order. A failing step aborts the drill and restores the cluster.
     pub steps: Vec<Step>,
     /// Keep the changes the steps leave in place at the end (a cordon with no later uncordon, a cut with no later
@@ -293,6 +298,42 @@ fn default_probe_interval() -> HumanDuration {
 }
 fn default_probe_timeout() -> HumanDuration {
     HumanDuration(Duration::from_secs(2))
+}
+
+/// The service's last tier and what it costs.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "LastTier")]
+pub struct LastTierSection {
+    /// Shown in reports, e.g. `Bedrock through the gateway`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `http://` or `https://`: the gateway's route to the last tier, one that answers as expected only while the
+    /// gateway sends traffic there (the last tier's own URL when it always serves). A success is the last tier serving.
+    pub url: String,
+    /// The status code that counts as serving.
+    #[serde(default = "default_expect_status")]
+    pub expect_status: u16,
+    /// How often it is probed. Default 1s.
+    #[serde(default = "default_last_tier_interval")]
+    pub interval: HumanDuration,
+    /// Per-request timeout. Default 2s.
+    #[serde(default = "default_probe_timeout")]
+    pub timeout: HumanDuration,
+    /// Dollars per request the last tier bills (tokens in and out of an average request, at its price).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_per_request: Option<f64>,
+    /// The service's traffic while the last tier carries it, in requests per hour.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_hour: Option<f64>,
+    /// The cloud GPU nodes the fallback runs to carry the same traffic: priced at the cheapest fallback instance
+    /// type `pricing` names, for the comparison.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_nodes: Option<u32>,
+}
+
+fn default_last_tier_interval() -> HumanDuration {
+    HumanDuration(Duration::from_secs(1))
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

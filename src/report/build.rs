@@ -54,17 +54,8 @@ pub enum LoadError {
 /// recorded one).
 pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Report {
     let incident = IncidentFacts::of(observations);
-    // An incident is measured against the drill's targets and objectives; its steps never ran.
-    let stepless;
-    let drill = match incident {
-        Some(_) => {
-            let mut d = drill.clone();
-            d.spec.steps.clear();
-            stepless = d;
-            &stepless
-        }
-        None => drill,
-    };
+    let measured = measured_drill(drill, incident.is_some());
+    let drill = &*measured;
     let analysis = crate::phases::analyse(drill, observations);
     let (run_id, context) = observations
         .iter()
@@ -120,6 +111,7 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         warnings: warnings(observations),
         reclaim_blockers: super::blockers::reclaim_blockers(observations),
         fallback_faults,
+        last_tier: super::last_tier::last_tier(drill, observations),
         last_resort: super::headline::last_resorts(drill, observations),
         service_level: super::service::service_level(drill, observations),
         blast_radius: super::leftovers::blast_radius(observations),
@@ -152,6 +144,17 @@ fn warnings(observations: &[Observation]) -> Vec<String> {
             _ => None,
         })
         .collect()
+}
+
+/// The drill a run is measured against: an incident's without its steps, which never ran (its targets and
+/// objectives stand).
+fn measured_drill(drill: &Drill, incident: bool) -> std::borrow::Cow<'_, Drill> {
+    if !incident {
+        return std::borrow::Cow::Borrowed(drill);
+    }
+    let mut stepless = drill.clone();
+    stepless.spec.steps.clear();
+    std::borrow::Cow::Owned(stepless)
 }
 
 fn analysis_rto(phases: &[crate::phases::Phase]) -> Option<f64> {

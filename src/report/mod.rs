@@ -14,6 +14,7 @@ pub mod headline;
 pub mod history;
 pub mod html;
 pub mod junit;
+pub mod last_tier;
 mod leftovers;
 pub mod legend;
 mod load;

@@ -24,6 +24,7 @@ fn holds(condition: WaitCondition, d: &Derived) -> bool {
         WaitCondition::WorkloadRestored => d.available,
         WaitCondition::WorkloadOnPrem => d.back_on_prem,
         WaitCondition::FallbackEmpty => d.fallback_empty,
+        WaitCondition::LastTierServing => d.last_tier_serving == Some(true),
     }
 }
 
@@ -44,6 +45,9 @@ fn status(condition: WaitCondition, d: &Derived) -> String {
         }
         WaitCondition::FallbackEmpty => {
             format!("fallback still holds {} NodeClaims ({} GPUs)", d.nodeclaims, d.fallback_gpus)
+        }
+        WaitCondition::LastTierServing => {
+            format!("{}/{needed} pods Ready; the last tier does not serve yet (its probe fails)", d.ready_pods)
         }
     }
 }

@@ -283,6 +283,14 @@ pub enum Event {
         ok: bool,
         detail: String,
     },
+    /// The last tier's probe changed: serving (answered as expected) or not.
+    LastTierProbe {
+        serving: bool,
+        detail: String,
+        /// What a lab stand-in says it is (its `Hybrid-Lab-Stand-In` header): a report from the lab names it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stand_in: Option<String>,
+    },
     ServiceRestored {
         ready_pods: usize,
         /// With a probe, when the criterion first held (ms since the run started, the tool's clock): the first
@@ -739,6 +747,9 @@ impl Event {
             Event::KubeEvent { object, reason, message } => format!("event {reason} on {object}: {message}"),
             Event::ProbeResult { ok, detail } => {
                 format!("probe {}: {detail}", if *ok { "passed" } else { "failed" })
+            }
+            Event::LastTierProbe { serving, detail, .. } => {
+                format!("last tier {}: {detail}", if *serving { "serving" } else { "not serving" })
             }
             Event::ServiceRestored { ready_pods, held_since_ms: None } => {
                 format!("service restored ({ready_pods} pods Ready)")

@@ -298,6 +298,18 @@ pub(super) fn fallback_faults(report: &Report) -> Markup {
     }
 }
 
+pub(super) fn last_tier(report: &Report) -> Markup {
+    let Some(tier) = &report.last_tier else {
+        return html! {};
+    };
+    html! {
+        section id="last-tier" {
+            h2 { "Last tier" }
+            ul { @for line in tier.lines() { li { (line) } } }
+        }
+    }
+}
+
 pub(super) fn overlap(report: &Report) -> Markup {
     let Some(o) = &report.overlap else {
         return html! {};
