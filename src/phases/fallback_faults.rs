@@ -260,7 +260,10 @@ struct Replacement {
 }
 
 fn replacement(observations: &[Observation], lost: &Observation, lost_claim: &str) -> Option<Replacement> {
-    let after = || observations.iter().filter(|o| o.seq > lost.seq);
+    // Up to the return: the pods its restart creates go back on-prem, and are no one's replacement.
+    let ret = observations.iter().find(|o| o.seq > lost.seq && matches!(o.event, Event::ReturnStarted { .. }));
+    let until = ret.map_or(u64::MAX, |o| o.seq);
+    let after = || observations.iter().filter(|o| o.seq > lost.seq && o.seq < until);
     let created: Vec<&String> =
         after().filter_map(|o| if let Event::PodCreated { pod } = &o.event { Some(pod) } else { None }).collect();
     let (node, scheduled) = after().find_map(|o| match &o.event {

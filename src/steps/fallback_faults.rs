@@ -127,5 +127,18 @@ pub async fn lose_fallback_node(
             }
         }
     }
+    monitor_caught_up(ctx, deadline).await;
     Ok(StepSuccess::ok(format!("deleted NodeClaim {claim} (node {node}, {pods} workload pods); they left it")))
+}
+
+/// Waits (up to `deadline`) until the monitor's Ready count is no higher than the view's: it derives the service's
+/// state from the same view a moment after this step sees the loss, and a wait right after the step, reading the
+/// monitor, would otherwise find the service as it was before the loss (restored) and pass at once.
+async fn monitor_caught_up(ctx: &StepContext<'_>, deadline: Instant) {
+    let mut derived = ctx.derived.clone();
+    while derived.borrow_and_update().ready_pods > ctx.view.read(|v| v.ready_pods()) {
+        if !matches!(tokio::time::timeout_at(deadline, derived.changed()).await, Ok(Ok(()))) {
+            return;
+        }
+    }
 }
