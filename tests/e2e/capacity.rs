@@ -2,7 +2,8 @@
 //! through the drill's hooks) still restores, with the launch on the next type in the report (`history` setting it
 //! against the plain drain drill is tests/reports.rs's, on recorded runs); with every allowed type out, the drill
 //! aborts on its provisioning timeout, restores (capacity given back) and names the cause; a fallback node lost
-//! mid-fallback is measured as a second recovery; a one-node drain is measured.
+//! mid-fallback is measured as a second recovery; a one-node drain is measured; with every type out and the servers
+//! down, the service's last tier (the lab's stand-in) serves, measured from t0, and the drill restores.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -10,7 +11,9 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::common::lab::{drill_run, kubeconfig, lab_tool, lock_lab, reset_lab};
+use crate::common::lab::{
+    drill_run, kubeconfig, lab_port, lab_tool, lock_lab, reset_lab, workload_on_prem_and_fallback_empty,
+};
 use crate::common::repo;
 
 /// Runs a drill into `reports`: its exit status and report.
@@ -149,5 +152,48 @@ fn a_one_node_drain_is_measured_and_says_who_filled_the_gap() {
     assert!(partial["rto_seconds"].as_f64().is_some(), "measured: {report:#}");
     let drain = report["steps"].as_array().unwrap().iter().find(|s| s["id"] == "drain-one").unwrap();
     assert!(drain["message"].as_str().unwrap().starts_with("drained hybrid-gpu-1:"), "{drain:#}");
+    eprintln!("held the lab {:.0} s", started.elapsed().as_secs_f64());
+}
+
+#[test]
+fn with_every_type_out_and_the_servers_down_the_last_tier_serves_and_the_drill_restores() {
+    let _lab = lock_lab();
+    reset_lab();
+    let started = Instant::now();
+    let reports = tempfile::tempdir().unwrap();
+    // This instance's stand-in; the hold on the last tier shortened (what it shows, the refused launches, is the
+    // no-capacity test's).
+    let stand_in = format!("127.0.0.1:{}", lab_port(29097));
+    let edits = [("127.0.0.1:29097", stand_in.as_str()), ("pause: 60s", "pause: 2s")];
+    let drill = variant(reports.path(), "last-tier.yaml", &edits);
+    let (out, report) = run(&drill, &reports.path().join("reports"));
+    assert_eq!(out.status.code(), Some(0), "{}", context(&out, &report));
+    let tier = &report["last_tier"];
+    let serve = tier["time_to_serve_seconds"].as_f64().unwrap_or_else(|| panic!("never served: {tier:#}"));
+    let lost = tier["primary_lost_seconds"].as_f64().unwrap_or_else(|| panic!("the primary never lost: {tier:#}"));
+    // The pods go NotReady once the node-monitor grace period (20 s in the fast profile) marks their nodes; the
+    // stand-in's gateway checks every second.
+    assert!(lost >= 10.0 && serve >= lost && serve - lost < 5.0, "{tier:#}");
+    let window = tier["error_window_seconds"].as_f64().unwrap();
+    assert!(window > 0.0 && (window - (serve - lost)).abs() < 0.01, "one window, loss to failover: {tier:#}");
+    assert!(tier["served_seconds"].as_f64().unwrap() > 0.0, "{tier:#}");
+    assert!(tier["stand_in"].as_str().is_some_and(|s| s.contains("lab/last-tier-stand-in")), "{tier:#}");
+    let cost = &tier["cost"];
+    assert_eq!(cost["last_tier_per_hour"].as_f64(), Some(90.0), "20,000 requests at $0.0045: {cost:#}");
+    assert_eq!(cost["fallback_instance_type"], "g6.12xlarge", "{cost:#}");
+    assert!(cost["fallback_per_hour"].as_f64().is_some_and(|c| (c - 18.4).abs() < 1e-9), "4 x $4.60: {cost:#}");
+    let run_dir = std::fs::read_dir(reports.path().join("reports/last-tier")).unwrap().flatten().next().unwrap().path();
+    let md = std::fs::read_to_string(run_dir.join("report.md")).unwrap();
+    assert!(md.contains("## Last tier") && md.contains("served by a stand-in"), "{md}");
+    let html = std::fs::read_to_string(run_dir.join("report.html")).unwrap();
+    assert!(html.contains("id=\"last-tier\""), "the HTML report has the section");
+    // Restored, and in this order: the servers, the workload on-prem (the gateway back on it), the capacity.
+    assert_eq!(out_of_capacity_now(), "", "the capacity is given back");
+    assert!(workload_on_prem_and_fallback_empty(), "{report:#}");
+    let status = std::process::Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", &format!("http://{stand_in}/v1/generate")])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&status.stdout), "503", "the last tier is on standby again");
     eprintln!("held the lab {:.0} s", started.elapsed().as_secs_f64());
 }
