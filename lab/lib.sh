@@ -72,9 +72,28 @@ ALERTMANAGER_PORT=$(( 29093 + PORT_OFFSET ))
 PUSHGATEWAY_PORT=$(( 29091 + PORT_OFFSET ))
 # The service's last tier (lab/last-tier-stand-in), where the inference gateway fails over when no GPU serves.
 LAST_TIER_PORT=$(( 29097 + PORT_OFFSET ))
+# --- Object storage: versitygw, the S3-compatible server run directories are shipped to (lab/up's block of its own).
+S3_PORT=$(( 28070 + PORT_OFFSET ))
+S3_BUCKET=hybrid-drill-evidence
+# Its root access key, made by lab/up for this instance: AWS_ACCESS_KEY_ID=... and AWS_SECRET_ACCESS_KEY=... lines,
+# as `--s3-credentials` reads them.
+S3_CREDENTIALS_FILE=$RUN_DIR/s3-credentials
+# Every port an instance listens on, with the component that owns it (lab/up refuses a port something else holds).
+instance_ports() {
+  printf '%s\n' "etcd $ETCD_PORT" "etcd $ETCD_PEER_PORT" "token-webhook $TOKEN_WEBHOOK_PORT" \
+    "kube-apiserver $APISERVER_PORT" "kube-controller-manager $KCM_PORT" "kube-scheduler $SCHEDULER_PORT" \
+    "kwok $KWOK_PORT" "karpenter $KARPENTER_METRICS_PORT" "karpenter $KARPENTER_HEALTH_PORT" \
+    "alertmanager $ALERTMANAGER_PORT" "pushgateway $PUSHGATEWAY_PORT" "last-tier $LAST_TIER_PORT"
+  printf '%s\n' "versitygw $S3_PORT"
+}
+# The pid listening on a port; nothing when the port is free.
+port_pid() { # port
+  ss -Hltnp "sport = :$1" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n 1
+}
+command_line() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | cut -c1-160; }
 # Start order; down stops them in reverse. host-firewall (lab/host-firewall-stand-in), token-webhook
 # (lab/token-webhook) and last-tier (lab/last-tier-stand-in) are lab stand-ins, scripts in lab/, not binaries.
-COMPONENTS="etcd token-webhook kube-apiserver kube-controller-manager kube-scheduler kwok karpenter host-firewall alertmanager pushgateway last-tier"
+COMPONENTS="etcd token-webhook kube-apiserver kube-controller-manager kube-scheduler kwok karpenter host-firewall alertmanager pushgateway versitygw last-tier"
 STAND_IN_HOST_FIREWALL=$LAB_DIR/host-firewall-stand-in
 STAND_IN_TOKEN_WEBHOOK=$LAB_DIR/token-webhook
 STAND_IN_LAST_TIER=$LAB_DIR/last-tier-stand-in

@@ -1,6 +1,6 @@
-//! Alertmanager's silences through its API v2: the matchers a drill file writes, and creating, finding and expiring
-//! the silence a drill holds while it causes the alerts. The network side of `spec.silences`; the journal and the
-//! undo that call it are in `safety`.
+//! Alertmanager through its API v2: the matchers a drill file writes; creating, finding and expiring the silence a
+//! drill holds while it causes the alerts (the journal and the undo that call it are in `safety`); and the alerts
+//! firing that a start gate refuses on.
 
 use std::fmt;
 use std::time::Duration;
@@ -178,6 +178,26 @@ impl ApiSilence {
     }
 }
 
+/// An alert as Alertmanager's API v2 lists it (the fields a start gate reads).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiAlert {
+    #[serde(default)]
+    pub labels: std::collections::BTreeMap<String, String>,
+    pub starts_at: Option<DateTime<Utc>>,
+}
+
+impl ApiAlert {
+    /// `NAME{label="value", ...} since HH:MM UTC`, its alertname first.
+    pub fn describe(&self) -> String {
+        let name = self.labels.get("alertname").map_or("(unnamed)", String::as_str);
+        let labels: Vec<String> =
+            self.labels.iter().filter(|(k, _)| *k != "alertname").map(|(k, v)| format!("{k}={v:?}")).collect();
+        let since = self.starts_at.map(|t| format!(" since {}", t.format("%Y-%m-%d %H:%M UTC"))).unwrap_or_default();
+        format!("{name}{{{}}}{since}", labels.join(", "))
+    }
+}
+
 /// Alertmanager at a base URL (`http://alertmanager.monitoring:9093`).
 pub struct Alertmanager {
     base: reqwest::Url,
@@ -263,6 +283,22 @@ impl Alertmanager {
             Err(AlertmanagerError::Rejected { body, .. }) if body.contains("already expired") => Ok(()),
             result => result.map(drop),
         }
+    }
+
+    /// The alerts firing now that meet every matcher: active, neither silenced nor inhibited (API v2's own filter,
+    /// so the answer holds only what is asked for).
+    pub async fn firing(&self, matchers: &[Matcher]) -> Result<Vec<ApiAlert>, AlertmanagerError> {
+        let mut url = self.url("api/v2/alerts");
+        {
+            let mut query = url.query_pairs_mut();
+            query.append_pair("active", "true").append_pair("silenced", "false").append_pair("inhibited", "false");
+            for matcher in matchers {
+                query.append_pair("filter", &matcher.to_string());
+            }
+        }
+        let body = self.send(self.client.get(url.clone()), &url).await?;
+        serde_json::from_str(&body)
+            .map_err(|e| AlertmanagerError::Answer { url: crate::http::bare(&url), reason: e.to_string() })
     }
 
     /// Expires every silence not yet expired that carries `comment` with these matchers: the silences of one run,

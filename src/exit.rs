@@ -10,8 +10,8 @@ pub const EXIT_ABORTED: u8 = 3;
 /// The cluster is not as the drill found it and a human must act: a restore that failed, or a completed drill that
 /// left cloud capacity it caused running (a NodeClaim in any NodePool; report.json's `leftovers` names it).
 pub const EXIT_RESTORE_FAILED: u8 = 4;
-/// Refused before anything was touched: a preflight check failed, or another drill (or `recover`) holds the
-/// cluster's drill lock. The same code from `preflight`, `plan`, `run` and `recover`.
+/// Refused before anything was touched: a preflight check failed, a start gate is closed, or another drill (or
+/// `recover`) holds the cluster's drill lock. The same code from `preflight`, `plan`, `run` and `recover`.
 pub const EXIT_REFUSED: u8 = 5;
 /// `status` found something a drill left or is still doing: the lock held, an unfinished run, marks in the cluster.
 pub const EXIT_LEFT_OVER: u8 = 6;
@@ -67,7 +67,8 @@ pub const TABLE: &[ExitRow] = &[
     },
     ExitRow {
         code: EXIT_ABORTED,
-        meaning: "aborted (a step failed or timed out, a guard tripped, SIGINT or SIGTERM); the cluster was restored",
+        meaning: "aborted (a step failed or timed out, a guard tripped, the emergency stop was pulled, SIGINT or \
+                  SIGTERM); the cluster was restored",
         commands: &["run"],
     },
     ExitRow {
@@ -78,8 +79,8 @@ pub const TABLE: &[ExitRow] = &[
     },
     ExitRow {
         code: EXIT_REFUSED,
-        meaning: "refused, nothing touched: a preflight check failed (with --strict, warned), or another drill or \
-                  recover holds the cluster's drill lock",
+        meaning: "refused, nothing touched: a preflight check failed (with --strict, warned), a start gate is closed, \
+                  or another drill or recover holds the cluster's drill lock",
         commands: &["run", "plan", "preflight", "recover"],
     },
     ExitRow {

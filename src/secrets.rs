@@ -107,6 +107,16 @@ pub fn resolve(text: &str) -> Result<String, SecretError> {
     Ok(out)
 }
 
+/// What `spec` holds: a secret reference resolved, or else the file it names read (a key or credentials file given
+/// by path or by reference alike). The error says why, never the value.
+pub fn read_reference_or_file(spec: &str) -> Result<String, String> {
+    if has_reference(spec) {
+        resolve(spec).map_err(|e| e.to_string())
+    } else {
+        std::fs::read_to_string(spec).map_err(|e| e.to_string())
+    }
+}
+
 /// Every secret value the process has read: known once resolved, masked in everything written after.
 static KNOWN: RwLock<Vec<String>> = RwLock::new(Vec::new());
 

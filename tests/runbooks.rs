@@ -68,9 +68,9 @@ fn commands(markdown: &str) -> Vec<Vec<String>> {
     for line in code_lines(markdown) {
         let mut rest = line.as_str();
         while let Some(i) = rest.find("hybrid-drill ") {
-            // `kubectl -n hybrid-drill ...` names the namespace, not the tool.
+            // `kubectl -n hybrid-drill ...` names the namespace, not the tool; `lease/hybrid-drill ...` an object.
             let before: Vec<&str> = rest[..i].split_whitespace().collect();
-            if matches!(before.last(), Some(&"-n" | &"--namespace")) {
+            if matches!(before.last(), Some(&"-n" | &"--namespace")) || rest[..i].ends_with('/') {
                 rest = &rest[i + 1..];
                 continue;
             }

@@ -89,6 +89,13 @@ pub enum Command {
         /// list (keep a secret URL there rather than in the drill file, which every run directory copies).
         #[arg(long, value_name = "[slack=]URL", env = "HYBRID_DRILL_NOTIFY", value_delimiter = ',', value_parser = notify_flag)]
         notify: Vec<Webhook>,
+        /// Let a closed start gate through: alert, incident, freeze-window or cluster-freeze. Each needs its own
+        /// --reason after it; repeatable. The report and the timeline record the gate, who and why.
+        #[arg(long = "override-gate", value_name = "NAME", value_parser = gate_name)]
+        override_gate: Vec<crate::domain::GateKind>,
+        /// Why the --override-gate before it lets its gate through.
+        #[arg(long, value_name = "TEXT")]
+        reason: Vec<String>,
         /// The change record the drill runs under (e.g. CHG-1), recorded in every report format.
         #[arg(long, value_name = "ID")]
         change: Option<String>,
@@ -100,6 +107,8 @@ pub enum Command {
         /// `${file:/path}` (a Kubernetes Secret as a variable or a mounted file).
         #[arg(long, value_name = "KEY", env = "HYBRID_DRILL_SIGNING_KEY")]
         signing_key: Option<String>,
+        #[command(flatten)]
+        ship: ShipFlags,
     },
     /// Check a run directory against its manifest: each file changed, removed or added since, and the signature.
     #[command(after_help = with_exit_codes(VERIFY_HELP, Some("verify")))]
@@ -118,7 +127,8 @@ pub enum Command {
     /// index in Markdown and HTML.
     #[command(after_help = with_exit_codes(EVIDENCE_HELP, Some("evidence")))]
     Evidence {
-        /// A reports directory (reports/<drill>/<run>/report.json), as `history` reads it.
+        /// A reports directory (reports/<drill>/<run>/report.json), as `history` reads it, or where runs were
+        /// shipped (s3://BUCKET/PREFIX).
         #[arg(default_value = "reports", env = "HYBRID_DRILL_REPORTS")]
         reports_dir: PathBuf,
         /// The first day (or RFC 3339 time) of the period, in UTC.
@@ -139,6 +149,8 @@ pub enum Command {
         /// `text` says where the index is; `json` one object for scripts (`runs`, `not_intact`, `index`, `archive`).
         #[arg(long, short = 'o', value_enum, default_value = "text")]
         output: OutputFormat,
+        #[command(flatten)]
+        s3: S3Flags,
     },
     /// Watch the cluster for real fallbacks and measure each with the drills' ruler: read-only, long-running.
     #[command(after_help = with_exit_codes(WATCH_HELP, Some("watch")))]
@@ -158,6 +170,9 @@ pub enum Command {
         /// Stop once this many episodes have closed (default: watch until SIGINT or SIGTERM).
         #[arg(long, value_name = "N")]
         episodes: Option<u64>,
+        /// Sign each incident's manifest with this ed25519 key, as `run --signing-key` does.
+        #[arg(long, value_name = "KEY", env = "HYBRID_DRILL_SIGNING_KEY")]
+        signing_key: Option<String>,
     },
     /// Re-render a past run from its run directory (report.json, and timeline.jsonl for the event markers).
     #[command(after_help = with_exit_codes(REPORT_HELP, Some("report")))]
@@ -174,7 +189,8 @@ pub enum Command {
     /// Compare every past run of each drill: RTO and every phase, change against the previous run and the objective.
     #[command(after_help = with_exit_codes(HISTORY_HELP, Some("history")))]
     History {
-        /// A reports directory (reports/<drill>/<run>/report.json), one drill's directory, or one run.
+        /// A reports directory (reports/<drill>/<run>/report.json), one drill's directory, or one run; local, or
+        /// where runs were shipped (s3://BUCKET/PREFIX).
         #[arg(default_value = "reports", env = "HYBRID_DRILL_REPORTS")]
         reports_dir: PathBuf,
         /// The format to print: text, md, html or json.
@@ -185,6 +201,8 @@ pub enum Command {
         /// (`--fail-on-regression=10`), so a reports directory after the flag is never read as PCT.
         #[arg(long, value_name = "PCT", num_args = 0..=1, require_equals = true, default_missing_value = "20")]
         fail_on_regression: Option<f64>,
+        #[command(flatten)]
+        s3: S3Flags,
     },
     /// Check drill files without touching a cluster: every problem at once, each at its line and column with the
     /// fix. With --context, also whether the drill is for that context.
@@ -203,6 +221,9 @@ pub enum Command {
     Plan {
         /// The drill file (YAML).
         file: PathBuf,
+        /// Where `hybrid-drill watch` writes its episodes: an incident open there closes the `incident` gate.
+        #[arg(long, value_name = "DIR", default_value = "reports", env = "HYBRID_DRILL_REPORTS")]
+        reports_dir: PathBuf,
         /// `text` prints the plan and the preflight table; `json` one object for scripts.
         #[arg(long, short = 'o', value_enum, default_value = "text")]
         output: OutputFormat,
@@ -289,6 +310,67 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+}
+
+/// Where `run` ships the run directory besides, and how to reach it.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ShipFlags {
+    /// Also ship the run directory, manifest and signature included, to S3-compatible object storage at
+    /// s3://BUCKET/PREFIX (under PREFIX/<drill>/<run>/) once it is written; overrides spec.evidence.ship.to. A
+    /// failed upload is a warning and a deviation; the local run directory stays.
+    #[arg(long, value_name = "s3://BUCKET/PREFIX", env = "HYBRID_DRILL_SHIP", value_parser = ship_location)]
+    pub ship: Option<crate::store::Location>,
+    /// Keep each shipped object from deletion and overwriting this long (object lock, compliance mode), e.g.
+    /// 400d; overrides spec.evidence.ship.retention.
+    #[arg(long, value_name = "DURATION", value_parser = crate::drill::duration::parse_flag)]
+    pub ship_retention: Option<std::time::Duration>,
+    #[command(flatten)]
+    pub s3: S3Flags,
+}
+
+impl ShipFlags {
+    pub fn overrides(&self) -> crate::store::ShipOverrides {
+        crate::store::ShipOverrides {
+            location: self.ship.clone(),
+            connection: self.s3.connection(),
+            retention: self.ship_retention,
+        }
+    }
+}
+
+/// How to reach S3-compatible object storage, for the commands that write or read runs there; each overrides the
+/// drill file's `spec.evidence.ship` field of the same name.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct S3Flags {
+    /// The S3-compatible server's URL (default: AWS_ENDPOINT_URL, else AWS S3).
+    #[arg(long, value_name = "URL", env = "HYBRID_DRILL_S3_ENDPOINT")]
+    pub s3_endpoint: Option<String>,
+    /// The region requests are signed for (default: AWS_REGION, else us-east-1).
+    #[arg(long, value_name = "REGION", env = "HYBRID_DRILL_S3_REGION")]
+    pub s3_region: Option<String>,
+    /// Address buckets in the path (ENDPOINT/BUCKET/KEY), as most S3-compatible servers need.
+    #[arg(long, env = "HYBRID_DRILL_S3_PATH_STYLE")]
+    pub s3_path_style: bool,
+    /// A credentials file (aws_access_key_id and aws_secret_access_key, or AWS_ACCESS_KEY_ID=... lines), or a
+    /// secret reference to one (${file:/path}); default: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, then EKS's
+    /// pod identity.
+    #[arg(long, value_name = "FILE", env = "HYBRID_DRILL_S3_CREDENTIALS")]
+    pub s3_credentials: Option<String>,
+}
+
+impl S3Flags {
+    pub fn connection(&self) -> crate::store::Connection {
+        crate::store::Connection {
+            endpoint: self.s3_endpoint.clone(),
+            region: self.s3_region.clone(),
+            path_style: self.s3_path_style,
+            credentials: self.s3_credentials.clone(),
+        }
+    }
+}
+
+fn ship_location(text: &str) -> Result<crate::store::Location, String> {
+    text.parse().map_err(|e: crate::store::StoreError| e.to_string())
 }
 
 /// A command's help epilogue: its examples and notes, then the exit codes it may return.
@@ -450,6 +532,14 @@ pub(super) fn notify_flag(text: &str) -> Result<Webhook, crate::http::UrlError> 
     };
     let url = crate::http::service_url(url)?;
     Ok(Webhook { url, format, timeout: Webhook::DEFAULT_TIMEOUT })
+}
+
+/// `--override-gate NAME`: one of the start gates.
+fn gate_name(text: &str) -> Result<crate::domain::GateKind, String> {
+    crate::domain::GateKind::parse(text).ok_or_else(|| {
+        let names: Vec<&str> = crate::domain::GateKind::ALL.iter().map(|g| g.as_str()).collect();
+        format!("unknown gate `{text}`: one of {}", names.join(", "))
+    })
 }
 
 /// `2026-01-01` as its first instant in UTC, or an RFC 3339 time.

@@ -82,13 +82,25 @@ pub(super) fn validate(files: &[PathBuf], output: OutputFormat, context: Option<
     code
 }
 
-pub(super) async fn plan_command(file: &Path, target: &KubeContext, output: OutputFormat) -> u8 {
+pub(super) async fn plan_command(file: &Path, target: &KubeContext, reports_dir: &Path, output: OutputFormat) -> u8 {
+    plan_overriding(file, target, reports_dir, output, &[]).await
+}
+
+/// `plan`, or `run --dry-run` with the closed gates its `--override-gate` flags would let through.
+async fn plan_overriding(
+    file: &Path,
+    target: &KubeContext,
+    reports_dir: &Path,
+    output: OutputFormat,
+    overrides: &[crate::gates::Override],
+) -> u8 {
     let loaded = match load(file) {
         Ok(l) => l,
         Err(c) => return c,
     };
-    match run::plan_only(&loaded, target).await {
-        Ok(planned) => {
+    match run::plan_only(&loaded, target, reports_dir).await {
+        Ok(mut planned) => {
+            planned.overrides = overrides.to_vec();
             match output {
                 OutputFormat::Text => print!("{}", planned.text(&loaded.drill)),
                 OutputFormat::Json => println!(
@@ -167,7 +179,7 @@ pub(super) async fn run_command(file: &Path, opts: RunOptions) -> u8 {
     };
     if opts.dry_run {
         let output = if opts.json { OutputFormat::Json } else { OutputFormat::Text };
-        return plan_command(file, &opts.target, output).await;
+        return plan_overriding(file, &opts.target, &opts.reports_dir, output, &opts.overrides).await;
     }
     match run::run(&loaded, &opts).await {
         Ok(result) => {
@@ -228,14 +240,14 @@ pub(super) fn report_command(run_dir: &Path, format: Format, pushgateway: Option
 
 /// Why async work run from synchronous code failed: no runtime, or the work itself.
 #[derive(Debug, thiserror::Error)]
-enum BlockingError<E: std::error::Error + 'static> {
+pub(super) enum BlockingError<E: std::error::Error + 'static> {
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
     #[error(transparent)]
     Failed(E),
 }
 
-fn block_on_result<T, E: std::error::Error + 'static>(
+pub(super) fn block_on_result<T, E: std::error::Error + 'static>(
     f: impl std::future::Future<Output = Result<T, E>>,
 ) -> Result<T, BlockingError<E>> {
     let _ = rustls::crypto::ring::default_provider().install_default();

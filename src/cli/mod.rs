@@ -7,6 +7,7 @@ mod evidence;
 mod man;
 mod recover;
 mod status;
+mod stored;
 mod validate_json;
 
 use std::process::ExitCode;
@@ -30,6 +31,19 @@ use man::man_command;
 use recover::recover_command;
 use status::status_command;
 
+/// Each `--override-gate` with the `--reason` given for it, in order.
+fn overrides(gates: Vec<crate::domain::GateKind>, reasons: Vec<String>) -> Result<Vec<crate::gates::Override>, String> {
+    if gates.len() != reasons.len() || reasons.iter().any(|r| r.trim().is_empty()) {
+        return Err(format!(
+            "each --override-gate needs a --reason saying why (got {} gates and {} reasons); e.g. --override-gate \
+             alert --reason \"the alert is the drill's own\"",
+            gates.len(),
+            reasons.iter().filter(|r| !r.trim().is_empty()).count()
+        ));
+    }
+    Ok(gates.into_iter().zip(reasons).map(|(gate, reason)| crate::gates::Override { gate, reason }).collect())
+}
+
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.verbose);
@@ -43,37 +57,29 @@ pub fn main() -> ExitCode {
             println!("{}", serde_json::to_string_pretty(&drill::json_schema()).unwrap_or_default());
             EXIT_PASSED
         }
-        Command::Run {
-            file,
-            yes,
-            dry_run,
-            output,
-            reports_dir,
-            pushgateway,
-            notify,
-            change,
-            approved_by,
-            signing_key,
-        } => {
-            let json = output == OutputFormat::Json;
-            let approval = crate::evidence::Approval { change, approved_by };
-            let opts =
-                RunOptions { target, yes, dry_run, json, reports_dir, pushgateway, notify, approval, signing_key };
-            block_on(run_command(&file, opts))
-        }
+        run @ Command::Run { .. } => run_from_flags(run, target),
         Command::Verify { run_dir, public_key, output } => verify_command(&run_dir, public_key.as_deref(), output),
-        Command::Evidence { reports_dir, since, until, out, archive, public_key, output } => {
-            evidence_command(EvidenceFlags { reports_dir, since, until, out, archive, public_key, output })
+        Command::Evidence { reports_dir, since, until, out, archive, public_key, output, s3 } => {
+            stored::with_local_reports(&reports_dir, &s3, |reports_dir| {
+                evidence_command(EvidenceFlags { reports_dir, since, until, out, archive, public_key, output })
+            })
         }
-        Command::Watch { file, reports_dir, episode_limit, metrics_addr, episodes } => {
-            let opts = crate::incident::WatchOptions { target, reports_dir, episode_limit, metrics_addr, episodes };
+        Command::Watch { file, reports_dir, episode_limit, metrics_addr, episodes, signing_key } => {
+            let opts = crate::incident::WatchOptions {
+                target,
+                reports_dir,
+                episode_limit,
+                metrics_addr,
+                episodes,
+                signing_key,
+            };
             block_on(watch_command(&file, opts))
         }
         Command::Report { run_dir, output, pushgateway } => report_command(&run_dir, output, pushgateway.as_deref()),
-        Command::History { reports_dir, output, fail_on_regression } => {
-            history_command(&reports_dir, output, fail_on_regression)
+        Command::History { reports_dir, output, fail_on_regression, s3 } => {
+            stored::with_local_reports(&reports_dir, &s3, |dir| history_command(&dir, output, fail_on_regression))
         }
-        Command::Plan { file, output } => block_on(plan_command(&file, &target, output)),
+        Command::Plan { file, reports_dir, output } => block_on(plan_command(&file, &target, &reports_dir, output)),
         Command::Preflight {
             file,
             nodes,
@@ -102,6 +108,52 @@ pub fn main() -> ExitCode {
         Command::Man { dir } => man_command(dir.as_deref()),
     };
     ExitCode::from(code)
+}
+
+/// `run`: the flags as the run's options (each `--override-gate` paired with its `--reason`), then the drill.
+fn run_from_flags(run: Command, target: KubeContext) -> u8 {
+    let Command::Run {
+        file,
+        yes,
+        dry_run,
+        output,
+        reports_dir,
+        pushgateway,
+        notify,
+        override_gate,
+        reason,
+        change,
+        approved_by,
+        signing_key,
+        ship,
+    } = run
+    else {
+        return crate::exit::EXIT_INVALID;
+    };
+    let json = output == OutputFormat::Json;
+    let overrides = match overrides(override_gate, reason) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return crate::exit::EXIT_INVALID;
+        }
+    };
+    let approval = crate::evidence::Approval { change, approved_by };
+    let ship = ship.overrides();
+    let opts = RunOptions {
+        target,
+        yes,
+        dry_run,
+        json,
+        reports_dir,
+        pushgateway,
+        notify,
+        approval,
+        signing_key,
+        overrides,
+        ship,
+    };
+    block_on(run_command(&file, opts))
 }
 
 /// The warning for `-f`/`--format`, which `-o`/`--output` replaced on `report` and `history` (still accepted, so

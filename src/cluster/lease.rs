@@ -1,7 +1,8 @@
 //! The drill lock as the cluster holds it: which coordination.k8s.io/v1 Lease, who may hold it, and what a Lease
 //! says about its holder (free, held, or expired because its holder stopped renewing), judged as client-go's leader
 //! election judges it: by whether its record changes while watched on this machine's monotonic clock, never by its
-//! renew time against this machine's wall clock. Pure: the reads and writes are in `safety::lock`.
+//! renew time against this machine's wall clock; and the emergency stop an on-call person sets on it. Pure: the reads
+//! and writes are in `safety::lock` and `safety::emergency`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -19,6 +20,15 @@ pub const DEFAULT_NAMESPACE: &str = "kube-system";
 pub const DEFAULT_NAME: &str = "hybrid-drill";
 /// How long a holder that stopped renewing keeps the lock; it renews every third of it.
 pub const DEFAULT_DURATION: Duration = Duration::from_secs(60);
+
+/// The cluster's freeze marker: a ConfigMap of this name in the lock's namespace, which a release process creates
+/// while no drill may start (its `reason` key says why).
+pub const FREEZE_MARKER: &str = "hybrid-drill-freeze";
+
+/// The emergency stop: this annotation on the lock's Lease (its value the reason) aborts the drill holding it.
+pub const STOP_ANNOTATION: &str = "hybrid-drill.io/stop";
+/// Who pulled the emergency stop, when they say so beside it.
+pub const STOPPED_BY_ANNOTATION: &str = "hybrid-drill.io/stopped-by";
 
 const RUN_DIR_ANNOTATION: &str = "hybrid-drill.io/run-dir";
 const HOST_ANNOTATION: &str = "hybrid-drill.io/host";
@@ -177,6 +187,41 @@ impl Holder {
     }
 }
 
+/// The emergency stop as a Lease carries it: the reason, who (the `stopped-by` annotation, else the field manager
+/// that wrote the stop, e.g. `kubectl-annotate`) and when the API server recorded it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StopRequest {
+    pub reason: String,
+    pub by: Option<String>,
+    pub set_at: Option<DateTime<Utc>>,
+}
+
+impl StopRequest {
+    pub fn of(lease: &Lease) -> Option<StopRequest> {
+        let annotations = lease.metadata.annotations.as_ref()?;
+        let reason = annotations.get(STOP_ANNOTATION)?.trim();
+        let key = format!("f:{STOP_ANNOTATION}");
+        // The latest write that set the annotation: its manager and time.
+        let written = lease
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .filter(|m| m.fields_v1.as_ref().is_some_and(|f| f.0["f:metadata"]["f:annotations"].get(&key).is_some()))
+            .max_by_key(|m| m.time.as_ref().map(|t| t.0));
+        let by = annotations
+            .get(STOPPED_BY_ANNOTATION)
+            .map(|b| b.trim().to_string())
+            .filter(|b| !b.is_empty())
+            .or_else(|| written.and_then(|m| m.manager.clone()).map(|m| format!("field manager {m}")));
+        Some(StopRequest {
+            reason: if reason.is_empty() { "no reason given".into() } else { reason.into() },
+            by,
+            set_at: written.and_then(|m| m.time.as_ref()).map(|t| to_utc(&t.0)),
+        })
+    }
+}
+
 /// The lock as a Lease shows it to one observer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Holding {
@@ -319,6 +364,28 @@ mod tests {
         assert_eq!((holder.identity.as_str(), holder.pid, holder.duration), ("run-b", Some(7), DEFAULT_DURATION));
         assert_eq!(holder.renewed, Some(now));
         assert_eq!(lease.spec.unwrap().lease_transitions, Some(2));
+    }
+
+    #[test]
+    fn the_stop_annotation_says_why_who_and_when() {
+        let mut stopped = lease("run-a", "2026-12-03T19:09:30.000000Z");
+        assert_eq!(StopRequest::of(&stopped), None);
+        let fields = json!({"f:metadata": {"f:annotations": {"f:hybrid-drill.io/stop": {}}}});
+        stopped.metadata.managed_fields = Some(vec![
+            serde_json::from_value(json!({
+            "manager": "kubectl-annotate", "operation": "Update", "time": "2026-12-03T19:10:02Z",
+            "fieldsType": "FieldsV1", "fieldsV1": fields}))
+            .unwrap(),
+        ]);
+        let annotations = stopped.metadata.annotations.as_mut().unwrap();
+        annotations.insert(STOP_ANNOTATION.into(), "checkout errors rising".into());
+        let request = StopRequest::of(&stopped).unwrap();
+        assert_eq!(request.reason, "checkout errors rising");
+        assert_eq!(request.by.as_deref(), Some("field manager kubectl-annotate"));
+        assert_eq!(request.set_at, Some(at("2026-12-03T19:10:02Z")));
+        let annotations = stopped.metadata.annotations.as_mut().unwrap();
+        annotations.insert(STOPPED_BY_ANNOTATION.into(), "alice (on call)".into());
+        assert_eq!(StopRequest::of(&stopped).unwrap().by.as_deref(), Some("alice (on call)"));
     }
 
     #[test]

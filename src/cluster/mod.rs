@@ -86,7 +86,11 @@ pub const RUN_PERMISSIONS: Permissions = &[
 /// exactly these. The restarts' namespaces and names are the scheduled drill's `return.restart` target and the
 /// collateral its return restarts.
 pub const NAMESPACED_PERMISSIONS: &[(&str, &str, Permissions)] = &[
-    ("kube-system", "hybrid-drill-read", &[("", "configmaps[cilium-config]", &["get"])]),
+    (
+        "kube-system",
+        "hybrid-drill-read",
+        &[("", "configmaps[cilium-config]", &["get"]), ("", "configmaps[hybrid-drill-freeze]", &["get"])],
+    ),
     (
         "default",
         "hybrid-drill-read",

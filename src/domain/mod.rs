@@ -4,12 +4,14 @@
 mod autoscaler;
 mod blockers;
 mod faults;
+mod gates;
 mod kinds;
 mod phase;
 
 pub use autoscaler::Autoscaler;
 pub use blockers::BlockerCause;
 pub use faults::{Cni, CutFidelity, FaultKind, IncidentCause, RestoreTarget, UnknownFault};
+pub use gates::GateKind;
 pub(crate) use kinds::outcome_words;
 pub use kinds::{ConditionStatus, Outcome, StepOutcome};
 pub use phase::{PhaseId, UnknownPhase};

@@ -3,6 +3,7 @@
 
 pub mod diagnostics;
 pub mod duration;
+pub mod freeze;
 pub mod left_in_place;
 mod model;
 pub mod parse;

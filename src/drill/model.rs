@@ -47,6 +47,8 @@ pub struct DrillSpec {
     pub notify: Vec<Webhook>,
     /// Alertmanager silences held from the fault to the end of the drill.
     pub silences: Vec<SilenceSpec>,
+    /// What must hold before the drill may start.
+    pub gates: Gates,
     /// The displaced workloads (`namespace/name`) the return leaves where the fault moved them.
     pub collateral_leave: Vec<String>,
     /// What each run's audit record must hold; who owns its action items.
@@ -66,12 +68,42 @@ pub struct LastTier {
     pub fallback_nodes: Option<u32>,
 }
 
-/// `spec.evidence`: the change reference and approver a run must be given, and the action items' owner.
+/// The start gates of a drill (`spec.gates`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gates {
+    pub alerts: Vec<AlertGate>,
+    /// Refuse while `watch` has an incident open in the reports directory.
+    pub incidents: bool,
+    pub freeze_windows: Vec<super::freeze::FreezeWindow>,
+    /// Refuse while the cluster's freeze marker exists.
+    pub cluster_freeze: bool,
+}
+
+impl Default for Gates {
+    /// A drill that says nothing still honours an open incident and the cluster's freeze marker: both are set by
+    /// others (the watch, a release process) for every drill.
+    fn default() -> Gates {
+        Gates { alerts: Vec::new(), incidents: true, freeze_windows: Vec::new(), cluster_freeze: true }
+    }
+}
+
+/// An alert that must not be firing when the drill starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlertGate {
+    pub alertmanager: String,
+    pub alert: String,
+    /// `alertname="ALERT"` first, then the drill file's further matchers.
+    pub matchers: Vec<crate::alertmanager::Matcher>,
+}
+
+/// `spec.evidence`: the change reference and approver a run must be given, the action items' owner, and where run
+/// directories are shipped.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EvidencePolicy {
     pub require_change: bool,
     pub require_approver: bool,
     pub owner: Option<String>,
+    pub ship: Option<crate::store::ShipPolicy>,
 }
 
 impl EvidencePolicy {

@@ -73,6 +73,10 @@ pub struct DrillSpec {
     /// or on rollback; journalled, so `hybrid-drill recover` expires them after a crash.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub silences: Vec<SilenceSection>,
+    /// Start gates, checked before anything is touched and shown by `plan`: a closed gate refuses the drill (exit 5)
+    /// unless `--override-gate NAME --reason TEXT` lets it through, which the report records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gates: Option<GatesSection>,
     /// What each run's audit record must hold, and who owns the action items its report raises.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<EvidenceSection>,
@@ -80,6 +84,70 @@ pub struct DrillSpec {
     /// drill created, as it restarts the drilled workload, unless `leave` lists it.
     #[serde(default, skip_serializing_if = "CollateralSection::is_empty")]
     pub collateral: CollateralSection,
+}
+
+/// When a drill must not start.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "Gates")]
+pub struct GatesSection {
+    /// Refuse while any of these alerts fires (active, neither silenced nor inhibited). Gate `alert`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alerts: Vec<AlertGateSection>,
+    /// Refuse while `hybrid-drill watch` has an incident open in the reports directory (an `.open-episode.json`
+    /// beside any drill's runs). Gate `incident`; default true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incidents: Option<bool>,
+    /// Change-freeze windows, each in its own time zone: refuse inside any of them. Gate `freeze-window`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub freeze_windows: Vec<FreezeWindowSection>,
+    /// Refuse while the cluster's freeze marker exists: the ConfigMap `hybrid-drill-freeze` in the drill lock's
+    /// namespace, which a release process creates (its `reason` key says why). Gate `cluster-freeze`; default true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_freeze: Option<bool>,
+}
+
+/// An alert that must not be firing when the drill starts.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "AlertGate")]
+pub struct AlertGateSection {
+    /// Alertmanager's base URL, e.g. `http://alertmanager.monitoring:9093`.
+    pub alertmanager: String,
+    /// The alert's name (its `alertname` label), e.g. `InferenceErrorBudgetBurn`.
+    pub alert: String,
+    /// Further matchers in Alertmanager's syntax, all of which must match too: `cluster="prod-hybrid"`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub matchers: Vec<String>,
+}
+
+/// A change freeze: one span (`start` and `end`) or a weekly one (`days`, `from` and `until`), in `timezone`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "FreezeWindow")]
+pub struct FreezeWindowSection {
+    /// Names the window in a refusal, e.g. `year-end`.
+    pub name: String,
+    /// An IANA time zone the times are read in, e.g. `Europe/Berlin`, `America/New_York`, `UTC`.
+    pub timezone: String,
+    /// The first moment of a one-off window, local: `2026-12-19T18:00`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<String>,
+    /// The moment a one-off window ends, local: `2027-01-04T08:00`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<String>,
+    /// The days of a weekly window: `mon` to `sun`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub days: Vec<String>,
+    /// When a weekly window opens on each of its days, local: `16:00`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// When it closes on the same day, local: `23:59` (before `from`: the next day).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+    /// Shown in the refusal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// The audit record: a drill that requires a change reference or an approver is refused (exit 2, nothing touched)
@@ -97,6 +165,40 @@ pub struct EvidenceSection {
     /// The owner of the action items the report raises (a team or a person), e.g. `gpu-platform`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// Ship each run directory, manifest and signature included, to S3-compatible object storage once it is written
+    /// (`run --ship` and the `--s3-*` flags override each field). A failed upload is a warning and a deviation; the
+    /// local run directory stays either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ship: Option<ShipSection>,
+}
+
+/// Where run directories are kept: `to` is the location, the other fields how to reach it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "Ship")]
+pub struct ShipSection {
+    /// `s3://bucket/prefix`: each run lands under `prefix/<drill>/<run>/`, as in a local reports directory.
+    pub to: String,
+    /// The server's URL for S3-compatible storage other than AWS S3, e.g. `https://s3.example.internal:9000`
+    /// (default: `AWS_ENDPOINT_URL`, else AWS S3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// The region requests are signed for (default: `AWS_REGION`, else `us-east-1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// Address the bucket in the path (`endpoint/bucket/key`) rather than the host name: most S3-compatible
+    /// servers need it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub path_style: bool,
+    /// A credentials file holding `aws_access_key_id` and `aws_secret_access_key` (AWS's format, or `KEY=value`
+    /// lines), by path or secret reference (`${file:/path}`); default: `AWS_ACCESS_KEY_ID` and
+    /// `AWS_SECRET_ACCESS_KEY`, then EKS's pod identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<String>,
+    /// Keep each object from deletion and overwriting this long, e.g. `400d` (object lock in compliance mode; a
+    /// bucket without object lock ships without it, with a warning).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<HumanDuration>,
 }
 
 /// What the drill does with the other workloads its fault displaces.

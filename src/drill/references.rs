@@ -7,8 +7,9 @@ use super::diagnostics::{Diagnostic, Location};
 use super::parse::{SpanMap, index, join};
 use crate::secrets;
 
-/// Keys whose values are URLs the tool sends requests to: a reference there is read when the URL is used.
-const URL_KEYS: [&str; 2] = ["url", "alertmanager"];
+/// Keys whose values are URLs the tool sends requests to, or files it reads credentials from: a reference there is
+/// read when the value is used.
+const URL_KEYS: [&str; 3] = ["url", "alertmanager", "credentials"];
 /// Keys whose values are hook commands: a reference in an argument is read when the hook starts.
 const HOOK_KEYS: [&str; 4] = ["command", "undo", "fail", "recover"];
 
@@ -55,7 +56,8 @@ fn string(text: &str, path: &str, place: Option<Place>, spans: &SpanMap, source:
     let at = spans.value(path);
     if secrets::has_reference(text) {
         if place.is_none() {
-            let message = "a secret reference is read only in a URL (`url`, `alertmanager`) or a hook's arguments";
+            let message = "a secret reference is read only in a URL (`url`, `alertmanager`), a credentials file \
+                           (`credentials`) or a hook's arguments";
             out.push(Diagnostic::new(message, at));
             return;
         }
@@ -115,7 +117,9 @@ mod tests {
             problems(yaml),
             [
                 (
-                    "a secret reference is read only in a URL (`url`, `alertmanager`) or a hook's arguments".into(),
+                    "a secret reference is read only in a URL (`url`, `alertmanager`), a credentials file \
+                     (`credentials`) or a hook's arguments"
+                        .into(),
                     6,
                     16
                 ),

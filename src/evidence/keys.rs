@@ -2,8 +2,6 @@
 //! (`${env:NAME}`, `${file:/path}`: a Kubernetes Secret as a variable or a mounted file) through `secrets`, as PKCS#8
 //! PEM (`openssl genpkey -algorithm ed25519`) or the raw 32 bytes in base64 or hex.
 
-use std::path::Path;
-
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use ed25519_dalek::pkcs8::{DecodePrivateKey, DecodePublicKey};
@@ -91,12 +89,8 @@ pub fn key_id(key: &PublicKey) -> String {
 
 /// The text a key spec holds: a secret reference resolved, or a file read.
 fn material(spec: &str) -> Result<String, KeyError> {
-    let read = |cause: String| KeyError::Read { what: describe(spec), cause };
-    let text = if crate::secrets::has_reference(spec) {
-        crate::secrets::resolve(spec).map_err(|e| read(e.to_string()))?
-    } else {
-        std::fs::read_to_string(Path::new(spec)).map_err(|e| read(e.to_string()))?
-    };
+    let text =
+        crate::secrets::read_reference_or_file(spec).map_err(|cause| KeyError::Read { what: describe(spec), cause })?;
     Ok(text.trim().to_string())
 }
 

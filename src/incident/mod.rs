@@ -3,7 +3,7 @@
 //! fallback reclaimed (or the episode limit passes) it closes into a run directory like a drill's, `kind: incident`,
 //! cut into the same phases and judged against the same objectives.
 
-pub mod marker;
+pub use crate::report::open_episode as marker;
 pub mod serve;
 pub mod signs;
 
@@ -72,6 +72,8 @@ pub struct WatchOptions {
     pub metrics_addr: Option<SocketAddr>,
     /// Stop after this many episodes closed (tests); `None`: run until a signal.
     pub episodes: Option<u64>,
+    /// The key that signs each incident's manifest, as `run --signing-key`: a file, or a secret reference.
+    pub signing_key: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -88,6 +90,8 @@ pub enum WatchError {
         "readyPods `{0}` is a share, which the watch cannot judge yet (it does not follow the workload's desired replicas); write the number of Ready pods that serve, e.g. readyPods: 4"
     )]
     ShareOfReplicas(crate::drill::ready::ReadyPods),
+    #[error("cannot sign the incidents' manifests: {0}")]
+    SigningKey(#[from] crate::evidence::keys::KeyError),
 }
 
 /// How a watch cycle ended.
@@ -106,6 +110,7 @@ pub async fn watch(loaded: &LoadedDrill, opts: &WatchOptions) -> Result<(), Watc
         // Without the desired replicas a share would count one Ready pod as the service restored.
         return Err(WatchError::ShareOfReplicas(ready_pods));
     }
+    let key = opts.signing_key.as_deref().map(crate::evidence::SigningKey::load).transpose()?;
     let (cluster, version) = cluster::connect(&opts.target, &drill.spec.cluster).await?;
     let state = serve::Shared::default();
     if let Some(addr) = opts.metrics_addr {
@@ -122,7 +127,7 @@ pub async fn watch(loaded: &LoadedDrill, opts: &WatchOptions) -> Result<(), Watc
         opts.reports_dir.join(&drill.metadata.name).display()
     );
     let mut signals = tokio::spawn(crate::run::interrupted());
-    let watcher = Watcher { loaded, cluster, version, opts, state };
+    let watcher = Watcher { loaded, cluster, version, opts, state, key };
     let mut closed = 0;
     loop {
         match watcher.cycle(&mut signals).await? {
@@ -144,6 +149,7 @@ struct Watcher<'a> {
     version: String,
     opts: &'a WatchOptions,
     state: serve::Shared,
+    key: Option<crate::evidence::SigningKey>,
 }
 
 /// An episode under way: where it writes, since when.
@@ -402,7 +408,7 @@ impl Watcher<'_> {
         provenance.initiator_unknown = Some(INCIDENT_INITIATOR.into());
         let report = crate::run::seal(timeline, &self.cluster, self.loaded, &self.version, outcome, provenance);
         crate::run::write_reports(&open.run_dir, &report).map_err(|e| self.write_error(&open.run_dir, e))?;
-        crate::evidence::seal(&open.run_dir, &report.run_id, None)
+        crate::evidence::seal(&open.run_dir, &report.run_id, self.key.as_ref())
             .map_err(|e| self.write_error(&open.run_dir, std::io::Error::other(e)))?;
         marker::remove(&self.marker_path()).map_err(|e| self.write_error(&self.marker_path(), e))?;
         eprintln!("hybrid-drill watch: incident closed · report {}", open.run_dir.join("report.md").display());

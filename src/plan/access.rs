@@ -193,7 +193,19 @@ fn set_up(drill: &Drill, out: &mut Vec<Need>) {
         Need::new("coordination.k8s.io", "leases", "update", "the drill lock")
             .within(&lock.namespace)
             .named(&lock.name),
+        Need::new("coordination.k8s.io", "leases", "list", "the emergency stop (the drill lock's annotation)")
+            .within(&lock.namespace)
+            .named(&lock.name),
+        Need::new("coordination.k8s.io", "leases", "watch", "the emergency stop (the drill lock's annotation)")
+            .within(&lock.namespace)
+            .named(&lock.name),
     ]);
+    if drill.spec.gates.cluster_freeze {
+        let marker = crate::cluster::lease::FREEZE_MARKER;
+        out.push(
+            Need::new("", "configmaps", "get", "the start gate cluster-freeze").within(&lock.namespace).named(marker),
+        );
+    }
 }
 
 /// What one step reads and changes; its undo reverses a change with the same verb on the same objects.

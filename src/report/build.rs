@@ -5,8 +5,8 @@ use chrono::{DateTime, Utc};
 
 use super::fidelity;
 use super::model::{
-    ClusterRecord, DrillIdentity, IncidentFacts, Marker, Notable, OverlapWindow, REPORT_SCHEMA, Report, Rollback,
-    RunKind, StepRecord,
+    ClusterRecord, DrillIdentity, EmergencyStop, IncidentFacts, Marker, Notable, OverlapWindow, OverriddenGate,
+    REPORT_SCHEMA, Report, Rollback, RunKind, StepRecord,
 };
 use crate::domain::{Outcome, RequestsByVerb, StepOutcome};
 use crate::drill::Drill;
@@ -112,6 +112,8 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         reclaim_blockers: super::blockers::reclaim_blockers(observations),
         fallback_faults,
         last_tier: super::last_tier::last_tier(drill, observations),
+        gates_overridden: overridden_gates(observations),
+        emergency_stop: emergency_stop(observations),
         last_resort: super::headline::last_resorts(drill, observations),
         service_level: super::service::service_level(drill, observations),
         blast_radius: super::leftovers::blast_radius(observations),
@@ -159,6 +161,31 @@ fn measured_drill(drill: &Drill, incident: bool) -> std::borrow::Cow<'_, Drill> 
 
 fn analysis_rto(phases: &[crate::phases::Phase]) -> Option<f64> {
     phases.iter().find(|p| p.name == crate::phases::PhaseId::Rto).and_then(|p| p.seconds)
+}
+
+fn overridden_gates(observations: &[Observation]) -> Vec<OverriddenGate> {
+    observations
+        .iter()
+        .filter_map(|o| match &o.event {
+            Event::GateOverridden { gate, closed, by, reason } => Some(OverriddenGate {
+                gate: *gate,
+                closed: closed.clone(),
+                by: by.clone(),
+                reason: reason.clone(),
+                at: o.received,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+fn emergency_stop(observations: &[Observation]) -> Option<EmergencyStop> {
+    observations.iter().find_map(|o| match &o.event {
+        Event::EmergencyStop { reason, by, set_at } => {
+            Some(EmergencyStop { reason: reason.clone(), by: by.clone(), set_at: *set_at, seen_at: o.received })
+        }
+        _ => None,
+    })
 }
 
 impl IncidentFacts {
@@ -295,6 +322,7 @@ fn marker(event: &Event) -> Option<Marker> {
         | Event::IncidentOpened { .. }
         | Event::IncidentSpread { .. }
         | Event::GuardTripped { .. }
+        | Event::EmergencyStop { .. }
         | Event::Aborted { .. }
         | Event::HookRan { .. }
         | Event::CapacityRemoved { .. }

@@ -88,6 +88,19 @@ fn timeline_deviation(o: &Observation) -> Option<Deviation> {
         Event::UndoFailed { action, target, error } => {
             Some(manual(at, format!("the undo of {action} on {target} failed ({error}): left for `recover`")))
         }
+        Event::GateOverridden { gate, closed, by, reason } => Some(Deviation {
+            kind: DeviationKind::OverriddenGate,
+            t_seconds: at,
+            what: format!("start gate `{gate}` overridden by {by}: {reason} (it was closed: {closed})"),
+        }),
+        Event::EmergencyStop { reason, by, set_at } => Some(manual(
+            at,
+            format!(
+                "emergency stop pulled by {}{}: {reason}; the drill aborted",
+                by.as_deref().unwrap_or("someone (no hybrid-drill.io/stopped-by given)"),
+                set_at.map(|t| format!(" at {}", t.format("%H:%M:%S UTC"))).unwrap_or_default()
+            ),
+        )),
         _ => None,
     }
 }
@@ -296,6 +309,17 @@ mod tests {
         );
     }
 
+    /// An observation `seq` seconds into the run.
+    fn at(seq: u64, event: Event) -> Observation {
+        Observation {
+            seq,
+            t_ms: seq * 1000,
+            received: sample::base() + chrono::Duration::seconds(seq as i64),
+            server_time: None,
+            event,
+        }
+    }
+
     /// A drill stopped by Ctrl-C in its wait, after a preflight let through with failures and a step that timed out.
     #[test]
     fn timeouts_overrides_and_an_emergency_stop_are_deviations_and_findings_action_items() {
@@ -307,13 +331,6 @@ mod tests {
             .replace("{restart: deployment/llm}", "{restart: deployment/llm, uncordon: false}")
             .replace("  steps:\n", "  keepChanges: true\n  steps:\n");
         let drill = crate::drill::from_source(std::path::Path::new("d.yaml"), source).unwrap().drill;
-        let at = |seq: u64, event: Event| Observation {
-            seq,
-            t_ms: seq * 1000,
-            received: sample::base() + chrono::Duration::seconds(seq as i64),
-            server_time: None,
-            event,
-        };
         let finished = |step: &str, outcome, message: &str| Event::StepFinished {
             step: step.into(),
             outcome,
@@ -361,5 +378,45 @@ mod tests {
             .map(|a| a.objective.as_str())
             .collect();
         assert_eq!(findings, ["preflight: pdb: blocks", "preflight: taint: missing"]);
+    }
+
+    /// A start gate let through and the emergency stop pulled: each a deviation with who, when and why.
+    #[test]
+    fn an_overridden_start_gate_and_the_emergency_stop_are_deviations() {
+        let drill = crate::drill::from_source(std::path::Path::new("d.yaml"), sample::DRILL.into()).unwrap().drill;
+        let set_at = sample::base() + chrono::Duration::seconds(4);
+        let observations = vec![
+            at(0, Event::DrillStarted { drill: "d".into(), run_id: "r".into(), context: "c".into() }),
+            at(
+                0,
+                Event::GateOverridden {
+                    gate: crate::domain::GateKind::Alert,
+                    closed: "GPUNodeDown fires".into(),
+                    by: "alice@laptop".into(),
+                    reason: "the alert is the drill's own".into(),
+                },
+            ),
+            at(
+                5,
+                Event::EmergencyStop {
+                    reason: "checkout errors rising".into(),
+                    by: Some("bob".into()),
+                    set_at: Some(set_at),
+                },
+            ),
+            at(5, Event::Aborted { reason: "emergency stop pulled by bob: checkout errors rising".into() }),
+        ];
+        let report = build(&drill, &observations, &RunMeta { provenance: None, ..sample::meta() });
+        let gate = report.deviations.iter().find(|d| d.kind == DeviationKind::OverriddenGate).unwrap();
+        assert_eq!(gate.t_seconds, Some(0.0));
+        assert_eq!(
+            gate.what,
+            "start gate `alert` overridden by alice@laptop: the alert is the drill's own (it was closed: GPUNodeDown fires)"
+        );
+        let stop = report.deviations.iter().find(|d| d.kind == DeviationKind::ManualAction).unwrap();
+        assert_eq!(
+            (stop.t_seconds, stop.what.as_str()),
+            (Some(5.0), "emergency stop pulled by bob at 09:30:04 UTC: checkout errors rising; the drill aborted")
+        );
     }
 }

@@ -110,6 +110,11 @@ pub fn qualifiers(report: &Report, on_prem_nodes: Option<usize>) -> Vec<Qualifie
     for line in fallback_warnings(&report.fallback) {
         add(QualifierKind::Warning, line);
     }
+    for g in &report.gates_overridden {
+        let text =
+            format!("started with start gate `{}` overridden by {}: {} (closed: {})", g.gate, g.by, g.reason, g.closed);
+        add(QualifierKind::Warning, text);
+    }
     for w in &report.warnings {
         add(QualifierKind::Warning, w.clone());
     }

@@ -20,6 +20,7 @@ pub mod legend;
 mod load;
 pub mod markdown;
 mod model;
+pub mod open_episode;
 pub(crate) mod page;
 pub mod prometheus;
 pub mod provenance;

@@ -144,6 +144,13 @@ pub struct Report {
     /// The same requests by verb, then resource: what grows with the watches held, not with time waited.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub api_requests_by_verb: RequestsByVerb,
+    /// Start gates closed when the drill started and let through by `--override-gate`: which, what closed it, who
+    /// and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gates_overridden: Vec<OverriddenGate>,
+    /// The emergency stop, when someone pulled it: who, when and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emergency_stop: Option<EmergencyStop>,
     pub warnings: Vec<String>,
     /// Why the fallback was not reclaimed, each reason as first seen; empty when nothing held it.
     #[serde(default)]
@@ -177,6 +184,31 @@ pub struct Report {
     /// What to fix: one item per missed objective and per preflight warning.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub action_items: Vec<ActionItem>,
+}
+
+/// A start gate a person let through.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OverriddenGate {
+    pub gate: crate::domain::GateKind,
+    /// What closed it when the drill started.
+    pub closed: String,
+    pub by: String,
+    pub reason: String,
+    pub at: DateTime<Utc>,
+}
+
+/// The emergency stop as the run saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EmergencyStop {
+    pub reason: String,
+    /// The `hybrid-drill.io/stopped-by` annotation, else the field manager that set the stop (`kubectl-annotate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// When the API server recorded the annotation, if its managed fields say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set_at: Option<DateTime<Utc>>,
+    /// When this run saw it.
+    pub seen_at: DateTime<Utc>,
 }
 
 impl Report {

@@ -25,6 +25,9 @@ pub enum SetupError {
         /// The drill lock could not be released either: why.
         unreleased: Option<String>,
     },
+    /// A start gate is closed and not overridden.
+    #[error(transparent)]
+    Gate(#[from] crate::gates::GateError),
     /// Another drill (or `recover`) holds the cluster's drill lock.
     #[error(transparent)]
     Locked(#[from] LockError),
@@ -32,6 +35,8 @@ pub enum SetupError {
     Unapproved { missing: String },
     #[error("cannot sign the run's manifest: {0}; nothing was touched")]
     SigningKey(#[from] crate::evidence::keys::KeyError),
+    #[error("cannot ship the run directory: {0}; nothing was touched")]
+    Ship(#[from] crate::store::StoreError),
 }
 
 fn unreleased_note(unreleased: &Option<String>) -> String {
@@ -44,10 +49,11 @@ fn unreleased_note(unreleased: &Option<String>) -> String {
 }
 
 impl SetupError {
-    /// Its exit code: refused when the cluster's state forbids the drill now (the lock held, a drain kubectl would
-    /// refuse), as a failed preflight check is; any other problem is invalid set-up.
+    /// Its exit code: refused when the cluster's state forbids the drill now (the lock held, a closed start gate, a
+    /// drain kubectl would refuse), as a failed preflight check is; any other problem is invalid set-up.
     pub fn exit_code(&self) -> u8 {
         match self {
+            SetupError::Gate(_) => crate::exit::EXIT_REFUSED,
             SetupError::Locked(lock) if lock.is_held() => crate::exit::EXIT_REFUSED,
             SetupError::Plan(PlanError::DrainRefused(_)) => crate::exit::EXIT_REFUSED,
             _ => crate::exit::EXIT_INVALID,

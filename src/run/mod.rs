@@ -5,6 +5,7 @@
 mod directory;
 mod error;
 mod plan_only;
+mod shipping;
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
@@ -19,6 +20,7 @@ use crate::cluster::lease::{Claimant, Observer, this_host};
 use crate::cluster::{self, Cluster, KubeContext, Reader};
 use crate::drill::{Action, Drill, LoadedDrill, ReplicaBasis, ReturnAction, Webhook, WorkloadRef};
 use crate::evidence::{Approval, SigningKey};
+use crate::gates;
 use crate::monitor::Monitor;
 use crate::notify::{self, Notice, Notifier};
 use crate::phases;
@@ -26,6 +28,7 @@ use crate::plan::{self, Plan};
 use crate::progress::Progress;
 use crate::report::provenance::Provenance;
 use crate::report::{self, Outcome, Report, RunMeta};
+use crate::safety::emergency::StopWatch;
 use crate::safety::lock::{self, Claim, HeldLock};
 use crate::safety::{self, Mutator, RollbackOutcome};
 use crate::steps::{self, StepContext, StepError};
@@ -50,10 +53,14 @@ pub struct RunOptions {
     pub pushgateway: Option<String>,
     /// Webhooks told of the run besides the drill's own `spec.notify`.
     pub notify: Vec<Webhook>,
+    /// Closed start gates to let through (`--override-gate NAME --reason TEXT`).
+    pub overrides: Vec<gates::Override>,
     /// The change record and approver the run is given; a drill may require both.
     pub approval: Approval,
     /// The key that signs the run directory's manifest: a file, or a secret reference.
     pub signing_key: Option<String>,
+    /// Where the run directory is shipped besides, over the drill file's `spec.evidence.ship`.
+    pub ship: crate::store::ShipOverrides,
 }
 
 /// What a finished (or stopped) run left behind.
@@ -71,6 +78,10 @@ pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, S
         return Err(SetupError::Unapproved { missing: missing.join(" and ") });
     }
     let key = opts.signing_key.as_deref().map(SigningKey::load).transpose()?;
+    // Its credentials read now: a run whose record could not be shipped is refused before it starts.
+    if let Some(policy) = opts.ship.policy(loaded.drill.spec.evidence.ship.as_ref()) {
+        policy.connection.bucket(&policy.location.bucket)?;
+    }
     // Registered before anything is touched, so a signal never kills the process mid-change.
     let signals = tokio::spawn(interrupted());
     let mut run = Run::set_up(loaded, opts).await?;
@@ -136,6 +147,7 @@ struct Run<'a> {
     monitor: Monitor,
     mutator: Mutator,
     lock: HeldLock,
+    emergency: StopWatch,
     warnings: Warnings,
     notifier: Notifier,
     provenance: Provenance,
@@ -156,6 +168,7 @@ impl<'a> Run<'a> {
         let mut observer = Observer::default();
         let say = |text: &str| eprintln!("hybrid-drill: {text}");
         lock::check(&cluster, &drill.spec.lock, Claim::Run, &this_host(), &mut observer, &say).await?;
+        let overridden = check_gates(&cluster, drill, opts).await?;
         confirm(&plan, loaded, &cluster.context, opts.yes)?;
 
         let (dir, run_id) = run_dir(&opts.reports_dir, &drill.metadata.name)?;
@@ -168,6 +181,7 @@ impl<'a> Run<'a> {
                 return Err(e.into());
             }
         };
+        let emergency = StopWatch::start(&cluster, &drill.spec.lock, &timeline);
         let progress = Progress::new(opts.json);
         let follow = progress.follow(&timeline);
         progress.line(&format!(
@@ -181,6 +195,10 @@ impl<'a> Run<'a> {
             run_id: run_id.clone(),
             context: cluster.context.clone(),
         });
+        for o in &overridden {
+            let (gate, closed, by, reason) = (o.gate, o.closed.clone(), o.by.clone(), o.reason.clone());
+            timeline.record(Event::GateOverridden { gate, closed, by, reason });
+        }
 
         let view = SharedView::default();
         let scale = &plan.scale;
@@ -229,7 +247,8 @@ impl<'a> Run<'a> {
             .into_iter()
             .chain(plan.split_brain_warning())
             .chain(plan.gpu_ceiling_warning())
-            .chain(fighting);
+            .chain(fighting)
+            .chain(overridden.iter().map(ToString::to_string));
         for warning in unsent.into_iter().chain(found) {
             progress.line(&format!("WARNING: {warning}"));
             warnings.raise(warning);
@@ -249,6 +268,7 @@ impl<'a> Run<'a> {
             monitor,
             mutator,
             lock,
+            emergency,
             warnings,
             notifier,
             provenance,
@@ -257,7 +277,8 @@ impl<'a> Run<'a> {
 
     /// Runs the steps in order until one fails or refuses, a signal arrives, a guard trips or the deadline passes.
     async fn execute(&mut self, signals: JoinHandle<&'static str>) -> Stop {
-        let Run { loaded, reader, plan, timeline, progress, view, monitor, mutator, lock, warnings, .. } = self;
+        let Run { loaded, reader, plan, timeline, progress, view, monitor, mutator, lock, emergency, warnings, .. } =
+            self;
         let drill = &loaded.drill;
         let mut ctx = StepContext {
             reader,
@@ -310,6 +331,11 @@ impl<'a> Run<'a> {
             _ = tokio::time::sleep(deadline) => Stop::Aborted(format!("the drill's deadline of {} passed", humantime::format_duration(deadline))),
             message = guard_tripped(monitor.guard.clone()) => Stop::Aborted(message),
             message = guard_tripped(lock.lost()) => Stop::Aborted(message),
+            pulled = emergency.pulled() => Stop::Aborted(format!(
+                "emergency stop pulled by {}: {}",
+                pulled.by.as_deref().unwrap_or("someone (no hybrid-drill.io/stopped-by given)"),
+                pulled.reason
+            )),
         };
         stop
     }
@@ -544,12 +570,27 @@ impl<'a> Run<'a> {
                 report.warnings.push(warning);
             }
         }
+        let policy = opts.ship.policy(drill.spec.evidence.ship.as_ref());
+        let shipping = shipping::prepare(policy.as_ref(), &mut report, &self.warnings.timeline).await;
         let io = |source| SetupError::RunDir { path: self.dir.display().to_string(), source };
         write_reports(&self.dir, &report).map_err(io)?;
-        // Last: every file of the run is written, and none is written after.
+        // Last: every file of the run is written, and none is written after (but what a failed shipment adds).
         crate::evidence::seal(&self.dir, &report.run_id, key).map_err(|e| io(std::io::Error::other(e)))?;
+        shipping::ship(shipping, &self.dir, &mut report, &self.warnings.timeline, key).await.map_err(io)?;
         Ok(RunResult { report, run_dir: self.dir })
     }
+}
+
+/// Reads the start gates before anything is touched: refused unless every closed one is overridden; the overridden
+/// ones, with who let them through.
+async fn check_gates(
+    cluster: &Cluster,
+    drill: &Drill,
+    opts: &RunOptions,
+) -> Result<Vec<gates::Overridden>, SetupError> {
+    let readings = gates::read(cluster, drill, &opts.reports_dir, Utc::now()).await;
+    let by = if opts.overrides.is_empty() { String::new() } else { gates::who(cluster).await };
+    Ok(gates::judge(&readings, &opts.overrides, &by)?)
 }
 
 /// Ends a run's timeline (the lab's caveat, the request count, the outcome) and builds its report: the one ending a

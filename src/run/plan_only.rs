@@ -1,12 +1,16 @@
 //! `plan` (and `run --dry-run`): the drill resolved read-only, what a run would touch and the preflight verdict, as
 //! text or as JSON, and the code a run would exit with before touching anything.
 
+use std::path::Path;
+
+use chrono::Utc;
 use serde_json::{Value, json};
 
 use super::SetupError;
 use crate::cluster::{self, KubeContext};
 use crate::drill::{Action, Check, Drill, LoadedDrill, OnDeviation};
 use crate::exit::{EXIT_INVALID, EXIT_PASSED, EXIT_REFUSED};
+use crate::gates::{self, GateState, Override, Reading};
 use crate::plan::{self, Plan, PodTarget};
 use crate::preflight::{self, PreflightReport};
 
@@ -18,10 +22,14 @@ pub struct Planned {
     pub plan: Plan,
     pub preflight: Result<PreflightReport, String>,
     pub warnings: Vec<String>,
+    /// Each start gate as read now.
+    pub gates: Vec<Reading>,
+    /// The closed gates `run --dry-run --override-gate` would let through.
+    pub overrides: Vec<Override>,
 }
 
 /// Resolves everything read-only and says what a run would do.
-pub async fn plan_only(loaded: &LoadedDrill, target: &KubeContext) -> Result<Planned, SetupError> {
+pub async fn plan_only(loaded: &LoadedDrill, target: &KubeContext, reports_dir: &Path) -> Result<Planned, SetupError> {
     let drill = &loaded.drill;
     let (cluster, version) = cluster::connect(target, &drill.spec.cluster).await?;
     let plan = plan::resolve_for(&cluster, drill, plan::access::Scope::Plan).await?;
@@ -30,7 +38,17 @@ pub async fn plan_only(loaded: &LoadedDrill, target: &KubeContext) -> Result<Pla
         .await
         .map_err(|e| e.to_string());
     let warnings = crate::drill::left_in_place::warnings(drill);
-    Ok(Planned { context: cluster.context.clone(), server: cluster.server.clone(), version, plan, preflight, warnings })
+    let gates = gates::read(&cluster, drill, reports_dir, Utc::now()).await;
+    Ok(Planned {
+        context: cluster.context.clone(),
+        server: cluster.server.clone(),
+        version,
+        plan,
+        preflight,
+        warnings,
+        gates,
+        overrides: Vec::new(),
+    })
 }
 
 impl Planned {
@@ -41,8 +59,9 @@ impl Planned {
             Err(e) => format!("preflight could not run: {e}\n"),
         };
         let left: String = self.warnings.iter().map(|w| format!("warning: {w}\n")).collect();
+        let gates = gates::describe(&self.gates, &self.overrides);
         format!(
-            "context {} ({}, Kubernetes {})\n{}{left}\n{verdict}nothing was changed\n",
+            "context {} ({}, Kubernetes {})\n{}{left}\n{gates}\n{verdict}nothing was changed\n",
             self.context,
             self.server,
             self.version,
@@ -83,22 +102,28 @@ impl Planned {
             "steps": drill.spec.steps.iter().map(|s| json!({"id": s.id, "action": s.action.name(),
                 "timeout_seconds": s.timeout.as_secs()})).collect::<Vec<_>>(),
             "warnings": self.warnings,
+            "gates": self.gates.iter().map(gate_json).collect::<Vec<_>>(),
             "refused": self.refused(drill),
             "text": self.text(drill),
             "preflight": preflight,
         })
     }
 
-    /// Whether a run would be refused at its preflight step before touching anything.
+    /// Whether a run would be refused before touching anything: a closed start gate no override lets through, or its
+    /// preflight step.
     pub fn refused(&self, drill: &Drill) -> bool {
+        if gates::judge(&self.gates, &self.overrides, "").is_err() {
+            return true;
+        }
         let Ok(report) = &self.preflight else { return false };
         !report.passed(false) && refusing_step(drill)
     }
 
-    /// The code a run would exit with before touching anything: refused as `preflight` and `run` are, 2 when the
-    /// preflight could not run, else 0.
+    /// The code a run would exit with before touching anything: refused (a closed start gate, or a failed check) as
+    /// `preflight` and `run` are, 2 when the preflight could not run, else 0.
     pub fn exit_code(&self, drill: &Drill) -> u8 {
         match &self.preflight {
+            _ if self.refused(drill) => EXIT_REFUSED,
             Err(_) => EXIT_INVALID,
             Ok(_) if self.refused(drill) => EXIT_REFUSED,
             Ok(_) => EXIT_PASSED,
@@ -109,4 +134,14 @@ impl Planned {
 /// Whether the drill has a `check: preflight` step that stops on a failed check.
 fn refusing_step(drill: &Drill) -> bool {
     drill.spec.steps.iter().any(|s| matches!(s.action, Action::Check(Check::Preflight, d) if d != OnDeviation::Warn))
+}
+
+/// One start gate in `plan -o json`: its name, what it reads, and, when closed, why and what opens it.
+fn gate_json(reading: &Reading) -> Value {
+    match &reading.state {
+        GateState::Open => json!({"gate": reading.gate, "what": reading.what, "open": true}),
+        GateState::Closed { why, fix } => {
+            json!({"gate": reading.gate, "what": reading.what, "open": false, "why": why, "fix": fix})
+        }
+    }
 }

@@ -21,11 +21,11 @@ use super::requests::FIELD_MANAGER;
 use crate::cluster::lease::{Claimant, Holder, Holding, LeaseRef, Observer, micro_time};
 use crate::cluster::{Cluster, first_line};
 
-/// The verbs the lock uses on leases in its namespace (create, and get and update on its one Lease);
-/// deploy/lock-role.yaml must grant exactly these.
+/// The verbs the lock uses on leases in its namespace (create, and get and update on its one Lease; list and watch on
+/// it by name, for the emergency stop); deploy/lock-role.yaml must grant exactly these.
 pub const LOCK_PERMISSIONS: &[(&str, &str, &[&str])] = &[
     ("coordination.k8s.io", "leases", &["create"]),
-    ("coordination.k8s.io", "leases[hybrid-drill]", &["get", "update"]),
+    ("coordination.k8s.io", "leases[hybrid-drill]", &["get", "update", "list", "watch"]),
 ];
 
 #[derive(Debug, thiserror::Error)]

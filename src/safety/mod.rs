@@ -1,6 +1,7 @@
 //! Safety: the one place that mutates a cluster, every change and every undo journalled first; rollback, and
 //! recovery from a journal or from the marks a run left in the cluster.
 
+pub mod emergency;
 mod error;
 pub mod journal;
 mod ledger;

@@ -349,6 +349,24 @@ pub enum Event {
     Warning {
         message: String,
     },
+    /// A start gate that was closed when the drill started, let through by `--override-gate`: who did, and why.
+    GateOverridden {
+        gate: crate::domain::GateKind,
+        /// What closed it, as the check said.
+        closed: String,
+        by: String,
+        reason: String,
+    },
+    /// Someone pulled the emergency stop (the stop annotation on the drill's Lease): the drill aborts and restores.
+    EmergencyStop {
+        reason: String,
+        /// The `hybrid-drill.io/stopped-by` annotation, else the field manager that wrote the stop annotation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
+        /// When the API server recorded the annotation (its managed fields), if it says.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        set_at: Option<DateTime<Utc>>,
+    },
     /// What the rollback after a stop (or the undo of what a completed drill left in place) undid, what it could
     /// not, and what the restored-state check read back once it held.
     RollbackFinished {
@@ -786,6 +804,10 @@ impl Event {
             Event::UndoFailed { action, target, error } => format!("undo failed: {action} {target}: {error}"),
             Event::DrillFinished { outcome } => format!("drill finished: {outcome}"),
             Event::Warning { message } => format!("warning: {message}"),
+            Event::GateOverridden { gate, by, reason, .. } => format!("start gate {gate} overridden by {by}: {reason}"),
+            Event::EmergencyStop { reason, by, .. } => {
+                format!("emergency stop pulled by {}: {reason}", by.as_deref().unwrap_or("(unknown)"))
+            }
             Event::RollbackFinished { undone, failed, .. } => {
                 format!("rollback finished: {} undone, {} failed", undone.len(), failed.len())
             }

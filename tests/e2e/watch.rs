@@ -19,6 +19,8 @@ use crate::common::repo;
 use serde_json::Value;
 
 const DRILL: &str = "drills/node-failure.yaml";
+/// The variable the watch's signing key (a seed in hex) is read from, through a secret reference.
+const SEED_VAR: &str = "LAB_WATCH_SIGNING_SEED";
 
 /// The lab's noise between a drill and an incident of the same fault, per phase: the node lifecycle controller
 /// looks every 5 s (node-monitor-period), Karpenter batches pending pods for up to 10 s, kwok's stages tick every
@@ -79,6 +81,8 @@ impl Watch {
             .arg("--reports-dir")
             .arg(reports)
             .args(["--episodes", "1", "--metrics-addr", &format!("127.0.0.1:{port}")])
+            .args(["--signing-key", &format!("${{env:{SEED_VAR}}}")])
+            .env(SEED_VAR, "07".repeat(32))
             .arg("--kubeconfig")
             .arg(kubeconfig())
             .current_dir(repo())
@@ -125,7 +129,17 @@ impl Watch {
         let stderr = String::from_utf8_lossy(&out.stderr);
         println!("watch:\n{stderr}");
         assert!(out.status.success(), "watch failed:\n{stderr}");
-        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+        let run = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        // Each incident's record is signed as a drill's is: `verify` checks it against the key's public half.
+        let public = ed25519_dalek::SigningKey::from_bytes(&[7; 32]).verifying_key().to_bytes();
+        let public: String = public.iter().map(|b| format!("{b:02x}")).collect();
+        let key_file = run.with_file_name(".watch-key.pub");
+        std::fs::write(&key_file, public).unwrap();
+        let verified = hybrid_drill().arg("verify").arg(&run).arg("--public-key").arg(&key_file).output().unwrap();
+        let said = String::from_utf8_lossy(&verified.stdout);
+        assert_eq!(verified.status.code(), Some(0), "the incident's signed manifest does not verify: {said}");
+        std::fs::remove_file(&key_file).unwrap();
+        run
     }
 
     fn kill(mut self) {

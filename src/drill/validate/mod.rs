@@ -1,11 +1,12 @@
 //! Raw drill to validated drill: checks what types can't say (versions, unique ids, one action per step, selectors,
 //! restart targets, phase names) and builds the `Drill` the rest of the crate sees, or every problem, located.
 //! This file holds the document and its `spec.cluster`; each other section of the drill file has its own file:
-//! `targets`, `notify` (notify and silences), `guards` (lock, guards and objectives), `steps`, `fallback_faults`
-//! (capacity faults and partial drains) and `last_tier`.
+//! `targets`, `notify` (notify and silences), `guards` (lock, guards and objectives), `gates`, `steps`,
+//! `fallback_faults` (capacity faults and partial drains) and `last_tier`.
 
 mod coverage;
 mod fallback_faults;
+mod gates;
 mod guards;
 mod last_tier;
 mod notify;
@@ -123,6 +124,7 @@ impl Validator<'_> {
         let steps = self.steps(&spec.steps);
         let notify = self.notify(&spec.notify);
         let silences = self.silences(&spec.silences);
+        let gates = self.gates(spec.gates.as_ref());
         let evidence = self.evidence(spec.evidence.as_ref());
         self.collateral(&spec.collateral);
         Some(Drill {
@@ -142,6 +144,7 @@ impl Validator<'_> {
                 lock,
                 notify,
                 silences,
+                gates,
                 evidence,
                 collateral_leave: spec.collateral.leave.clone(),
             },
@@ -153,11 +156,36 @@ impl Validator<'_> {
         if section.owner.as_deref().is_some_and(|o| o.trim().is_empty()) {
             self.problem("spec.evidence.owner", "the action items' owner must not be empty: name a team or a person");
         }
+        let ship = section.ship.as_ref().and_then(|ship| self.ship(ship));
         EvidencePolicy {
             require_change: section.require_change,
             require_approver: section.require_approver,
             owner: section.owner,
+            ship,
         }
+    }
+
+    /// `evidence.ship`: an `s3://` location, and an endpoint that is a URL.
+    fn ship(&mut self, ship: &raw::ShipSection) -> Option<crate::store::ShipPolicy> {
+        let location = ship.to.parse::<crate::store::Location>();
+        if let Err(e) = &location {
+            self.problem("spec.evidence.ship.to", e.to_string());
+        }
+        if let Some(endpoint) = &ship.endpoint
+            && let Err(reason) = crate::http::service_url(endpoint)
+        {
+            self.problem("spec.evidence.ship.endpoint", format!("invalid endpoint URL `{endpoint}`: {reason}"));
+        }
+        Some(crate::store::ShipPolicy {
+            location: location.ok()?,
+            connection: crate::store::Connection {
+                endpoint: ship.endpoint.clone(),
+                region: ship.region.clone(),
+                path_style: ship.path_style,
+                credentials: ship.credentials.clone(),
+            },
+            retention: ship.retention.map(|r| r.0),
+        })
     }
 
     /// `collateral.leave`: each a workload's `namespace/name`, once.

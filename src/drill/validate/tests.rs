@@ -378,6 +378,28 @@ fn the_evidence_a_drill_requires_is_read_and_an_empty_owner_located() {
 }
 
 #[test]
+fn a_shipping_location_is_read_and_a_bad_one_located() {
+    let steps = "    - {id: s, pause: 1s}\n";
+    let shipped = valid(
+        "  evidence:\n    ship: {to: 's3://drill-evidence/prod/', endpoint: 'http://127.0.0.1:28070', pathStyle: true, \
+         credentials: '${env:PATH}', retention: 400d}\n",
+        steps,
+    );
+    let ship = shipped.spec.evidence.ship.unwrap();
+    assert_eq!(ship.location.to_string(), "s3://drill-evidence/prod");
+    assert_eq!(ship.connection.endpoint.as_deref(), Some("http://127.0.0.1:28070"));
+    assert!(ship.connection.path_style);
+    assert_eq!(ship.connection.credentials.as_deref(), Some("${env:PATH}"));
+    assert_eq!(ship.retention, Some(std::time::Duration::from_secs(400 * 86_400)));
+    let source = drill_source("  evidence: {ship: {to: 'drill-evidence/prod', endpoint: 'not a url'}}\n", steps);
+    let d = diagnostics(source.clone());
+    assert_eq!(d.len(), 2, "{d:?}");
+    assert!(d[0].message.contains("is not an object storage location: write it as s3://bucket/prefix"), "{d:?}");
+    assert_eq!(&source[d[0].location.start..d[0].location.end], "'drill-evidence/prod'");
+    assert!(d[1].message.starts_with("invalid endpoint URL `not a url`"), "{d:?}");
+}
+
+#[test]
 fn collateral_leave_names_workloads_as_namespace_slash_name_once() {
     let steps = "    - {id: s, pause: 1s}\n";
     let left = valid("  collateral: {leave: [batch/embeddings]}\n", steps);

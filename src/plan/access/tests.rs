@@ -62,6 +62,8 @@ fn a_drain_needs_its_cordon_evictions_lock_and_the_restore_checks_reads() {
             "create authentication.k8s.io/selfsubjectreviews",
             "create coordination.k8s.io/leases@kube-system",
             "update coordination.k8s.io/leases[hybrid-drill]@kube-system",
+            "watch coordination.k8s.io/leases[hybrid-drill]@kube-system",
+            "get configmaps[hybrid-drill-freeze]@kube-system",
             "patch nodes",
             "create pods/eviction",
             "watch policy/poddisruptionbudgets",

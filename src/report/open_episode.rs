@@ -1,5 +1,6 @@
-//! The open-episode marker: which run directory an episode under way writes to, kept in the reports directory so a
-//! restarted watch takes the same episode up instead of opening a second one.
+//! The open-episode marker: which run directory an episode of `hybrid-drill watch` under way writes to, kept in the
+//! reports directory so a restarted watch takes the same episode up instead of opening a second one, and a drill's
+//! start gate sees that an incident is open.
 
 use std::path::{Path, PathBuf};
 
@@ -29,6 +30,20 @@ pub fn read(path: &Path) -> Option<OpenEpisode> {
         return None;
     }
     Some(episode)
+}
+
+/// Every episode open in a reports directory, by drill: the markers beside each drill's runs.
+pub fn open_in(reports_dir: &Path) -> Vec<(String, OpenEpisode)> {
+    let Ok(drills) = std::fs::read_dir(reports_dir) else { return Vec::new() };
+    let mut open: Vec<(String, OpenEpisode)> = drills
+        .flatten()
+        .filter_map(|entry| {
+            let drill = entry.file_name().to_string_lossy().into_owned();
+            read(&path(reports_dir, &drill)).map(|episode| (drill, episode))
+        })
+        .collect();
+    open.sort_by(|a, b| a.0.cmp(&b.0));
+    open
 }
 
 /// Writes the marker whole (a temporary file renamed over it), so a crash leaves the old marker or the new one.
