@@ -70,6 +70,8 @@ TOKEN_WEBHOOK_PORT=$(( 20443 + PORT_OFFSET ))
 # The Prometheus parts drills talk to: Alertmanager (silences) and the Pushgateway (metrics), at their usual ports + 20000.
 ALERTMANAGER_PORT=$(( 29093 + PORT_OFFSET ))
 PUSHGATEWAY_PORT=$(( 29091 + PORT_OFFSET ))
+# The service's last tier (lab/last-tier-stand-in), where the inference gateway fails over when no GPU serves.
+LAST_TIER_PORT=$(( 29097 + PORT_OFFSET ))
 # --- Object storage: versitygw, the S3-compatible server run directories are shipped to (lab/up's block of its own).
 S3_PORT=$(( 28070 + PORT_OFFSET ))
 S3_BUCKET=hybrid-drill-evidence
@@ -85,7 +87,7 @@ instance_ports() {
   printf '%s\n' "etcd $ETCD_PORT" "etcd $ETCD_PEER_PORT" "token-webhook $TOKEN_WEBHOOK_PORT" \
     "kube-apiserver $APISERVER_PORT" "kube-controller-manager $KCM_PORT" "kube-scheduler $SCHEDULER_PORT" \
     "kwok $KWOK_PORT" "karpenter $KARPENTER_METRICS_PORT" "karpenter $KARPENTER_HEALTH_PORT" \
-    "alertmanager $ALERTMANAGER_PORT" "pushgateway $PUSHGATEWAY_PORT" \
+    "alertmanager $ALERTMANAGER_PORT" "pushgateway $PUSHGATEWAY_PORT" "last-tier $LAST_TIER_PORT" \
     "service $SERVICE_PORT" "prometheus $PROMETHEUS_PORT"
   printf '%s\n' "versitygw $S3_PORT"
 }
@@ -94,13 +96,14 @@ port_pid() { # port
   ss -Hltnp "sport = :$1" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n 1
 }
 command_line() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | cut -c1-160; }
-# Start order; down stops them in reverse. host-firewall (lab/host-firewall-stand-in) and token-webhook
-# (lab/token-webhook) are lab stand-ins, scripts in lab/, not binaries.
+# Start order; down stops them in reverse. host-firewall (lab/host-firewall-stand-in), token-webhook
+# (lab/token-webhook) and last-tier (lab/last-tier-stand-in) are lab stand-ins, scripts in lab/, not binaries.
 # service (lab/service-stand-in) is the stand-in for the inference gateway and its users.
-COMPONENTS="etcd token-webhook kube-apiserver kube-controller-manager kube-scheduler kwok karpenter host-firewall alertmanager pushgateway service prometheus versitygw"
+COMPONENTS="etcd token-webhook kube-apiserver kube-controller-manager kube-scheduler kwok karpenter host-firewall alertmanager pushgateway versitygw last-tier service prometheus"
 STAND_IN_HOST_FIREWALL=$LAB_DIR/host-firewall-stand-in
 STAND_IN_TOKEN_WEBHOOK=$LAB_DIR/token-webhook
 STAND_IN_SERVICE=$LAB_DIR/service-stand-in
+STAND_IN_LAST_TIER=$LAB_DIR/last-tier-stand-in
 # Karpenter is built from lab/karpenter-kwok/main.go (kwok's main plus instance types that run out of capacity): the
 # binary's name carries that file's hash, so a change to it rebuilds Karpenter alone.
 KARPENTER_BIN=karpenter-kwok-$(sha256sum "$LAB_DIR/karpenter-kwok/main.go" | cut -c1-12)
@@ -121,12 +124,12 @@ case $LAB_PROFILE in
     POD_PULL_MS=200 POD_PULL_TEXT=200ms POD_INIT_MS=100 POD_START_MS=100 POD_LOAD_MS=300 POD_LOAD_JITTER_MS=600
     NODE_MONITOR_GRACE=20s NODE_MONITOR_PERIOD=2s NODE_LEASE_SECONDS=20 TOLERATION_SECONDS=30 NODE_EVICTION_RATE=0.5
     CONSOLIDATE_AFTER=10s NODE_REGISTRATION_DELAY=0s KARPENTER_BATCH_IDLE=500ms KARPENTER_BATCH_MAX=3s
-    SCRAPE_INTERVAL=2s COLD_START_SECONDS=3 ;;
+    SCRAPE_INTERVAL=2s COLD_START_SECONDS=3 LAST_TIER_LATENCY=0.3 ;;
   realistic)
     POD_PULL_MS=150000 POD_PULL_TEXT=2m30s POD_INIT_MS=45000 POD_START_MS=3000 POD_LOAD_MS=90000 POD_LOAD_JITTER_MS=150000
     NODE_MONITOR_GRACE=50s NODE_MONITOR_PERIOD=5s NODE_LEASE_SECONDS=40 TOLERATION_SECONDS=300 NODE_EVICTION_RATE=0.1
     CONSOLIDATE_AFTER=5m NODE_REGISTRATION_DELAY=90s KARPENTER_BATCH_IDLE=1s KARPENTER_BATCH_MAX=10s
-    SCRAPE_INTERVAL=15s COLD_START_SECONDS=20 ;;
+    SCRAPE_INTERVAL=15s COLD_START_SECONDS=20 LAST_TIER_LATENCY=2 ;;
   *) echo "[lab] error: LAB_PROFILE=$LAB_PROFILE: use fast or realistic" >&2; exit 2 ;;
 esac
 
@@ -144,7 +147,8 @@ alive() {
     kill -0 "$pid" 2>/dev/null || return 1
     cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
     if [ -n "$cmdline" ]; then
-      grep -qF -e "$CACHE_ROOT/" -e "$STAND_IN_HOST_FIREWALL" -e "$STAND_IN_TOKEN_WEBHOOK" -e "$STAND_IN_SERVICE" <<<"$cmdline"
+      grep -qF -e "$CACHE_ROOT/" -e "$STAND_IN_HOST_FIREWALL" -e "$STAND_IN_TOKEN_WEBHOOK" -e "$STAND_IN_SERVICE" \
+        -e "$STAND_IN_LAST_TIER" <<<"$cmdline"
       return
     fi
     sleep 0.1

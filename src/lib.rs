@@ -10,6 +10,7 @@ pub mod exit;
 pub mod gates;
 mod http;
 pub mod incident;
+pub mod last_tier;
 pub mod monitor;
 pub mod notify;
 pub mod phases;

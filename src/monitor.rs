@@ -1,5 +1,5 @@
 //! What the drill watches for continuously: service availability (ready pods and the HTTP probe), the workload
-//! back on-prem, the fallback's readiness, size and emptiness, and the cost guard.
+//! back on-prem, the fallback's readiness, size and emptiness, the last tier serving, and the cost guard.
 
 use std::time::Duration;
 
@@ -27,6 +27,8 @@ pub struct Derived {
     pub probe_ok: Option<bool>,
     /// When the probe's current run of successes began (ms on the timeline's clock), while it lasts.
     pub probe_streak_since_ms: Option<u64>,
+    /// Whether `spec.lastTier` serves, once its probe has answered; `None` without one.
+    pub last_tier_serving: Option<bool>,
 }
 
 /// What the probe has seen: whether enough successes in a row confirm the criterion, and since when they run.
@@ -43,6 +45,8 @@ pub struct Monitor {
     tasks: Vec<JoinHandle<()>>,
     /// Held so a drill without a probe keeps a live (silent) probe channel.
     _no_probe: Option<watch::Sender<Option<ProbeState>>>,
+    /// The same for a drill without a last tier.
+    _no_last_tier: Option<watch::Sender<Option<bool>>>,
 }
 
 impl Drop for Monitor {
@@ -53,7 +57,7 @@ impl Drop for Monitor {
     }
 }
 
-fn derive(v: &ClusterView, drill: &Drill, probe: Option<ProbeState>) -> Derived {
+fn derive(v: &ClusterView, drill: &Drill, probe: Option<ProbeState>, last_tier: Option<bool>) -> Derived {
     let needed = drill.spec.targets.workload.restored_when.ready_pods.needed(&v.replicas) as usize;
     let ready_pods = v.ready_pods();
     let probe_ok = probe.map(|p| p.confirmed);
@@ -73,6 +77,7 @@ fn derive(v: &ClusterView, drill: &Drill, probe: Option<ProbeState>) -> Derived 
         pods_on_lost_nodes: v.pods_on_lost_nodes(),
         probe_ok,
         probe_streak_since_ms: probe.and_then(|p| p.streak_since_ms),
+        last_tier_serving: last_tier,
     }
 }
 
@@ -127,7 +132,15 @@ impl Monitor {
             }
             None => Some(probe_tx),
         };
-        let initial = view.read(|v| derive(v, drill, *probe_rx.borrow()));
+        let (tier_tx, tier_rx) = watch::channel::<Option<bool>>(None);
+        let no_last_tier = match drill.spec.last_tier.clone() {
+            Some(tier) => {
+                tasks.push(tokio::spawn(crate::last_tier::probe_forever(tier, tier_tx, timeline.clone())));
+                None
+            }
+            None => Some(tier_tx),
+        };
+        let initial = view.read(|v| derive(v, drill, *probe_rx.borrow(), *tier_rx.borrow()));
         if !initial.available {
             // Recorded so phases know the service was down from the start, not restored by default.
             timeline.record(Event::ServiceLost { ready_pods: initial.ready_pods });
@@ -138,6 +151,7 @@ impl Monitor {
         tasks.push(tokio::spawn(async move {
             let mut changes = view.changes();
             let mut probe_rx = probe_rx;
+            let mut tier_rx = tier_rx;
             let guards = &drill.spec.guards;
             let mut down_since = (!derived_tx.borrow().available).then(tokio::time::Instant::now);
             let mut fallback_announced = derived_tx.borrow().fallback_ready;
@@ -146,7 +160,7 @@ impl Monitor {
                 (d.ready_pods >= d.needed).then_some(0)
             };
             loop {
-                let after = view.read(|v| derive(v, &drill, *probe_rx.borrow()));
+                let after = view.read(|v| derive(v, &drill, *probe_rx.borrow(), *tier_rx.borrow()));
                 let before = derived_tx.borrow().clone();
                 if after != before {
                     if after.ready_pods < after.needed {
@@ -170,6 +184,7 @@ impl Monitor {
                 tokio::select! {
                     r = changes.changed() => if r.is_err() { break },
                     r = probe_rx.changed() => if r.is_err() { break },
+                    r = tier_rx.changed() => if r.is_err() { break },
                     _ = sleep_until(service_deadline) => {
                         let bound = guards.max_service_down.map(|b| humantime::format_duration(b).to_string()).unwrap_or_default();
                         trip(&guard_tx, &timeline, "maxServiceDown", format!("the service has been unavailable for longer than {bound}"));
@@ -178,7 +193,7 @@ impl Monitor {
                 }
             }
         }));
-        Monitor { derived, guard, tasks, _no_probe: no_probe }
+        Monitor { derived, guard, tasks, _no_probe: no_probe, _no_last_tier: no_last_tier }
     }
 }
 
@@ -291,23 +306,26 @@ mod tests {
     #[test]
     fn available_needs_the_ready_pods_and_a_confirmed_probe() {
         let two = view(&[("a", Some("hybrid-1"), true), ("b", Some("cloud-1"), true)]);
-        assert!(derive(&two, &drill(), None).available);
+        assert!(derive(&two, &drill(), None, None).available);
         let unconfirmed = ProbeState { confirmed: false, streak_since_ms: Some(1) };
-        assert!(!derive(&two, &drill(), Some(unconfirmed)).available, "the probe has not confirmed it yet");
+        assert!(!derive(&two, &drill(), Some(unconfirmed), None).available, "the probe has not confirmed it yet");
         let one = view(&[("a", Some("hybrid-1"), true), ("b", Some("cloud-1"), false)]);
-        assert_eq!(derive(&one, &drill(), None).ready_pods, 1);
-        assert!(!derive(&one, &drill(), None).available);
+        assert_eq!(derive(&one, &drill(), None, None).ready_pods, 1);
+        assert!(!derive(&one, &drill(), None, None).available);
     }
 
     #[test]
     fn back_on_prem_needs_every_pod_home_and_the_rollout_settled() {
         let home = view(&[("a", Some("hybrid-1"), true), ("b", Some("hybrid-1"), true)]);
-        assert!(derive(&home, &drill(), None).back_on_prem);
+        assert!(derive(&home, &drill(), None, None).back_on_prem);
         let one_away =
             view(&[("a", Some("hybrid-1"), true), ("b", Some("hybrid-1"), true), ("c", Some("cloud-1"), false)]);
-        assert!(!derive(&one_away, &drill(), None).back_on_prem, "a pod still on the fallback");
+        assert!(!derive(&one_away, &drill(), None, None).back_on_prem, "a pod still on the fallback");
         let pending = view(&[("a", Some("hybrid-1"), true), ("b", Some("hybrid-1"), true), ("c", None, false)]);
-        assert!(!derive(&pending, &drill(), None).back_on_prem, "a pod still waiting for a node may land anywhere");
+        assert!(
+            !derive(&pending, &drill(), None, None).back_on_prem,
+            "a pod still waiting for a node may land anywhere"
+        );
     }
 
     #[test]
@@ -320,16 +338,16 @@ mod tests {
         }))
         .unwrap();
         v.claims.insert("c1".into(), crate::timeline::view::ClaimState::from_claim(&claim));
-        let derived = derive(&v, &drill(), None);
+        let derived = derive(&v, &drill(), None, None);
         assert!(!derived.fallback_ready, "one pod counted while the drill needs two: a replacement is still to come");
         assert!(!derived.fallback_empty);
         v.pods.insert("a".into(), PodState::from_pod(&pod("a", Some("cloud-1"), true)));
-        let derived = derive(&v, &drill(), None);
+        let derived = derive(&v, &drill(), None, None);
         assert!(derived.fallback_ready);
         assert_eq!((derived.nodeclaims, derived.fallback_gpus), (1, 4));
         let mut gone = view(&[("a", Some("hybrid-1"), true)]);
         gone.nodes.remove("cloud-1");
-        assert!(derive(&gone, &drill(), None).fallback_empty);
+        assert!(derive(&gone, &drill(), None, None).fallback_empty);
     }
 
     #[test]

@@ -147,14 +147,16 @@ pub async fn resolve_for(cluster: &Cluster, drill: &Drill, scope: access::Scope)
         (Vec::new(), Vec::new())
     };
     let drain = drill.spec.steps.iter().find_map(|s| match &s.action {
-        Action::Drain(d) => Some((s.id.as_str(), d.flags)),
+        Action::Drain(d) => Some((s.id.as_str(), d.flags, d.chosen(&on_prem_nodes))),
         _ => None,
     });
     let drains = drain.is_some();
-    let pods_by_node = pods_by_node(cluster, &on_prem_nodes).await?;
+    // A partial drain evicts from the nodes it takes only.
+    let drained_nodes = drain.as_ref().map_or_else(|| on_prem_nodes.clone(), |(_, _, nodes)| nodes.clone());
+    let pods_by_node = pods_by_node(cluster, &drained_nodes).await?;
     let protected = &drill.spec.guards.protected_namespaces;
     let (pods_to_evict, pods_protected) = match drain {
-        Some((step, flags)) => {
+        Some((step, flags, _)) => {
             let missing = drain_selection::missing_daemonsets(&cluster.client, pods_by_node.values().flatten())
                 .await
                 .map_err(|e| api_error("the DaemonSets of the on-prem nodes' pods", e))?;
@@ -346,6 +348,11 @@ async fn check_faults(cluster: &Cluster, drill: &Drill, nodes: &[String]) -> Res
             Action::NodeFailure(failure) => {
                 unreachable = true;
                 for hook in [&failure.fail, &failure.recover] {
+                    check_hook(&step.id, hook)?;
+                }
+            }
+            Action::Capacity(capacity) => {
+                for hook in [&capacity.remove, &capacity.give_back] {
                     check_hook(&step.id, hook)?;
                 }
             }

@@ -651,3 +651,31 @@ fn the_service_level_is_the_ready_count_against_the_target_for_the_fault_and_the
     assert_eq!(json["service_level"]["return"]["needed"], 4);
     assert!(report(&run, "html").contains("fewest pods Ready during the return"));
 }
+
+#[test]
+fn history_sets_a_drill_that_failed_the_fallback_against_the_plain_drain_of_the_same_cluster() {
+    let reports = tempfile::tempdir().unwrap();
+    write_run(reports.path(), "20260105T093000Z", &fixture());
+    let mut shortage = fixture();
+    shortage["drill"]["name"] = "capacity-shortage".into();
+    shortage["drill"]["file"] = "drills/capacity-shortage.yaml".into();
+    shortage["started"] = "2026-01-05T10:30:00Z".into();
+    shortage["fallback_faults"] = serde_json::json!({"capacity": {
+        "instance_types": ["g6.12xlarge"], "removed_at_seconds": 1.0, "failed_launches": [], "launches": []
+    }});
+    write_run(reports.path(), "20260105T103000Z", &shortage);
+    let out = bin().arg("history").arg(reports.path()).args(["--format", "json"]).output().unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let drills = json["drills"].as_array().unwrap();
+    let names: Vec<&str> = drills.iter().map(|d| d["drill"].as_str().unwrap()).collect();
+    assert_eq!(names, ["capacity-shortage", "onprem-gpu-drain"], "one series per drill: {json:#}");
+    assert_eq!(drills[0]["against"]["drill"], "onprem-gpu-drain", "{json:#}");
+    assert!(drills[1].get("against").is_none(), "the plain drain is set against nothing: {json:#}");
+    let out = bin().arg("history").arg(reports.path()).env("COLUMNS", "200").output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stdout.contains("against onprem-gpu-drain (the plain drain of the same cluster, latest runs): RTO"),
+        "{stdout}"
+    );
+}

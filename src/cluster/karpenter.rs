@@ -141,6 +141,14 @@ impl NodeClassReference {
 }
 
 impl NodePool {
+    /// The values the template's `In` requirement on `key` allows; `None` when no such requirement bounds them (the
+    /// provider's whole offer, or a `NotIn`/`Exists` the provider resolves).
+    pub fn allowed(&self, key: &str) -> Option<Vec<String>> {
+        let template = self.spec.template.as_ref()?;
+        let req = template.spec.requirements.iter().find(|r| r.key == key && r.operator == "In")?;
+        Some(req.values.clone())
+    }
+
     /// The template's `nodeClassRef`, if it names one.
     pub fn node_class_ref(&self) -> Option<&NodeClassReference> {
         self.spec.template.as_ref().and_then(|t| t.spec.node_class_ref.as_ref())

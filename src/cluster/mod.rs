@@ -74,6 +74,7 @@ pub const RUN_PERMISSIONS: Permissions = &[
     ("", "nodes", &["patch"]),
     ("", "pods", &["patch"]),
     ("", "pods/eviction", &["create"]),
+    ("karpenter.sh", "nodeclaims", &["delete"]),
     ("networking.k8s.io", "networkpolicies", &["create", "delete"]),
     ("cilium.io", "ciliumclusterwidenetworkpolicies", &["create", "delete"]),
     ("projectcalico.org", "globalnetworkpolicies", &["create", "delete"]),

@@ -52,6 +52,8 @@ pub enum RestoreTarget {
     Cut,
     /// Run the recovery hooks of the drill's `nodeFailure`: the nodes are powered back on.
     NodeFailure,
+    /// Run the `giveBack` hooks of the drill's `capacity` steps: the instance types have capacity again.
+    Capacity,
 }
 
 impl fmt::Display for RestoreTarget {
@@ -59,6 +61,7 @@ impl fmt::Display for RestoreTarget {
         f.write_str(match self {
             RestoreTarget::Cut => "cut",
             RestoreTarget::NodeFailure => "node-failure",
+            RestoreTarget::Capacity => "capacity",
         })
     }
 }

@@ -34,6 +34,11 @@ pub fn left_in_place(drill: &Drill) -> Vec<LeftInPlace> {
                 "recovers them (`restore: node-failure`)",
                 Kind::NodeFailure,
             )),
+            Action::Capacity(_) => open.push(opened(
+                "takes instance types' capacity away",
+                "gives it back (`restore: capacity`)",
+                Kind::Capacity,
+            )),
             Action::Exec(exec) if exec.undo.is_some() => {
                 open.push(opened("runs a command with an undo", "runs its undo", Kind::Exec))
             }
@@ -41,6 +46,7 @@ pub fn left_in_place(drill: &Drill) -> Vec<LeftInPlace> {
             Action::Return(ret) if ret.uncordon => open.retain(|(_, k)| *k != Kind::Cordon),
             Action::Restore(RestoreTarget::Cut) => open.retain(|(_, k)| *k != Kind::Cut),
             Action::Restore(RestoreTarget::NodeFailure) => open.retain(|(_, k)| *k != Kind::NodeFailure),
+            Action::Restore(RestoreTarget::Capacity) => open.retain(|(_, k)| *k != Kind::Capacity),
             _ => {}
         }
     }
@@ -52,6 +58,7 @@ enum Kind {
     Cordon,
     Cut,
     NodeFailure,
+    Capacity,
     Exec,
 }
 

@@ -34,6 +34,8 @@ pub struct DrillSpec {
     pub guards: Guards,
     /// On-demand price per hour of each fallback instance type, in dollars.
     pub pricing: BTreeMap<String, f64>,
+    /// The service's last tier (Tier 3), probed through the run.
+    pub last_tier: Option<LastTier>,
     pub steps: Vec<Step>,
     /// Keep what the steps leave in place at the end instead of undoing it (see [`left_in_place::left_in_place`]).
     ///
@@ -53,6 +55,19 @@ pub struct DrillSpec {
     pub collateral_leave: Vec<String>,
     /// What each run's audit record must hold; who owns its action items.
     pub evidence: EvidencePolicy,
+}
+
+/// `spec.lastTier`: the URL the gateway fails over to, how it is probed, and what it costs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LastTier {
+    pub name: Option<String>,
+    pub url: String,
+    pub expect_status: u16,
+    pub interval: Duration,
+    pub timeout: Duration,
+    pub price_per_request: Option<f64>,
+    pub requests_per_hour: Option<f64>,
+    pub fallback_nodes: Option<u32>,
 }
 
 /// The start gates of a drill (`spec.gates`).
@@ -296,6 +311,8 @@ pub enum Action {
     Return(ReturnAction),
     Exec(ExecAction),
     Pause(Duration),
+    Capacity(CapacityAction),
+    LoseFallbackNode,
 }
 
 impl Action {
@@ -310,7 +327,11 @@ impl Action {
                         .filter(|(on, _)| *on)
                         .map(|(_, name)| *name)
                         .collect();
-                if flags.is_empty() { "drain onPrem".into() } else { format!("drain onPrem ({})", flags.join(", ")) }
+                let nodes = match d.share {
+                    Some(share) => format!("drain {share} of onPrem"),
+                    None => "drain onPrem".into(),
+                };
+                if flags.is_empty() { nodes } else { format!("{nodes} ({})", flags.join(", ")) }
             }
             Action::Cut(c) => match c.enforcement {
                 CutEnforcement::Host(cni) => format!("cut {} ({cni})", c.fidelity()),
@@ -324,6 +345,11 @@ impl Action {
             Action::Return(_) => "return".into(),
             Action::Exec(e) => format!("exec {}", e.command.join(" ")),
             Action::Pause(d) => format!("pause {}", humantime::format_duration(*d)),
+            Action::Capacity(c) => match &c.instance_types {
+                Some(types) => format!("capacity out: {}", types.join(", ")),
+                None => "capacity out: every fallback type".into(),
+            },
+            Action::LoseFallbackNode => "lose a fallback node".into(),
         }
     }
 
@@ -369,11 +395,78 @@ pub enum OnDeviation {
     Warn,
 }
 
-/// A drain: its nodes and kubectl drain's flags.
+/// A drain: its nodes, kubectl drain's flags, and the share of the nodes it drains (all when none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DrainAction {
     pub nodes: NodeTargetRef,
     pub flags: DrainFlags,
+    pub share: Option<NodeShare>,
+}
+
+/// A partial loss: how many of the on-prem nodes a drain takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeShare {
+    Count(u32),
+    Percent(u32),
+}
+
+impl NodeShare {
+    /// The nodes taken: the first by name, so a plan and its run choose the same ones. A percentage is rounded up
+    /// to whole nodes, at least one.
+    pub fn of(self, nodes: &[String]) -> Vec<String> {
+        let mut sorted = nodes.to_vec();
+        sorted.sort();
+        let n = match self {
+            NodeShare::Count(n) => n as usize,
+            NodeShare::Percent(p) => (nodes.len() * p as usize).div_ceil(100).max(1),
+        };
+        sorted.truncate(n);
+        sorted
+    }
+}
+
+impl fmt::Display for NodeShare {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeShare::Count(n) => write!(f, "{n} node{}", if *n == 1 { "" } else { "s" }),
+            NodeShare::Percent(p) => write!(f, "{p}%"),
+        }
+    }
+}
+
+impl DrainAction {
+    /// The on-prem nodes this drain empties.
+    pub fn chosen(&self, on_prem: &[String]) -> Vec<String> {
+        self.share.map_or_else(|| on_prem.to_vec(), |share| share.of(on_prem))
+    }
+}
+
+/// Stands for an instance type in a capacity hook's arguments: the hook then runs once per type.
+pub const INSTANCE_TYPE_PLACEHOLDER: &str = "{instanceType}";
+
+/// Instance types out of capacity for the drill, through its hooks.
+#[derive(Debug, Clone)]
+pub struct CapacityAction {
+    /// The types taken away; none means every type the fallback NodePool allows, read when the step runs.
+    pub instance_types: Option<Vec<String>>,
+    pub remove: Vec<String>,
+    pub give_back: Vec<String>,
+    pub hook_timeout: Duration,
+    /// What the hooks may read of the tool's environment, by name, besides `PATH` and `HOME`.
+    pub env: Vec<String>,
+}
+
+impl CapacityAction {
+    /// Whether the hooks run once per instance type (they name `{instanceType}`), rather than once for all of them
+    /// (an FIS experiment covers a zone, whatever the type).
+    pub fn per_type(&self) -> bool {
+        self.remove.iter().any(|a| a.contains(INSTANCE_TYPE_PLACEHOLDER))
+    }
+
+    /// A hook with the type in place of its placeholder.
+    pub fn hook_for(hook: &[String], instance_type: &str) -> Vec<String> {
+        hook.iter().map(|a| a.replace(INSTANCE_TYPE_PLACEHOLDER, instance_type)).collect()
+    }
 }
 
 /// Which declared node target a step acts on.
@@ -396,6 +489,8 @@ pub enum WaitCondition {
     WorkloadOnPrem,
     /// The fallback NodePool has no NodeClaim and no node left.
     FallbackEmpty,
+    /// The probe of `spec.lastTier` answers as expected: the gateway sends the traffic to the last tier.
+    LastTierServing,
 }
 
 impl fmt::Display for WaitCondition {
@@ -405,6 +500,7 @@ impl fmt::Display for WaitCondition {
             WaitCondition::WorkloadRestored => "workload-restored",
             WaitCondition::WorkloadOnPrem => "workload-on-prem",
             WaitCondition::FallbackEmpty => "fallback-empty",
+            WaitCondition::LastTierServing => "last-tier-serving",
         })
     }
 }
@@ -513,6 +609,8 @@ pub const NODE_PLACEHOLDER: &str = "{node}";
 pub struct NodeFailureAction {
     pub fail: Vec<String>,
     pub recover: Vec<String>,
+    /// The share of the on-prem nodes failed (all when none).
+    pub share: Option<NodeShare>,
     pub hook_timeout: Duration,
     /// What the hook may read of the tool's environment, by name, besides `PATH` and `HOME`.
     pub env: Vec<String>,
@@ -523,6 +621,11 @@ impl NodeFailureAction {
     /// placeholders (see [`super::placeholders`]).
     pub fn per_node(&self) -> bool {
         super::placeholders::names_node(&self.fail)
+    }
+
+    /// The on-prem nodes the hooks fail.
+    pub fn chosen(&self, on_prem: &[String]) -> Vec<String> {
+        self.share.map_or_else(|| on_prem.to_vec(), |share| share.of(on_prem))
     }
 }
 

@@ -50,6 +50,11 @@ pub struct DrillSpec {
     /// Fallback cost estimate: on-demand price per hour of each fallback instance type, in dollars.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub pricing: std::collections::BTreeMap<String, f64>,
+    /// The service's last tier (Tier 3): where the gateway sends traffic when no GPU serves, e.g. a managed model API
+    /// paid per request. Probed through the whole run; the report measures when it served after the fault, the
+    /// window with no tier serving, and its cost per hour against the cloud GPU fallback.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_tier: Option<LastTierSection>,
     /// Run in order. A failing step aborts the drill and restores the cluster.
     pub steps: Vec<Step>,
     /// Keep the changes the steps leave in place at the end (a cordon with no later uncordon, a cut with no later
@@ -400,6 +405,42 @@ fn default_probe_timeout() -> HumanDuration {
     HumanDuration(Duration::from_secs(2))
 }
 
+/// The service's last tier and what it costs.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(rename = "LastTier")]
+pub struct LastTierSection {
+    /// Shown in reports, e.g. `Bedrock through the gateway`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `http://` or `https://`: the gateway's route to the last tier, one that answers as expected only while the
+    /// gateway sends traffic there (the last tier's own URL when it always serves). A success is the last tier serving.
+    pub url: String,
+    /// The status code that counts as serving.
+    #[serde(default = "default_expect_status")]
+    pub expect_status: u16,
+    /// How often it is probed. Default 1s.
+    #[serde(default = "default_last_tier_interval")]
+    pub interval: HumanDuration,
+    /// Per-request timeout. Default 2s.
+    #[serde(default = "default_probe_timeout")]
+    pub timeout: HumanDuration,
+    /// Dollars per request the last tier bills (tokens in and out of an average request, at its price).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_per_request: Option<f64>,
+    /// The service's traffic while the last tier carries it, in requests per hour.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_hour: Option<f64>,
+    /// The cloud GPU nodes the fallback runs to carry the same traffic: priced at the cheapest fallback instance
+    /// type `pricing` names, for the comparison.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_nodes: Option<u32>,
+}
+
+fn default_last_tier_interval() -> HumanDuration {
+    HumanDuration(Duration::from_secs(1))
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct FallbackTarget {
@@ -543,10 +584,33 @@ pub struct Step {
     /// Wait this long, observing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pause: Option<HumanDuration>,
+    /// Make fallback instance types run out of capacity, as EC2's InsufficientInstanceCapacity: the drill's hooks
+    /// take each type away (in the lab `lab/capacity`, on AWS an FIS experiment) and give it back on restore, abort
+    /// or `hybrid-drill recover`. Not the fault (t0): put it before the drain, cut or node failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityFault>,
+    /// Lose one fallback node while the workload runs there: `delete` deletes one fallback NodeClaim holding a
+    /// workload pod, as Karpenter does on a Spot interruption or an instance failure. Karpenter drains it and
+    /// launches a replacement; the report measures this second recovery.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lose_fallback_node: Option<LoseFallbackNode>,
 }
 
-pub const STEP_ACTIONS: &[&str] =
-    &["check", "drain", "cut", "nodeFailure", "restore", "cordon", "uncordon", "waitFor", "return", "exec", "pause"];
+pub const STEP_ACTIONS: &[&str] = &[
+    "check",
+    "drain",
+    "cut",
+    "nodeFailure",
+    "restore",
+    "cordon",
+    "uncordon",
+    "waitFor",
+    "return",
+    "exec",
+    "pause",
+    "capacity",
+    "loseFallbackNode",
+];
 
 impl Step {
     /// The action keys present, in declaration order of [`STEP_ACTIONS`].
@@ -563,6 +627,8 @@ impl Step {
             self.r#return.is_some(),
             self.exec.is_some(),
             self.pause.is_some(),
+            self.capacity.is_some(),
+            self.lose_fallback_node.is_some(),
         ];
         STEP_ACTIONS.iter().zip(present).filter(|(_, p)| *p).map(|(k, _)| *k).collect()
     }
@@ -587,6 +653,12 @@ pub struct DrainSpec {
     /// Also evict pods with emptyDir volumes (`kubectl drain --delete-emptydir-data`): their data is deleted.
     #[serde(default)]
     pub delete_empty_dir_data: bool,
+    /// Drain only this many of the on-prem nodes (the first by name): a partial loss. Not with `fraction`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u32>,
+    /// Drain only this share of the on-prem nodes, as a percentage (`50%`), rounded up to whole nodes, at least one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fraction: Option<String>,
 }
 
 // By hand rather than untagged, so a mistyped flag is reported at its key instead of as "no variant matched".
@@ -661,6 +733,13 @@ pub struct NodeFailureAction {
     /// Brings them back, the same way. Run by `restore: node-failure`, or by the abort (or `hybrid-drill recover`) of
     /// a drill stopped before it. Must be safe to run twice.
     pub recover: Vec<String>,
+    /// Fail only this many of the on-prem nodes (the first by name): a partial loss. Needs a node placeholder in the
+    /// hooks. Not with `fraction`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u32>,
+    /// Fail only this share of the on-prem nodes, as a percentage (`50%`), rounded up, at least one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fraction: Option<String>,
     /// Bound on each run of a hook. Default 2m.
     #[serde(default = "default_hook_timeout")]
     pub hook_timeout: HumanDuration,
@@ -668,6 +747,52 @@ pub struct NodeFailureAction {
     /// hook gets these, `PATH` and `HOME`, nothing else.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<String>,
+}
+
+/// Instance types that run out of capacity for the drill, through its hooks; no shell unless you name one.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CapacityFault {
+    /// The types that run out: a list (`[g6.12xlarge]`), or `all` for every type the fallback NodePool allows
+    /// (its `node.kubernetes.io/instance-type` requirement).
+    pub instance_types: InstanceTypes,
+    /// Takes the capacity away. With `{instanceType}` in an argument it runs once per type, all at once; otherwise
+    /// once for all (an FIS experiment, which covers zones rather than types). A non-zero exit fails the step.
+    pub remove: Vec<String>,
+    /// Gives it back, the same way. Run by `restore: capacity`, at the end of the run, or by the abort (or
+    /// `hybrid-drill recover`) of a drill stopped before it. Must be safe to run twice.
+    pub give_back: Vec<String>,
+    /// Bound on each run of a hook. Default 2m.
+    #[serde(default = "default_hook_timeout")]
+    pub hook_timeout: HumanDuration,
+    /// The environment variables the hooks are given from the tool's own, by name (a name not set is left out); the
+    /// hooks get these, `PATH` and `HOME`, nothing else.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+}
+
+/// The instance types a capacity fault takes away.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum InstanceTypes {
+    All(AllTypes),
+    Listed(Vec<String>),
+}
+
+/// Every instance type the fallback NodePool allows.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum AllTypes {
+    All,
+}
+
+/// How a fallback node is lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum LoseFallbackNode {
+    /// Delete its NodeClaim: Karpenter drains the node and terminates the instance, as after a Spot interruption
+    /// notice or a failed instance.
+    Delete,
 }
 
 fn default_hook_timeout() -> HumanDuration {

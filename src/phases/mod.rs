@@ -10,6 +10,8 @@ mod analyse;
 mod cost;
 mod definitions;
 mod eviction;
+pub mod fallback_faults;
+pub mod last_tier;
 mod model;
 mod moments;
 mod provisioning;

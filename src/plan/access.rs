@@ -246,6 +246,11 @@ fn step_needs(drill: &Drill, action: &Action, served: &Served, out: &mut Vec<Nee
             }
         }
         Action::NodeFailure(_) => out.push(Need::new("", "nodes", "get", "the hooks' placeholders read each node")),
+        // `instanceTypes: all` lists the NodePools, as the run's set-up already may.
+        Action::Capacity(_) => {}
+        Action::LoseFallbackNode => {
+            out.push(Need::new("karpenter.sh", "nodeclaims", "delete", "the step deletes one fallback NodeClaim"))
+        }
         Action::Restore(_) => {}
         Action::Cut(cut) => match cut.enforcement {
             CutEnforcement::PodNetwork => {

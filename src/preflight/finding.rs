@@ -52,6 +52,8 @@ pub enum CheckId {
     ZoneDisruption,
     /// A fault that loses the on-prem nodes leaves no StatefulSet pod behind (they never fail over by themselves).
     StatefulsetFailover,
+    /// The instance types, zones and capacity types the fallback NodePool allows, and what the drill takes away.
+    FallbackDiversity,
 }
 
 impl CheckId {
@@ -80,6 +82,7 @@ impl CheckId {
             CheckId::DrainPods => "drain-pods",
             CheckId::ZoneDisruption => "zone-disruption",
             CheckId::StatefulsetFailover => "statefulset-failover",
+            CheckId::FallbackDiversity => "fallback-diversity",
         }
     }
 }

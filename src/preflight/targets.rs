@@ -109,6 +109,10 @@ pub struct Expectations {
     pub span: Option<Duration>,
     /// The drill's `readyPods` when it is a number: under an autoscaler it counts as 100% of the desired replicas.
     pub ready_pods_count: Option<u32>,
+    /// The instance types the drill's capacity fault takes away: none without one; `Some(None)` for `all`.
+    pub capacity_removed: Option<Option<Vec<String>>>,
+    /// A node failure of part of the on-prem nodes: the share it fails (all when none).
+    pub lost_share: Option<crate::drill::NodeShare>,
 }
 
 impl Default for Expectations {
@@ -122,6 +126,8 @@ impl Default for Expectations {
             at: None,
             span: None,
             ready_pods_count: None,
+            capacity_removed: None,
+            lost_share: None,
         }
     }
 }
@@ -148,6 +154,14 @@ impl Expectations {
                 crate::drill::ReadyPods::Count(n) => Some(n),
                 crate::drill::ReadyPods::Share(_) => None,
             },
+            lost_share: drill.spec.steps.iter().find_map(|s| match &s.action {
+                Action::NodeFailure(f) => f.share,
+                _ => None,
+            }),
+            capacity_removed: drill.spec.steps.iter().find_map(|s| match &s.action {
+                Action::Capacity(c) => Some(c.instance_types.clone()),
+                _ => None,
+            }),
         }
     }
 }

@@ -55,17 +55,8 @@ pub enum LoadError {
 // Long: one line per field of the report, in its order; split, the struct literal would be split with it.
 pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Report {
     let incident = IncidentFacts::of(observations);
-    // An incident is measured against the drill's targets and objectives; its steps never ran.
-    let stepless;
-    let drill = match incident {
-        Some(_) => {
-            let mut d = drill.clone();
-            d.spec.steps.clear();
-            stepless = d;
-            &stepless
-        }
-        None => drill,
-    };
+    let measured = measured_drill(drill, incident.is_some());
+    let drill = &*measured;
     let analysis = crate::phases::analyse(drill, observations);
     let (run_id, context) = observations
         .iter()
@@ -81,6 +72,7 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
     });
     let rollback = rollback(observations);
     let outcome = outcome(observations, !analysis.objectives_missed.is_empty(), &rollback, &abort_reason);
+    let fallback_faults = crate::phases::fallback_faults::fallback_faults(observations, analysis_rto(&analysis.phases));
     let mut report = Report {
         schema: REPORT_SCHEMA.into(),
         tool_version: meta.tool_version.clone(),
@@ -119,6 +111,8 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         api_requests_by_verb: requests_sent(observations).map(|(_, by_verb)| by_verb.clone()).unwrap_or_default(),
         warnings: warnings(observations),
         reclaim_blockers: super::blockers::reclaim_blockers(observations),
+        fallback_faults,
+        last_tier: super::last_tier::last_tier(drill, observations),
         gates_overridden: overridden_gates(observations),
         emergency_stop: emergency_stop(observations),
         last_resort: super::headline::last_resorts(drill, observations),
@@ -154,6 +148,21 @@ fn warnings(observations: &[Observation]) -> Vec<String> {
             _ => None,
         })
         .collect()
+}
+
+/// The drill a run is measured against: an incident's without its steps, which never ran (its targets and
+/// objectives stand).
+fn measured_drill(drill: &Drill, incident: bool) -> std::borrow::Cow<'_, Drill> {
+    if !incident {
+        return std::borrow::Cow::Borrowed(drill);
+    }
+    let mut stepless = drill.clone();
+    stepless.spec.steps.clear();
+    std::borrow::Cow::Owned(stepless)
+}
+
+fn analysis_rto(phases: &[crate::phases::Phase]) -> Option<f64> {
+    phases.iter().find(|p| p.name == crate::phases::PhaseId::Rto).and_then(|p| p.seconds)
 }
 
 fn overridden_gates(observations: &[Observation]) -> Vec<OverriddenGate> {
@@ -318,6 +327,9 @@ fn marker(event: &Event) -> Option<Marker> {
         | Event::EmergencyStop { .. }
         | Event::Aborted { .. }
         | Event::HookRan { .. }
+        | Event::CapacityRemoved { .. }
+        | Event::PartialLoss { .. }
+        | Event::FallbackNodeLost { .. }
         | Event::PolicyApplied { .. } => Marker::Fault,
         Event::EvictionBlocked { .. } | Event::Evicted { .. } | Event::WorkloadsDisplaced { .. } => Marker::Eviction,
         Event::NodeClaimCreated { .. }

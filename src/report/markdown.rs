@@ -13,13 +13,15 @@ type Section = fn(&mut String, &Report) -> fmt::Result;
 pub fn render(report: &Report) -> String {
     let mut md = String::new();
     // Writing to a String cannot fail: each section returns fmt::Result only so that `?` can carry its writes.
-    let sections: [Section; 16] = [
+    let sections: [Section; 18] = [
         head,
         plain_legend,
         phases,
         super::impact::markdown,
         startup,
         fallback,
+        fallback_faults,
+        last_tier,
         overlap,
         autoscaler,
         steps,
@@ -214,6 +216,30 @@ fn fallback(md: &mut String, report: &Report) -> fmt::Result {
     }
     if !f.unpriced_instance_types.is_empty() {
         writeln!(md, "- No price given for: {}", f.unpriced_instance_types.join(", "))?;
+    }
+    Ok(())
+}
+
+/// The fallback's own failures and the partial loss, when the drill caused any.
+fn fallback_faults(md: &mut String, report: &Report) -> fmt::Result {
+    if report.fallback_faults.is_empty() {
+        return Ok(());
+    }
+    writeln!(md, "\n## Fallback under failure\n")?;
+    for line in report.fallback_faults.lines() {
+        writeln!(md, "- {line}")?;
+    }
+    Ok(())
+}
+
+/// The service's last tier, when the drill declares one.
+fn last_tier(md: &mut String, report: &Report) -> fmt::Result {
+    let Some(tier) = &report.last_tier else {
+        return Ok(());
+    };
+    writeln!(md, "\n## Last tier\n")?;
+    for line in tier.lines() {
+        writeln!(md, "- {line}")?;
     }
     Ok(())
 }

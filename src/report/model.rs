@@ -158,6 +158,12 @@ pub struct Report {
     /// What users saw, from the drill's SLIs in Prometheus (`spec.slo`); absent without them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub impact: Option<crate::domain::impact::Impact>,
+    /// The fallback's own failures the drill caused (capacity, a lost node) and a partial on-prem loss.
+    #[serde(default, skip_serializing_if = "crate::phases::fallback_faults::FallbackFaults::is_empty")]
+    pub fallback_faults: crate::phases::fallback_faults::FallbackFaults,
+    /// The service's last tier (Tier 3): when it served, the error window, its cost; absent without `lastTier`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_tier: Option<crate::phases::last_tier::LastTierOutcome>,
     /// The cut nodes that came back only through the drill's `lastResort` hook.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub last_resort: Vec<LastResortRun>,

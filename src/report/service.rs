@@ -8,7 +8,7 @@ use crate::timeline::{Event, Observation};
 
 /// Replays the Ready pods: the baseline's count (its pods unnamed but those on-prem), then every pod event.
 #[derive(Default)]
-struct ReadyPodsSeen {
+pub(super) struct ReadyPodsSeen {
     ready: std::collections::BTreeSet<String>,
     /// Ready at the baseline without a name the timeline gave.
     unnamed: usize,
@@ -17,11 +17,11 @@ struct ReadyPodsSeen {
 }
 
 impl ReadyPodsSeen {
-    fn count(&self) -> usize {
+    pub(super) fn count(&self) -> usize {
         self.ready.len() + self.unnamed
     }
 
-    fn apply(&mut self, event: &Event) {
+    pub(super) fn apply(&mut self, event: &Event) {
         match event {
             Event::Baseline { ready_pods, on_prem_pods, .. } => {
                 self.ready = on_prem_pods.iter().take(*ready_pods).cloned().collect();

@@ -50,6 +50,12 @@ pub fn render(report: &Report, run_dir: &str) -> String {
     if let Some(o) = &report.overlap {
         out.push_str(&format!("overlap (split brain): {}\n", super::overlap_sentence(o)));
     }
+    for line in report.fallback_faults.lines() {
+        out.push_str(&format!("fallback under failure: {line}\n"));
+    }
+    for line in report.last_tier.iter().flat_map(|t| t.lines()) {
+        out.push_str(&format!("last tier: {line}\n"));
+    }
     if let Some(rb) = &report.rollback {
         for u in &rb.undone {
             out.push_str(&format!("restored: {u}\n"));

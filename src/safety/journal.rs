@@ -56,6 +56,23 @@ pub enum Mutation {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         env: Vec<String>,
     },
+    /// Take one instance type's capacity away with the drill's hook; undone by its give-back hook.
+    RemoveCapacity {
+        step: String,
+        instance_type: String,
+        command: Vec<String>,
+        give_back: Vec<String>,
+        timeout_seconds: u64,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        env: Vec<String>,
+    },
+    /// Delete a fallback NodeClaim, as a Spot interruption or a failed instance would; Karpenter replaces it, so
+    /// there is nothing to undo.
+    DeleteNodeClaim {
+        nodeclaim: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node: Option<String>,
+    },
     /// Take the drill lock (a Lease) for the run: released by the run at its end (journalled `undoing`, `undone`),
     /// never by a rollback, which runs under it; `recover` takes it over once the run's process is gone.
     HoldLease { namespace: String, name: String, holder: String },
@@ -96,6 +113,10 @@ impl Mutation {
             Mutation::FailNode { step, command, .. } => {
                 ("fail".into(), format!("nodes ({step}: {})", command.join(" ")))
             }
+            Mutation::RemoveCapacity { instance_type, .. } => {
+                ("remove capacity".into(), format!("instance-type/{instance_type}"))
+            }
+            Mutation::DeleteNodeClaim { nodeclaim, .. } => ("delete".into(), format!("nodeclaim/{nodeclaim}")),
             Mutation::HoldLease { namespace, name, .. } => ("hold".into(), format!("lease/{namespace}/{name}")),
             Mutation::Silence { alertmanager, matchers, .. } => {
                 let matchers: Vec<String> = matchers.iter().map(Matcher::to_string).collect();

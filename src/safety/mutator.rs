@@ -7,7 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{DynamicObject, EvictParams, ListParams, Patch, PostParams};
+use kube::api::{DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PostParams};
 
 use kube::{Api, ResourceExt};
 use serde_json::json;
@@ -20,6 +20,7 @@ use super::requests::{FIELD_MANAGER, patch_params, uncordon_node};
 use super::undo::{self, RollbackOutcome, UndoBy};
 use super::verify::RestoreScope;
 use crate::alertmanager::{self, Alertmanager, AlertmanagerError};
+use crate::cluster::karpenter::NodeClaim;
 use crate::cluster::lease::{Claimant, LeaseRef, Observer};
 use crate::cluster::marks::{CUT_LABEL, RUN_ANNOTATION, RunId};
 use crate::cluster::policy::{PolicyKind, PolicyRef};
@@ -324,6 +325,42 @@ impl Mutator {
             env: env.to_vec(),
         };
         super::process::run_hook(&self.ledger, &m, step, command, timeout, env).await
+    }
+
+    /// Runs a capacity fault's hook for one instance type; its give-back hook is the undo, journalled first so an
+    /// abort or `hybrid-drill recover` gives the capacity back even if the hook half-ran.
+    pub async fn remove_capacity(
+        &self,
+        step: &str,
+        instance_type: &str,
+        command: &[String],
+        give_back: &[String],
+        timeout: Duration,
+        env: &[String],
+    ) -> Result<i32, MutationError> {
+        let m = Mutation::RemoveCapacity {
+            step: step.into(),
+            instance_type: instance_type.into(),
+            command: command.to_vec(),
+            give_back: give_back.to_vec(),
+            timeout_seconds: timeout.as_secs().max(1),
+            env: env.to_vec(),
+        };
+        super::process::run_hook(&self.ledger, &m, step, command, timeout, env).await
+    }
+
+    /// Deletes a fallback NodeClaim (Karpenter drains its node and terminates the instance); gone already is done.
+    pub async fn delete_nodeclaim(&self, nodeclaim: &str, node: Option<&str>) -> Result<(), MutationError> {
+        let m = Mutation::DeleteNodeClaim { nodeclaim: nodeclaim.into(), node: node.map(str::to_string) };
+        let claims: Api<NodeClaim> = Api::all(self.cluster.client.clone());
+        let call = || async {
+            match claims.delete(nodeclaim, &DeleteParams::default()).await {
+                Ok(_) => Ok(()),
+                Err(e) if is_not_found(&e) => Ok(()),
+                Err(e) => Err(e),
+            }
+        };
+        self.mutate(&m, None, call, |r| Settled::forward(r, None)).await
     }
 
     /// Takes the drill lock for the run, journalled first (`Claim::Run`: a free lock, or one whose holder stopped

@@ -65,6 +65,13 @@ impl Mutation {
             Mutation::FailNode { recover, timeout_seconds, env, .. } => {
                 Undo::Run { command: recover.clone(), timeout: Duration::from_secs(*timeout_seconds), env: env.clone() }
             }
+            Mutation::RemoveCapacity { give_back, timeout_seconds, env, .. } => Undo::Run {
+                command: give_back.clone(),
+                timeout: Duration::from_secs(*timeout_seconds),
+                env: env.clone(),
+            },
+            // Karpenter replaces a deleted NodeClaim while pods need it, and an instance lost is not brought back.
+            Mutation::DeleteNodeClaim { .. } => Undo::Nothing,
             // The lock changes nothing the drill is about: its holder releases it at its end (safety/lock.rs), and a
             // rollback, which runs under it, must never free it.
             Mutation::HoldLease { .. } => Undo::Nothing,
@@ -335,9 +342,9 @@ fn settled(m: &Mutation, by: UndoBy, result: &Result<Option<String>, UndoError>)
         Ok(_) => by.undone(),
         Err(e) => Settled::new(EntryState::UndoFailed).note(e.to_string()),
     };
-    if let Mutation::FailNode { step, recover, .. } = m {
+    if let Mutation::FailNode { step, recover: hook, .. } | Mutation::RemoveCapacity { step, give_back: hook, .. } = m {
         let exit_code = result.is_ok().then_some(0);
-        settled = settled.event(Event::HookRan { step: step.clone(), command: recover.join(" "), exit_code });
+        settled = settled.event(Event::HookRan { step: step.clone(), command: hook.join(" "), exit_code });
     }
     if let Mutation::LabelNode { step, .. } = m {
         let hook = match result {

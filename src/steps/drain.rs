@@ -15,7 +15,8 @@ use tokio::time::Instant;
 
 use super::{StepContext, StepError, StepSuccess};
 use crate::cluster::budgets::BudgetWatch;
-use crate::cluster::drain_selection::{DrainFlags, DrainPod, DrainSelection, is_finished, missing_daemonsets};
+use crate::cluster::drain_selection::{DrainPod, DrainSelection, is_finished, missing_daemonsets};
+use crate::drill::DrainAction;
 use crate::safety::{Eviction, Mutator, eviction_refusal};
 use crate::timeline::{Event, FaultKind};
 
@@ -35,16 +36,20 @@ enum EvictionEnd {
 pub async fn drain(
     ctx: &StepContext<'_>,
     step: &str,
-    flags: DrainFlags,
+    action: &DrainAction,
     deadline: Instant,
     timeout: Duration,
 ) -> Result<StepSuccess, StepError> {
+    let (flags, nodes) = (action.flags, action.chosen(ctx.on_prem_nodes));
     ctx.timeline.record(Event::FaultInjected { step: step.into(), kind: FaultKind::Drain });
-    for node in ctx.on_prem_nodes {
+    if action.share.is_some() {
+        ctx.timeline.record(Event::PartialLoss { nodes: nodes.clone(), of: ctx.on_prem_nodes.len(), lost: false });
+    }
+    for node in &nodes {
         ctx.mutator.cordon(node).await?;
     }
     let mut by_node = Vec::new();
-    for node in ctx.on_prem_nodes {
+    for node in &nodes {
         let pods = ctx
             .reader
             .pods_on(node)
@@ -64,7 +69,7 @@ pub async fn drain(
         return Err(StepError::Failed(why));
     }
     let targets = &selection.evict;
-    ctx.progress.waiting(&format!("evicting {} pods from {} nodes", targets.len(), ctx.on_prem_nodes.len()));
+    ctx.progress.waiting(&format!("evicting {} pods from {} nodes", targets.len(), nodes.len()));
     let namespaces: BTreeSet<String> = targets.iter().map(|t| t.pod.namespace().unwrap_or_default()).collect();
     let budgets = ctx.reader.watch_budgets(namespaces.iter().cloned());
     // The budgets' first listing, bounded: it tells which pods share a budget, so that their first evictions take
@@ -96,17 +101,23 @@ pub async fn drain(
         return Err(StepError::Failed(fatal.join("; ")));
     }
     if !pending.is_empty() {
-        let detail = pending
-            .iter()
-            .map(|(why, pods)| format!("{why} the eviction of {}", pods.join(", ")))
-            .collect::<Vec<_>>()
-            .join("; ");
-        return Err(StepError::Timeout { after: timeout, detail });
+        return Err(StepError::Timeout { after: timeout, detail: held_by(ctx, &pending) });
     }
     // Pods already Terminating when the drain began are waited for too, as kubectl drain waits for them.
     let leaving: Vec<DrainPod> = targets.iter().chain(&selection.terminating).cloned().collect();
     all_gone(ctx, &leaving, deadline, timeout).await?;
-    Ok(StepSuccess::ok(summary(ctx.on_prem_nodes, &selection)))
+    Ok(StepSuccess::ok(summary(&nodes, &selection)))
+}
+
+/// What held the evictions still pending at the timeout. A budget waits on replacements becoming Ready: with no
+/// capacity to launch them, the shortage is the cause, named after it.
+fn held_by(ctx: &StepContext<'_>, pending: &BTreeMap<String, Vec<String>>) -> String {
+    let held = pending
+        .iter()
+        .map(|(why, pods)| format!("{why} the eviction of {}", pods.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ");
+    held + &super::wait::shortage(ctx)
 }
 
 /// Waits until every evicted pod is gone, as kubectl drain returns once they are: watch-driven, bounded by the

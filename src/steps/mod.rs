@@ -5,6 +5,7 @@ pub mod check;
 pub mod collateral;
 pub mod cut;
 pub mod drain;
+pub mod fallback_faults;
 pub mod node_failure;
 pub mod nodes;
 pub mod preflight;
@@ -70,7 +71,7 @@ pub async fn run_step(ctx: &mut StepContext<'_>, step: &Step) -> Result<StepSucc
     match &step.action {
         Action::Check(Check::SteadyState, on_deviation) => check::steady_state(ctx, *on_deviation),
         Action::Check(Check::Preflight, on_deviation) => preflight::preflight(ctx, *on_deviation).await,
-        Action::Drain(d) => drain::drain(ctx, &step.id, d.flags, deadline, timeout).await,
+        Action::Drain(d) => drain::drain(ctx, &step.id, d, deadline, timeout).await,
         Action::Cut(c) => cut::cut(ctx, &step.id, c, deadline).await,
         Action::NodeFailure(f) => node_failure::node_failure(ctx, &step.id, f).await,
         Action::Restore(t) => restore::restore(ctx, &step.id, *t, deadline, timeout).await,
@@ -86,6 +87,8 @@ pub async fn run_step(ctx: &mut StepContext<'_>, step: &Step) -> Result<StepSucc
                 Err(StepError::Failed(format!("`{}` exited {code}", exec.command.join(" "))))
             }
         }
+        Action::Capacity(c) => fallback_faults::capacity(ctx, &step.id, c).await,
+        Action::LoseFallbackNode => fallback_faults::lose_fallback_node(ctx, deadline, timeout).await,
         Action::Pause(duration) => {
             ctx.progress.waiting(&format!("pausing {}", humantime::format_duration(*duration)));
             tokio::time::sleep(*duration).await;

@@ -34,7 +34,7 @@ async fn per_node_hooks(
 ) -> Result<Vec<(Option<String>, Vec<String>, Vec<String>)>, StepError> {
     let addresses = &ctx.drill.spec.targets.on_prem.addresses;
     let mut runs = Vec::new();
-    for name in ctx.on_prem_nodes {
+    for name in &action.chosen(ctx.on_prem_nodes) {
         let node =
             ctx.reader.node(name).await.map_err(|e| StepError::Failed(format!("cannot read node {name}: {e}")))?;
         let facts = facts(&node);
@@ -57,6 +57,10 @@ pub async fn node_failure(
         vec![(None, action.fail.clone(), action.recover.clone())]
     };
     ctx.timeline.record(Event::FaultInjected { step: step.into(), kind: FaultKind::NodeFailure });
+    if action.share.is_some() {
+        let nodes = action.chosen(ctx.on_prem_nodes);
+        ctx.timeline.record(Event::PartialLoss { nodes, of: ctx.on_prem_nodes.len(), lost: true });
+    }
     ctx.progress.waiting(&format!("running the failure hook: {}", action.fail.join(" ")));
     // All at once, as a rack losing power would: a sequence would skew t0 across the nodes.
     let results = join_all(runs.iter().map(|(node, fail, recover)| {
@@ -74,7 +78,8 @@ pub async fn node_failure(
     if !failed.is_empty() {
         return Err(StepError::Failed(failed.join("; ")));
     }
-    let targets = if action.per_node() { ctx.on_prem_nodes.join(", ") } else { "the on-prem nodes".into() };
+    let targets =
+        if action.per_node() { action.chosen(ctx.on_prem_nodes).join(", ") } else { "the on-prem nodes".into() };
     Ok(StepSuccess::ok(format!("failure hook ran for {targets}")))
 }
 

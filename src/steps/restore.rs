@@ -19,6 +19,7 @@ fn ends(target: RestoreTarget, m: &Mutation) -> bool {
             matches!(m, Mutation::CreatePolicy { .. } | Mutation::LabelPod { .. } | Mutation::LabelNode { .. })
         }
         RestoreTarget::NodeFailure => matches!(m, Mutation::FailNode { .. }),
+        RestoreTarget::Capacity => matches!(m, Mutation::RemoveCapacity { .. }),
     }
 }
 
@@ -43,6 +44,7 @@ pub async fn restore(
     let what = match target {
         RestoreTarget::Cut => format!("link restored: {}", outcome.undone.join(", ")),
         RestoreTarget::NodeFailure => format!("recovery hooks ran: {}", outcome.undone.join(", ")),
+        RestoreTarget::Capacity => format!("capacity given back: {}", outcome.undone.join(", ")),
     };
     ctx.timeline.record(Event::FaultRemoved { step: step.into(), what: what.clone() });
     loop {

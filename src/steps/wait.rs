@@ -24,6 +24,7 @@ fn holds(condition: WaitCondition, d: &Derived) -> bool {
         WaitCondition::WorkloadRestored => d.available,
         WaitCondition::WorkloadOnPrem => d.back_on_prem,
         WaitCondition::FallbackEmpty => d.fallback_empty,
+        WaitCondition::LastTierServing => d.last_tier_serving == Some(true),
     }
 }
 
@@ -44,6 +45,9 @@ fn status(condition: WaitCondition, d: &Derived) -> String {
         }
         WaitCondition::FallbackEmpty => {
             format!("fallback still holds {} NodeClaims ({} GPUs)", d.nodeclaims, d.fallback_gpus)
+        }
+        WaitCondition::LastTierServing => {
+            format!("{}/{needed} pods Ready; the last tier does not serve yet (its probe fails)", d.ready_pods)
         }
     }
 }
@@ -171,6 +175,28 @@ async fn reclaim_blockers(ctx: &StepContext<'_>, seen: &mut BTreeSet<Blocker>, o
     now
 }
 
+/// Why the fallback could not launch, when the drill took capacity away and every launch since was refused.
+fn capacity_cause(ctx: &StepContext<'_>, condition: WaitCondition) -> String {
+    let waits_on_launches = matches!(condition, WaitCondition::FallbackReady | WaitCondition::WorkloadRestored);
+    if !waits_on_launches {
+        return String::new();
+    }
+    shortage(ctx)
+}
+
+/// `; no fallback capacity: ...` when the drill's capacity fault left nothing to launch, else nothing: what a wait on
+/// the fallback, or a drain whose budget waits on replacements, ran out of time for.
+pub(super) fn shortage(ctx: &StepContext<'_>) -> String {
+    if !ctx.drill.spec.steps.iter().any(|s| matches!(s.action, crate::drill::Action::Capacity(_))) {
+        return String::new();
+    }
+    crate::phases::fallback_faults::fallback_faults(&ctx.timeline.observations(), None)
+        .capacity
+        .and_then(|c| c.cause)
+        .map(|cause| format!("; {cause}"))
+        .unwrap_or_default()
+}
+
 pub async fn wait_for(
     ctx: &mut StepContext<'_>,
     condition: WaitCondition,
@@ -220,10 +246,11 @@ pub async fn wait_for(
                 return Err(StepError::Timeout {
                     after: timeout,
                     detail: format!(
-                        "{condition} never held; last: {}{}{}",
+                        "{condition} never held; last: {}{}{}{}",
                         status(condition, &current),
                         awaited_line(others.as_deref()),
-                        blocked_by(&blocked)
+                        blocked_by(&blocked),
+                        capacity_cause(ctx, condition)
                     ),
                 });
             }

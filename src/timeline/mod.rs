@@ -237,6 +237,25 @@ pub enum Event {
     NodeClaimCreated {
         nodeclaim: String,
     },
+    /// A capacity fault took these instance types away (its hooks run right after).
+    CapacityRemoved {
+        step: String,
+        instance_types: Vec<String>,
+    },
+    /// The fault took only these of the `of` on-prem nodes: a partial loss; `lost` when they go NotReady (a node
+    /// failure) rather than stay Ready (a drain).
+    PartialLoss {
+        nodes: Vec<String>,
+        of: usize,
+        #[serde(default)]
+        lost: bool,
+    },
+    /// The drill deleted a fallback NodeClaim whose node ran `pods` workload pods.
+    FallbackNodeLost {
+        nodeclaim: String,
+        node: String,
+        pods: usize,
+    },
     NodeClaimCondition {
         nodeclaim: String,
         condition: ClaimCondition,
@@ -263,6 +282,14 @@ pub enum Event {
     ProbeResult {
         ok: bool,
         detail: String,
+    },
+    /// The last tier's probe changed: serving (answered as expected) or not.
+    LastTierProbe {
+        serving: bool,
+        detail: String,
+        /// What a lab stand-in says it is (its `Hybrid-Lab-Stand-In` header): a report from the lab names it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stand_in: Option<String>,
     },
     ServiceRestored {
         ready_pods: usize,
@@ -726,6 +753,13 @@ impl Event {
             }
             Event::NodeDeleted { node, .. } => format!("node {node} deleted"),
             Event::NodeClaimCreated { nodeclaim } => format!("NodeClaim {nodeclaim} created"),
+            Event::CapacityRemoved { instance_types, .. } => {
+                format!("capacity taken away: {}", instance_types.join(", "))
+            }
+            Event::PartialLoss { nodes, of, .. } => format!("partial loss: {} of {of} on-prem nodes", nodes.len()),
+            Event::FallbackNodeLost { nodeclaim, node, pods } => {
+                format!("fallback NodeClaim {nodeclaim} deleted (node {node}, {pods} workload pods)")
+            }
             Event::NodeClaimCondition { nodeclaim, condition, status } => {
                 format!("NodeClaim {nodeclaim} {condition}={status}")
             }
@@ -736,6 +770,9 @@ impl Event {
             Event::KubeEvent { object, reason, message } => format!("event {reason} on {object}: {message}"),
             Event::ProbeResult { ok, detail } => {
                 format!("probe {}: {detail}", if *ok { "passed" } else { "failed" })
+            }
+            Event::LastTierProbe { serving, detail, .. } => {
+                format!("last tier {}: {detail}", if *serving { "serving" } else { "not serving" })
             }
             Event::ServiceRestored { ready_pods, held_since_ms: None } => {
                 format!("service restored ({ready_pods} pods Ready)")

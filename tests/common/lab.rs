@@ -400,8 +400,10 @@ pub fn set_max_unavailable(n: u32) -> bool {
     kubectl_quiet(&["patch", "pdb", "llm-inference", "-n", "inference", "--type", "merge", "-p", &patch])
 }
 
-/// Brings the lab back to its steady state whatever a test left: schedulable nodes, workload on-prem, fallback at 0.
+/// Brings the lab back to its steady state whatever a test left: schedulable nodes, workload on-prem, fallback at 0,
+/// every instance type with capacity.
 pub fn reset_lab() {
+    give_back_capacity();
     for node in cordoned_or_marked() {
         kubectl(&["uncordon", &node]);
         kubectl(&["annotate", "node", &node, "hybrid-drill.io/run-id-"]);
@@ -430,6 +432,21 @@ pub fn reset_lab() {
             kubectl(&["delete", "nodeclaims", "--all", "--wait=false"]);
         }
         eventually("the lab's steady state (workloads on-prem, no NodeClaim)", Duration::from_secs(300), lab_steady);
+    }
+}
+
+/// Gives back every instance type lab/capacity lists as out: one a test took away and never gave back (a drill
+/// killed before its rollback) would leave every later test on this instance without it. Given back, it is usable at
+/// once: the lab's Karpenter forgets its 3-minute cache of a type that ran out when the type is no longer listed.
+fn give_back_capacity() {
+    let listed = lab_tool("capacity").output().unwrap();
+    for instance_type in String::from_utf8_lossy(&listed.stdout).split_whitespace() {
+        let out = lab_tool("capacity").args(["available", instance_type]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "lab/capacity available {instance_type}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 

@@ -107,7 +107,7 @@ fn preflight_passes_on_the_lab_and_each_breakage_fails_exactly_its_check() {
     passes(code, &report);
     let checks: std::collections::BTreeSet<&str> =
         report["findings"].as_array().unwrap().iter().map(|f| f["check"].as_str().unwrap()).collect();
-    assert_eq!(checks.len(), 23, "every check reported: {checks:?}");
+    assert_eq!(checks.len(), 24, "every check reported: {checks:?}");
     let stateful = report["findings"].as_array().unwrap().iter().find(|f| f["check"] == "statefulset-failover");
     assert_eq!(stateful.unwrap()["status"], "skip", "a drain re-creates StatefulSet pods: {report:#}");
     // The same targets as flags, without a drill file, in the kubeconfig's context.

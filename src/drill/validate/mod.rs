@@ -1,11 +1,14 @@
 //! Raw drill to validated drill: checks what types can't say (versions, unique ids, one action per step, selectors,
 //! restart targets, phase names) and builds the `Drill` the rest of the crate sees, or every problem, located.
 //! This file holds the document and its `spec.cluster`; each other section of the drill file has its own file:
-//! `targets`, `notify` (notify and silences), `guards` (lock, guards and objectives), `gates` and `steps`.
+//! `targets`, `notify` (notify and silences), `guards` (lock, guards and objectives), `gates`, `steps`,
+//! `fallback_faults` (capacity faults and partial drains) and `last_tier`.
 
 mod coverage;
+mod fallback_faults;
 mod gates;
 mod guards;
+mod last_tier;
 mod notify;
 mod slo;
 mod steps;
@@ -116,6 +119,7 @@ impl Validator<'_> {
                 );
             }
         }
+        let last_tier = self.last_tier(spec);
         let objectives = self.objectives(&spec.objectives);
         let lock = self.lock(spec.lock.as_ref());
         let steps = self.steps(&spec.steps);
@@ -136,6 +140,7 @@ impl Validator<'_> {
                 objectives,
                 guards,
                 pricing: spec.pricing.clone(),
+                last_tier,
                 steps: steps?,
                 keep_changes: spec.keep_changes,
                 lock,

@@ -71,10 +71,13 @@ impl Validator<'_> {
         }
         if let Some(target) = &step.drain {
             actions.push(Some(Action::Drain(match target {
-                raw::DrainTarget::Nodes(nodes) => DrainAction { nodes: *nodes, flags: DrainFlags::default() },
+                raw::DrainTarget::Nodes(nodes) => {
+                    DrainAction { nodes: *nodes, flags: DrainFlags::default(), share: None }
+                }
                 raw::DrainTarget::WithFlags(spec) => DrainAction {
                     nodes: spec.nodes,
                     flags: DrainFlags { force: spec.force, delete_empty_dir_data: spec.delete_empty_dir_data },
+                    share: self.node_share_of(&join(path, "drain"), spec.count, spec.fraction.as_ref()),
                 },
             })));
         }
@@ -104,6 +107,12 @@ impl Validator<'_> {
         }
         if let Some(pause) = step.pause {
             actions.push(Some(Action::Pause(pause.0)));
+        }
+        if let Some(capacity) = &step.capacity {
+            actions.push(self.capacity(&join(path, "capacity"), capacity).map(Action::Capacity));
+        }
+        if step.lose_fallback_node.is_some() {
+            actions.push(Some(Action::LoseFallbackNode));
         }
         let keys = step.action_keys();
         match actions.len() {
@@ -254,7 +263,12 @@ impl Validator<'_> {
                 ),
             );
         }
+        let share = self.node_share_of(at, failure.count, failure.fraction.as_ref());
+        if share.is_some() && !placeholders::names_node(&failure.fail) {
+            self.problem(at, "`count` or `fraction` fails some nodes only: the hooks must name the node ({node})");
+        }
         (self.problems.len() == problems_before).then(|| NodeFailureAction {
+            share,
             fail: failure.fail.clone(),
             recover: failure.recover.clone(),
             hook_timeout: failure.hook_timeout.0,
@@ -273,9 +287,14 @@ impl Validator<'_> {
         let ended = steps[..i].iter().any(|s| match target {
             RestoreTarget::Cut => s.cut.is_some(),
             RestoreTarget::NodeFailure => s.node_failure.is_some(),
+            RestoreTarget::Capacity => s.capacity.is_some(),
         });
         if !ended {
-            let fault = if target == RestoreTarget::Cut { "cut" } else { "nodeFailure" };
+            let fault = match target {
+                RestoreTarget::Cut => "cut",
+                RestoreTarget::NodeFailure => "nodeFailure",
+                RestoreTarget::Capacity => "capacity",
+            };
             self.problem(at, format!("`restore: {target}` needs an earlier `{fault}` step to end"));
             return None;
         }
@@ -311,7 +330,7 @@ impl Validator<'_> {
     }
 
     /// A hook's `env` names variables: letters, digits and `_`, not starting with a digit.
-    fn hook_env(&mut self, at: &str, names: &[String]) -> bool {
+    pub(super) fn hook_env(&mut self, at: &str, names: &[String]) -> bool {
         let mut valid = true;
         for (i, name) in names.iter().enumerate() {
             let ok = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')

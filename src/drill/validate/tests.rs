@@ -411,3 +411,24 @@ fn collateral_leave_names_workloads_as_namespace_slash_name_once() {
         ["`embeddings` must name a workload as `namespace/name`, e.g. `batch/embeddings`", "`batch/a` is listed twice"]
     );
 }
+
+#[test]
+fn a_last_tier_needs_a_url_and_both_prices_and_its_wait_needs_it() {
+    let waits = "    - {id: w, waitFor: last-tier-serving}\n";
+    assert_eq!(
+        problems(waits),
+        ["`last-tier-serving` waits on the last tier's probe: declare `spec.lastTier` with its URL"]
+    );
+    let spec = "  lastTier: {url: 'gateway:80', interval: 10ms, pricePerRequest: 0.01, fallbackNodes: 0}\n";
+    let p: Vec<String> = diagnostics(drill_source(spec, waits)).into_iter().map(|d| d.message).collect();
+    assert!(p[0].starts_with("invalid last tier URL `gateway:80`"), "{p:?}");
+    assert_eq!(p[1], "probe the last tier at most every 100ms");
+    assert!(p[2].starts_with("give `pricePerRequest` and `requestsPerHour` together"), "{p:?}");
+    assert_eq!(p[3], "the fallback runs at least one node to carry the service");
+    let good = "  lastTier: {url: 'http://gateway:80/v1/last', pricePerRequest: 0.01, requestsPerHour: 100}\n";
+    let tier = valid(good, waits).spec.last_tier.unwrap();
+    assert_eq!(
+        (tier.expect_status, tier.interval, tier.fallback_nodes),
+        (200, std::time::Duration::from_secs(1), None)
+    );
+}

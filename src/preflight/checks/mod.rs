@@ -5,6 +5,7 @@ mod autoscaler;
 mod budget;
 mod device_plugin;
 mod disruption;
+mod diversity;
 mod karpenter;
 mod node_pool;
 mod rto;
@@ -63,5 +64,6 @@ pub fn evaluate(s: &Snapshot, targets: &PreflightTargets, expect: &Expectations)
     budget::drain_pods(s, expect, &mut out);
     zones::zone_disruption(s, expect, &mut out);
     stateful::statefulset_failover(s, expect, &mut out);
+    diversity::fallback_diversity(s, targets, expect, &mut out);
     out.0
 }

@@ -190,7 +190,7 @@ fn the_lab_as_set_up_passes_every_check() {
     assert!(with(&findings, Status::Warn).is_empty(), "{findings:#?}");
     assert!(with(&findings, Status::Skip).is_empty(), "{findings:#?}");
     let seen: BTreeSet<CheckId> = findings.iter().map(|f| f.check).collect();
-    assert_eq!(seen.len(), 23, "every check reports: {seen:?}");
+    assert_eq!(seen.len(), 24, "every check reports: {seen:?}");
     let floor = findings.iter().find(|f| f.check == CheckId::RtoFloor).unwrap();
     assert_eq!(floor.status, Status::Info);
     assert!(floor.message.contains("about 80s after the fault"), "{}", floor.message);

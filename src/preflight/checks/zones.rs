@@ -25,7 +25,10 @@ pub(super) fn zone_disruption(s: &Snapshot, expect: &Expectations, out: &mut Fin
     // on-prem nodes still Ready now go NotReady with the fault.
     let mut zones: BTreeMap<String, (usize, usize, Vec<String>)> =
         s.zones.iter().map(|(zone, t)| (zone.clone(), (t.size, t.not_ready, Vec::new()))).collect();
-    for node in s.nodes.iter().filter(|n| s.on_prem.contains(&n.name_any())) {
+    // A partial node failure takes only its share of the on-prem nodes NotReady.
+    let all: Vec<String> = s.on_prem.iter().cloned().collect();
+    let lost = expect.lost_share.map_or_else(|| all.clone(), |share| share.of(&all));
+    for node in s.nodes.iter().filter(|n| lost.contains(&n.name_any())) {
         let entry = zones.entry(zone_of(node)).or_default();
         if !is_not_ready(node) {
             entry.1 += 1;

@@ -2,6 +2,7 @@
 //! figure's change against the previous run and against its objective, and regressions flagged. Runs are compared
 //! only within a series: one drill file on one cluster or lab profile.
 
+mod baseline;
 pub mod html;
 mod series;
 mod text;
@@ -43,6 +44,9 @@ pub struct DrillHistory {
     pub phases: Vec<PhaseColumn>,
     /// Oldest first.
     pub runs: Vec<RunRow>,
+    /// For a drill that fails the fallback too, the plain drain drill of the same cluster it is set against.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub against: Option<baseline::Baseline>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -155,13 +159,20 @@ fn find_reports(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) -> std::io::
 }
 
 /// Groups runs by series (drill file and where it ran), oldest first, and compares each phase with the previous run
-/// that measured it; a phase more than `ratio` slower is a regression.
+/// that measured it; a phase more than `ratio` slower is a regression. A drill that fails the fallback too is set
+/// against the plain drain drill of the same cluster.
 pub fn build(runs: Runs, ratio: f64) -> History {
-    let drills = series::split(runs)
-        .into_iter()
-        .map(|(series, mut runs)| {
-            runs.sort_by_key(|(_, r)| r.started);
-            drill_history(series, &runs, ratio)
+    let mut split = series::split(runs);
+    for (_, runs) in &mut split {
+        runs.sort_by_key(|(_, r)| r.started);
+    }
+    let latest: Vec<&Report> = split.iter().filter_map(|(_, runs)| runs.last().map(|(_, r)| r)).collect();
+    let drills = split
+        .iter()
+        .map(|(series, runs)| {
+            let mut history = drill_history(series.clone(), runs, ratio);
+            history.against = runs.last().and_then(|(_, r)| baseline::baseline(r, &latest));
+            history
         })
         .collect();
     History { schema: HISTORY_SCHEMA, regression_ratio: ratio, drills }
@@ -223,7 +234,7 @@ fn drill_history(series: Series, runs: &[(PathBuf, Report)], ratio: f64) -> Dril
             regressions,
         });
     }
-    DrillHistory { drill: series.drill.clone(), series, phases, runs: rows }
+    DrillHistory { drill: series.drill.clone(), series, phases, runs: rows, against: None }
 }
 
 /// A phase's change against the previous run as a share of it, when the previous figure is large enough for one to
@@ -385,6 +396,9 @@ pub fn render_markdown(h: &History) -> String {
             let mut cells = vec![format!("{}<br>`{}`", date(&r.started), r.run_id), verdict_text(r) + &changed];
             cells.extend(r.phases.iter().map(|c| md_cell(&cell_lines(c).join("<br>"))));
             let _ = writeln!(out, "| {} |", cells.join(" | "));
+        }
+        if let Some(b) = &d.against {
+            let _ = writeln!(out, "\n{}", b.sentence());
         }
         let _ = writeln!(out, "\n### Regressions\n");
         regressions_list(&mut out, d, "- ");

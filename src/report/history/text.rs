@@ -26,6 +26,9 @@ pub fn render_text(h: &History, width: usize) -> String {
     for d in &h.drills {
         wrapped(&mut out, &format!("{}: {}", d.series.title(), counted(d.runs.len(), "run")), width, "");
         let _ = writeln!(out, "{}", runs_table(d, width));
+        if let Some(b) = &d.against {
+            wrapped(&mut out, &b.sentence(), width, "  ");
+        }
         for (r, before) in changed_files(d) {
             wrapped(
                 &mut out,

@@ -13,8 +13,8 @@ use crate::report::Report;
 use crate::report::page::page;
 use chart::timeline;
 use sections::{
-    autoscaler, deviations_and_actions, events, fallback, header, measured, overlap, phases, plain_legend,
-    restore_and_warnings, startup, steps,
+    autoscaler, deviations_and_actions, events, fallback, fallback_faults, header, last_tier, measured, overlap,
+    phases, plain_legend, restore_and_warnings, startup, steps,
 };
 
 pub fn render(report: &Report) -> String {
@@ -28,6 +28,8 @@ pub fn render(report: &Report) -> String {
         (deviations_and_actions(report))
         section { h2 { "Fidelity" } p { (report.fidelity) } }
         (fallback(report))
+        (fallback_faults(report))
+        (last_tier(report))
         (overlap(report))
         (autoscaler(report))
         (restore_and_warnings(report))

@@ -286,6 +286,30 @@ pub(super) fn fallback(report: &Report) -> Markup {
     }
 }
 
+pub(super) fn fallback_faults(report: &Report) -> Markup {
+    if report.fallback_faults.is_empty() {
+        return html! {};
+    }
+    html! {
+        section id="fallback-faults" {
+            h2 { "Fallback under failure" }
+            ul { @for line in report.fallback_faults.lines() { li { (line) } } }
+        }
+    }
+}
+
+pub(super) fn last_tier(report: &Report) -> Markup {
+    let Some(tier) = &report.last_tier else {
+        return html! {};
+    };
+    html! {
+        section id="last-tier" {
+            h2 { "Last tier" }
+            ul { @for line in tier.lines() { li { (line) } } }
+        }
+    }
+}
+
 pub(super) fn overlap(report: &Report) -> Markup {
     let Some(o) = &report.overlap else {
         return html! {};
