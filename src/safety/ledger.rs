@@ -38,7 +38,7 @@ fn crash_point(seq: u64, when: CrashWhen) {
 }
 
 /// Whether a failed call may succeed if made again: the question the one retry policy asks.
-pub(super) trait Transient {
+pub(crate) trait Transient {
     fn is_transient(&self) -> bool;
 }
 
@@ -58,7 +58,7 @@ impl Transient for crate::alertmanager::AlertmanagerError {
 }
 
 /// Retries a call while it fails transiently, with backoff, for up to a minute; other failures return at once.
-pub(super) async fn transient_retry<T, E, F, Fut>(mut call: F) -> Result<T, E>
+pub(crate) async fn transient_retry<T, E, F, Fut>(mut call: F) -> Result<T, E>
 where
     E: Transient + Display,
     F: FnMut() -> Fut,

@@ -17,6 +17,7 @@ mod verify;
 pub(crate) mod tests;
 
 pub use error::MutationError;
+pub(crate) use ledger::transient_retry;
 pub use mutator::{Eviction, Mutator, eviction_refusal};
 pub use recover::{marked_changes, recover, recover_marks};
 pub use undo::RollbackOutcome;

@@ -121,7 +121,9 @@ pub async fn return_displaced(ctx: &StepContext<'_>) -> Result<Vec<String>, Step
             .collect()
     });
     let read = |e: kube::Error| StepError::Failed(format!("cannot read the displaced workloads: {e}"));
-    let Some(at) = at_end(ctx.reader, ctx.drill, ctx.timeline, ctx.on_prem_nodes).await.map_err(read)? else {
+    // Read again while the API server cannot be reached (a restart during the drill): the return must not fail on it.
+    let at = crate::safety::transient_retry(|| at_end(ctx.reader, ctx.drill, ctx.timeline, ctx.on_prem_nodes));
+    let Some(at) = at.await.map_err(read)? else {
         return Ok(Vec::new());
     };
     let on_caused: BTreeMap<String, Vec<String>> = on_drill_capacity(&at);

@@ -72,7 +72,9 @@ async fn host(
 
 /// The last-resort hook of one node, its placeholders filled from the Node object as it is now.
 async fn last_resort_for(ctx: &StepContext<'_>, hook: &[String], node: &str) -> Result<Vec<String>, StepError> {
-    let object = ctx.reader.node(node).await.map_err(|e| StepError::Failed(format!("cannot read node {node}: {e}")))?;
+    let object = crate::safety::transient_retry(|| ctx.reader.node(node))
+        .await
+        .map_err(|e| StepError::Failed(format!("cannot read node {node}: {e}")))?;
     crate::drill::placeholders::expand(hook, &facts(&object), &ctx.drill.spec.targets.on_prem.addresses)
         .map_err(|e| StepError::Failed(format!("nothing was cut: the last-resort hook cannot be built: {e}")))
 }

@@ -35,8 +35,9 @@ async fn per_node_hooks(
     let addresses = &ctx.drill.spec.targets.on_prem.addresses;
     let mut runs = Vec::new();
     for name in &action.chosen(ctx.on_prem_nodes) {
-        let node =
-            ctx.reader.node(name).await.map_err(|e| StepError::Failed(format!("cannot read node {name}: {e}")))?;
+        let node = crate::safety::transient_retry(|| ctx.reader.node(name))
+            .await
+            .map_err(|e| StepError::Failed(format!("cannot read node {name}: {e}")))?;
         let facts = facts(&node);
         let expand = |hook| {
             placeholders::expand(hook, &facts, addresses).map_err(|e| StepError::Failed(format!("no hook ran: {e}")))

@@ -631,7 +631,6 @@ fn three_of_four_nodes_of_a_small_zone_failed_are_held_by_zone_disruption_and_re
     let out = run(&file, reports.path()).output().unwrap();
     let report = report_of(&out);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "report: {report:#}\nstderr:\n{stderr}");
     let steps = report["steps"].as_array().unwrap();
     let preflight = steps.iter().find(|s| s["id"] == "preflight").unwrap()["message"].as_str().unwrap();
     assert!(
@@ -639,6 +638,22 @@ fn three_of_four_nodes_of_a_small_zone_failed_are_held_by_zone_disruption_and_re
             && preflight.contains("evictions held by zone disruption"),
         "{preflight}"
     );
+    assert!(failed_nodes().is_empty(), "the drill left nodes failed: {:?}", failed_nodes());
+    // The rule holds a zone whose nodes the node lifecycle controller saw go NotReady in one of its passes (2 s apart
+    // in the fast profile; one pass writes its nodes' status within a second). Three servers failed by three hooks,
+    // their leases last renewed up to a renew interval apart, can cross the line pass by pass instead: the first is
+    // tainted while the zone still counts as healthy and its pods fall back, as preflight warns may happen.
+    let timeline = std::fs::read_to_string(run_dir(reports.path()).unwrap().join("timeline.jsonl")).unwrap();
+    let spread = not_ready_spread_ms(&timeline, &HYBRID[..3]);
+    if spread > 1000 {
+        eprintln!(
+            "the three nodes went NotReady {spread} ms apart, over several controller passes: not held as a zone"
+        );
+        eventually("the hybrid nodes Ready after the drill", Duration::from_secs(60), hybrid_nodes_ready);
+        reset();
+        return;
+    }
+    assert_eq!(out.status.code(), Some(3), "report: {report:#}\nstderr:\n{stderr}");
     let reason = report["abort_reason"].as_str().unwrap();
     assert!(reason.contains("evictions held by zone disruption: "), "{reason}\nreport: {report:#}\nstderr:\n{stderr}");
     assert!(reason.contains("zone onprem/onprem-dc1 has 3 of 4 nodes NotReady"), "{reason}");
@@ -650,9 +665,24 @@ fn three_of_four_nodes_of_a_small_zone_failed_are_held_by_zone_disruption_and_re
     );
     let undone = undone_sorted(&report);
     assert_eq!(undone, HYBRID[..3].iter().map(|n| format!("fail node/{n}")).collect::<Vec<_>>());
-    assert!(failed_nodes().is_empty(), "the drill left nodes failed: {:?}", failed_nodes());
     eventually("the hybrid nodes Ready after the drill", Duration::from_secs(60), hybrid_nodes_ready);
     reset();
+}
+
+/// How far apart, in the timeline's milliseconds, the nodes' first Ready condition other than True came.
+fn not_ready_spread_ms(timeline: &str, nodes: &[&str]) -> u64 {
+    let firsts: Vec<u64> = nodes
+        .iter()
+        .map(|node| {
+            timeline
+                .lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap())
+                .find(|e| e["type"] == "node-ready" && e["node"] == *node && e["status"] != "True")
+                .and_then(|e| e["t_ms"].as_u64())
+                .unwrap_or_else(|| panic!("{node} never went NotReady in the timeline"))
+        })
+        .collect();
+    firsts.iter().max().unwrap() - firsts.iter().min().unwrap()
 }
 
 #[test]
