@@ -288,10 +288,21 @@ impl Alertmanager {
     /// The alerts firing now that meet every matcher: active, neither silenced nor inhibited (API v2's own filter,
     /// so the answer holds only what is asked for).
     pub async fn firing(&self, matchers: &[Matcher]) -> Result<Vec<ApiAlert>, AlertmanagerError> {
+        self.alerts(matchers, false).await
+    }
+
+    /// The alerts firing now that meet every matcher, silenced or inhibited ones included: a drill silences the
+    /// alerts its fault sets off, and a stop condition on one of them must still see it fire.
+    pub async fn firing_even_if_silenced(&self, matchers: &[Matcher]) -> Result<Vec<ApiAlert>, AlertmanagerError> {
+        self.alerts(matchers, true).await
+    }
+
+    async fn alerts(&self, matchers: &[Matcher], muted_too: bool) -> Result<Vec<ApiAlert>, AlertmanagerError> {
         let mut url = self.url("api/v2/alerts");
         {
             let mut query = url.query_pairs_mut();
-            query.append_pair("active", "true").append_pair("silenced", "false").append_pair("inhibited", "false");
+            let muted = if muted_too { "true" } else { "false" };
+            query.append_pair("active", "true").append_pair("silenced", muted).append_pair("inhibited", muted);
             for matcher in matchers {
                 query.append_pair("filter", &matcher.to_string());
             }

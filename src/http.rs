@@ -40,6 +40,15 @@ pub fn client(timeout: Duration) -> Result<reqwest::Client, reqwest::Error> {
     reqwest::Client::builder().timeout(timeout).build()
 }
 
+/// Whether a probe's answer is the one expected, and the timeline's words for it.
+pub fn judge_answer(shown: &str, status: u16, expected: u16) -> (bool, String) {
+    if status == expected {
+        (true, format!("{shown} answered {status}"))
+    } else {
+        (false, format!("{shown} answered {status}, expected {expected}"))
+    }
+}
+
 /// A URL as an error names it: without its userinfo and query, which may hold its credentials.
 pub fn bare(url: &reqwest::Url) -> String {
     let mut bare = url.clone();

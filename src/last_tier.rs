@@ -23,12 +23,8 @@ async fn probe_once(client: &reqwest::Client, tier: &LastTier) -> (bool, String,
         Ok(resp) => {
             let status = resp.status().as_u16();
             let stand_in = resp.headers().get(STAND_IN_HEADER).and_then(|v| v.to_str().ok()).map(String::from);
-            let detail = if status == tier.expect_status {
-                format!("{shown} answered {status}")
-            } else {
-                format!("{shown} answered {status}, expected {}", tier.expect_status)
-            };
-            (status == tier.expect_status, detail, stand_in)
+            let (serving, detail) = crate::http::judge_answer(&shown, status, tier.expect_status);
+            (serving, detail, stand_in)
         }
         Err(e) => (false, format!("{shown}: {}", crate::cluster::error_chain(&e)), None),
     }

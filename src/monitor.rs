@@ -215,7 +215,7 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 /// Probes the service endpoint forever; confirmed once it has answered as expected enough times in a row, with the
 /// moment the run of successes began.
 async fn run_probe(probe: HttpProbe, out: watch::Sender<Option<ProbeState>>, timeline: Timeline) {
-    let client = match reqwest::Client::builder().timeout(probe.timeout).build() {
+    let client = match crate::http::client(probe.timeout) {
         Ok(c) => c,
         Err(e) => {
             timeline.record(Event::ProbeResult { ok: false, detail: format!("cannot build an HTTP client: {e}") });
@@ -230,12 +230,7 @@ async fn run_probe(probe: HttpProbe, out: watch::Sender<Option<ProbeState>>, tim
     loop {
         let sent_at_ms = timeline.elapsed().as_millis() as u64;
         let (ok, detail) = match client.get(&probe.url).send().await {
-            Ok(resp) if resp.status().as_u16() == probe.expect_status => {
-                (true, format!("{} answered {}", probe.url, resp.status().as_u16()))
-            }
-            Ok(resp) => {
-                (false, format!("{} answered {}, expected {}", probe.url, resp.status().as_u16(), probe.expect_status))
-            }
+            Ok(resp) => crate::http::judge_answer(&probe.url, resp.status().as_u16(), probe.expect_status),
             Err(e) => (false, format!("{}: {}", probe.url, crate::cluster::error_chain(&e))),
         };
         if last_ok != Some(ok) {

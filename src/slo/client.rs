@@ -124,36 +124,6 @@ impl Prometheus {
     }
 }
 
-/// Whether an alert of this name is firing (active, silenced or inhibited alike) in Alertmanager.
-pub async fn alert_firing(alertmanager: &reqwest::Url, name: &str) -> Result<bool, QueryError> {
-    let mut url = alertmanager
-        .join("api/v2/alerts")
-        .map_err(|e| QueryError::Answer { url: crate::http::bare(alertmanager), reason: e.to_string() })?;
-    let shown = crate::http::bare(&url);
-    let client = crate::http::client(Duration::from_secs(5))
-        .map_err(|e| QueryError::Send { url: shown.clone(), reason: error_chain(&e) })?;
-    url.query_pairs_mut().append_pair("filter", &format!("alertname=\"{name}\""));
-    let response =
-        client.get(url).send().await.map_err(|e| QueryError::Send { url: shown.clone(), reason: error_chain(&e) })?;
-    let status = response.status();
-    if !status.is_success() {
-        let body = response.text().await.unwrap_or_default().trim().chars().take(300).collect();
-        return Err(QueryError::Rejected { url: shown, status: status.as_u16(), body });
-    }
-    #[derive(Deserialize)]
-    struct Alert {
-        status: AlertStatus,
-    }
-    #[derive(Deserialize)]
-    struct AlertStatus {
-        state: String,
-    }
-    let body = response.text().await.map_err(|e| QueryError::Send { url: shown.clone(), reason: error_chain(&e) })?;
-    let alerts: Vec<Alert> =
-        serde_json::from_str(&body).map_err(|e| QueryError::Answer { url: shown, reason: e.to_string() })?;
-    Ok(alerts.iter().any(|a| a.status.state != "unprocessed"))
-}
-
 fn unix(at: DateTime<Utc>) -> f64 {
     at.timestamp_millis() as f64 / 1000.0
 }
@@ -186,20 +156,8 @@ async fn read(credential: &Credential, reader: &Reader) -> Result<String, QueryE
 
 /// Standard base64 with padding, for HTTP basic auth.
 fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 /// Reads `{"status": "success", "data": {"resultType": ..., "result": ...}}` into series.

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::client::{Prometheus, alert_firing};
+use super::client::Prometheus;
 use crate::domain::impact::{PrometheusError, StopRecord};
 use crate::drill::slo::{OnPrometheusError, SloSpec, StopCondition};
 use crate::timeline::{Event, Timeline};
@@ -231,6 +231,14 @@ pub(super) use crate::domain::impact::round;
 pub fn step_for(span: Duration, interval: Duration) -> Duration {
     let fine = span.as_secs_f64() / crate::domain::impact::MAX_POINTS as f64;
     Duration::from_secs_f64(fine.max(interval.as_secs_f64()).max(1.0).ceil())
+}
+
+/// Whether an alert of this name is firing in Alertmanager, silenced or not.
+async fn alert_firing(alertmanager: &reqwest::Url, name: &str) -> Result<bool, crate::alertmanager::AlertmanagerError> {
+    let am = crate::alertmanager::Alertmanager::new(alertmanager.as_str())?;
+    let alertname =
+        crate::alertmanager::Matcher { name: "alertname".into(), value: name.into(), is_regex: false, is_equal: true };
+    Ok(!am.firing_even_if_silenced(&[alertname]).await?.is_empty())
 }
 
 #[cfg(test)]
