@@ -1,16 +1,12 @@
 //! The container image: the Containerfile builds with a daemonless builder where one is installed (buildah or podman;
-//! kaniko's executor in a CI job that runs in its image), and its build context holds what it copies.
+//! kaniko's executor in a CI job that runs in its image), its build context holds what it copies, and the images run
+//! as the manifests run them. tests/e2e/image.rs runs the schedule in it against the lab.
 
-use std::path::{Path, PathBuf};
+mod common;
+
 use std::process::Command;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn on_path(tool: &str) -> bool {
-    Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success())
-}
+use common::repo;
 
 /// Whether .containerignore (a `*` then `!path` exceptions, as it is written) lets `path` into the build context.
 fn in_context(ignore: &str, path: &str) -> bool {
@@ -43,30 +39,44 @@ fn the_build_context_holds_what_the_containerfile_copies_and_nothing_else() {
     assert!(containerfile.contains("ARG TARGETARCH") && containerfile.contains("aarch64-unknown-linux-musl"));
 }
 
-/// The image for the platform of this machine, as a user builds it; then, with podman, it runs.
+/// Both images, built as `scripts/image build` builds them where the bases cannot be pulled (the Containerfile's stages
+/// on bases made on this machine from this checkout's binary), run with podman: non-root, a read-only root file
+/// system, `tar` in the default one for `kubectl cp`, no shell in the minimal one.
 #[test]
-fn the_containerfile_builds_with_a_daemonless_builder() {
-    let builder = ["buildah", "podman"].into_iter().find(|b| on_path(b));
-    let Some(builder) = builder else {
-        eprintln!(
-            "skipped: no daemonless image builder on PATH (buildah or podman; kaniko runs as its own image in CI): \
-             the Containerfile was not built"
-        );
+fn the_images_build_and_run_non_root_with_a_read_only_root() {
+    if let Some(why) = common::image::cannot_build_and_run() {
+        eprintln!("skipped: {why}");
         return;
-    };
-    let tag = "localhost/hybrid-drill:test";
-    let root: &Path = &repo();
-    let build = Command::new(builder)
-        .args(["build", "--layers", "-t", tag, "-f", "Containerfile", "."])
-        .current_dir(root)
-        .status()
-        .unwrap();
-    assert!(build.success(), "{builder} build failed");
-    if builder == "podman" {
-        let version = Command::new("podman").args(["run", "--rm", tag, "--version"]).output().unwrap();
-        assert!(String::from_utf8_lossy(&version.stdout).contains("hybrid-drill"), "{version:?}");
-        // kubectl cp runs tar in the container.
-        let tar = Command::new("podman").args(["run", "--rm", "--entrypoint", "tar", tag, "--help"]).output().unwrap();
-        assert!(tar.status.success(), "no tar in the image: kubectl cp cannot copy reports out");
     }
+    let (default, minimal) = common::image::build();
+    for image in [&default, &minimal] {
+        let version = common::image::podman_run()
+            .args(["--read-only", "--read-only-tmpfs=false", "--cap-drop", "ALL", image, "--version"])
+            .output()
+            .unwrap();
+        assert!(String::from_utf8_lossy(&version.stdout).contains("hybrid-drill"), "{image}: {version:?}");
+        let user = Command::new("podman").args(["image", "inspect", "--format", "{{.Config.User}}", image]).output();
+        assert_eq!(String::from_utf8_lossy(&user.unwrap().stdout).trim(), "65532:65532", "{image}");
+    }
+    // kubectl cp runs tar in the container; kubectl exec a shell.
+    for tool in ["tar", "sh"] {
+        let run = common::image::podman_run().args(["--entrypoint", tool, &default, "--help"]).output().unwrap();
+        assert!(run.status.success(), "no {tool} in {default}: {run:?}");
+        let run = common::image::podman_run().args(["--entrypoint", tool, &minimal, "--help"]).output().unwrap();
+        assert!(!run.status.success(), "{tool} in the minimal image {minimal}");
+    }
+    // The user has a name (what `id` and a home directory read), and the tz database a drill's freeze windows use.
+    let id = common::image::podman_run().args(["--entrypoint", "id", &default]).output().unwrap();
+    assert!(String::from_utf8_lossy(&id.stdout).contains("uid=65532(nonroot)"), "{id:?}");
+    let zone = common::image::podman_run()
+        .args([
+            "--entrypoint",
+            "ls",
+            &default,
+            "/usr/share/zoneinfo/Europe/Berlin",
+            "/etc/ssl/certs/ca-certificates.crt",
+        ])
+        .output()
+        .unwrap();
+    assert!(zone.status.success(), "{zone:?}");
 }

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod api;
+pub mod image;
 pub mod lab;
 
 use std::io::Write;
