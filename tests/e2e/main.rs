@@ -16,6 +16,7 @@ mod drills;
 mod dry_run;
 mod evidence;
 mod gates;
+mod image;
 mod lease;
 mod permissions;
 mod preflight;
