@@ -20,9 +20,13 @@ pub fn cannot_build_and_run() -> Option<String> {
     }
 }
 
-/// The default image (busybox) and its minimal variant, built from this checkout's test binary; their names.
+/// The default image (busybox) and its minimal variant, built from this checkout's test binary; their names, one
+/// pair per checkout (the machine's image store is shared: another checkout's tests build their own binary's).
 pub fn build() -> (String, String) {
-    let tag = "localhost/hybrid-drill:test".to_string();
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut checkout = DefaultHasher::new();
+    repo().hash(&mut checkout);
+    let tag = format!("localhost/hybrid-drill:test-{:012x}", checkout.finish() & 0xffff_ffff_ffff);
     let out = Command::new(repo().join("scripts/image"))
         .args(["build", "--local", "--binary", env!("CARGO_BIN_EXE_hybrid-drill"), "--tag", &tag])
         .output()
