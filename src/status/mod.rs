@@ -116,7 +116,7 @@ pub async fn gather(reader: &Reader, reports_dir: &Path, lease: LeaseRef) -> Res
     let runs = found
         .into_iter()
         .map(|(_, mut run)| {
-            if locks.iter().any(|l| l.renewing && holds(l, &run)) {
+            if locks.iter().any(|l| l.renewing && !l.process_gone && holds(l, &run)) {
                 run.state = "running".into();
             }
             run
