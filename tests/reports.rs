@@ -160,7 +160,7 @@ fn history_shows_a_row_per_run_with_changes_and_regressions() {
     let out = bin().arg("history").arg(reports.path()).output().unwrap();
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(stdout.contains("onprem-gpu-drain · drills/drain.yaml · context hybrid-lab: 3 runs"), "{stdout}");
+    assert!(stdout.contains("onprem-gpu-drain · context hybrid-lab: 3 runs"), "{stdout}");
     for day in ["2026-01-05 09:30", "2026-04-05 09:30", "2026-07-05 09:30"] {
         assert_eq!(stdout.lines().filter(|l| l.starts_with(&format!("│ {day}"))).count(), 1, "{day}:\n{stdout}");
     }
@@ -228,7 +228,7 @@ fn unreadable_input_is_one_line_and_exit_2() {
     let out = bin().arg("history").arg(dir.path()).output().unwrap();
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(stdout.contains("onprem-gpu-drain · drills/drain.yaml · context hybrid-lab: 1 run\n"), "{stdout}");
+    assert!(stdout.contains("onprem-gpu-drain · context hybrid-lab: 1 run\n"), "{stdout}");
     assert!(stderr.contains("warning: skipped: "), "{stderr}");
 }
 
@@ -421,7 +421,7 @@ fn evidence_bundles_the_runs_of_a_period_and_says_what_it_could_not_verify() {
     let index = std::fs::read_to_string(out_dir.join("index.md")).unwrap();
     assert!(index.contains("1 drill and 1 incident;"), "{index}");
     assert!(index.contains("onprem-gpu-drain-20260412t031500z") && !index.contains("20250412"), "{index}");
-    assert!(index.contains("no manifest checked: cannot read"), "{index}");
+    assert!(index.contains("no manifest checked: the run directory has no manifest.json"), "{index}");
     assert!(index.contains("| provisioning <= 5.0s | 6.0s |") || index.contains("provisioning <= 5.0s"), "{index}");
     assert!(index.contains("not a certification"), "{index}");
     let json: Value = serde_json::from_str(&std::fs::read_to_string(out_dir.join("evidence.json")).unwrap()).unwrap();
@@ -526,8 +526,9 @@ fn a_crashed_run_gets_a_report_marked_as_such_and_is_listed_by_history() {
     recorded_run(reports.path());
     let crashed = crashed_run(reports.path());
     let md = report(&crashed, "md");
-    assert!(md.contains("**Verdict: crashed: incomplete**"), "{md}");
-    assert!(md.contains("- **CRASHED: incomplete**: the run stopped without finishing"), "{md}");
+    assert!(md.contains("**Verdict: crashed; not yet recovered**"), "{md}");
+    assert!(md.contains("- **CRASHED**: the run stopped without finishing"), "{md}");
+    assert!(md.contains("- **CRASHED**: crashed; not yet recovered: nothing says the cluster was restored"), "{md}");
     assert!(md.contains("- **LEFT IN THE CLUSTER**: journalled and never undone: cordon node/h1"), "{md}");
     let json: Value = serde_json::from_str(&report(&crashed, "json")).unwrap();
     assert_eq!(json["outcome"], "restore-failed");
@@ -536,10 +537,65 @@ fn a_crashed_run_gets_a_report_marked_as_such_and_is_listed_by_history() {
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(stdout.contains(": 2 runs"), "{stdout}");
-    assert!(
-        stdout.lines().any(|l| l.starts_with("│ 2026-01-06 09:30") && l.contains("crashed: incomplete")),
-        "{stdout}"
-    );
+    assert!(stdout.lines().any(|l| l.starts_with("│ 2026-01-06 09:30") && l.contains("crashed; not yet")), "{stdout}");
+}
+
+/// The provenance a run writes before its first change, as `provenance.json`.
+const PROVENANCE: &str = r#"{"run_id": "onprem-gpu-drain-20260106t093000z", "drill": "onprem-gpu-drain",
+  "initiator": {"user": "jane.doe", "groups": ["ops"]}, "host": "bastion", "tool_version": "0.9.0",
+  "git_commit": "abc", "drill_sha256": "00", "change": "CHG-7", "approved_by": "sam.lee",
+  "cluster": {"context": "prod", "server": "https://prod", "kube_system_uid": "uid-1"}}"#;
+
+/// What `recover` records in a crashed run it restored, as `recovered.json`.
+const RECOVERED: &str = r#"{"at": "2026-01-06T10:00:05Z", "by": "ops-bot", "host": "bastion", "tool_version": "0.9.0",
+  "undone": ["cordon node/h1"], "verified": ["node/h1 Ready and schedulable"]}"#;
+
+/// A crashed run keeps who ran it and why; before `recover`, `report`, `history`, `evidence` and `verify` all call it
+/// `crashed; not yet recovered` (verify saying why it has no manifest), and after it, restored by recover and when.
+/// The evidence index links only to files that exist, and shows no OS error.
+#[test]
+fn a_crashed_run_keeps_its_provenance_and_every_command_names_it_alike() {
+    let reports = tempfile::tempdir().unwrap();
+    let crashed = crashed_run(reports.path());
+    std::fs::write(crashed.join("provenance.json"), PROVENANCE).unwrap();
+    let md = report(&crashed, "md");
+    for needle in ["| Initiated by | jane.doe (groups ops) |", "| Change | CHG-7 |", "| Approved by | sam.lee |"] {
+        assert!(md.contains(needle), "{needle}:\n{md}");
+    }
+    let out = bin().arg("verify").arg(&crashed).output().unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("crashed; not yet recovered: the run was killed before writing its report and manifest"));
+    assert!(!stderr.contains("os error"), "{stderr}");
+    let bundles = tempfile::tempdir().unwrap();
+    let said = |words: &str| {
+        let history = bin().args(["history", "-o", "json"]).arg(reports.path()).output().unwrap();
+        let history: Value = serde_json::from_slice(&history.stdout).unwrap();
+        assert_eq!(history["drills"][0]["runs"][0]["verdict"], words, "{history:#}");
+        let out_dir = bundles.path().join(words.len().to_string());
+        let out =
+            bin().arg("evidence").arg(reports.path()).args(["--since", "2026-01-01", "--out"]).arg(&out_dir).output();
+        assert!(out.unwrap().status.success());
+        let index = std::fs::read_to_string(out_dir.join("index.md")).unwrap();
+        assert!(index.contains(&format!("| {words} |")), "{index}");
+        assert!(!index.contains("os error"), "{index}");
+        for link in index.split("](").skip(1).map(|rest| &rest[..rest.find(')').unwrap()]) {
+            assert!(out_dir.join(link).is_file(), "the index links {link}, which the bundle lacks:\n{index}");
+        }
+        let html = std::fs::read_to_string(out_dir.join("index.html")).unwrap();
+        let links = html.split("href=\"").skip(1).map(|rest| &rest[..rest.find('"').unwrap()]);
+        for link in links.filter(|l| !l.starts_with('#')) {
+            assert!(out_dir.join(link).is_file(), "index.html links {link}, which the bundle lacks");
+        }
+        assert!(report(&crashed, "md").contains(&format!("**Verdict: {words}**")));
+        index
+    };
+    let index = said("crashed; not yet recovered");
+    assert!(index.contains("| CHG-7 | sam.lee | jane.doe (groups ops) |"), "{index}");
+    std::fs::write(crashed.join("recovered.json"), RECOVERED).unwrap();
+    said("crashed; restored by recover at 2026-01-06 10:00:05 UTC");
+    let md = report(&crashed, "md");
+    assert!(md.contains("run by ops-bot on bastion, undid: cordon node/h1; the restore was verified"), "{md}");
 }
 
 #[test]
@@ -568,41 +624,69 @@ fn history_fits_80_columns_and_says_small_changes_in_seconds() {
     assert!(!stdout.contains("101700"), "{stdout}");
 }
 
+/// A run directory's `cluster.json`: the cluster by its kube-system UID, the context, and the profile if any.
+fn record_cluster(run: &Path, uid: &str, context: &str, profile: Option<&str>) {
+    let mut cluster =
+        serde_json::json!({"context": context, "server": "https://127.0.0.1:26443/", "kube_system_uid": uid});
+    if let Some(profile) = profile {
+        cluster["profile"] = profile.into();
+    }
+    std::fs::write(run.join("cluster.json"), cluster.to_string()).unwrap();
+}
+
 #[test]
-fn history_series_split_by_drill_file_and_profile_and_mark_a_changed_file() {
+fn history_series_are_one_drill_on_one_cluster_whatever_path_and_context_and_mark_a_changed_file() {
     let reports = tempfile::tempdir().unwrap();
     three_runs(reports.path());
-    // The same drill from another file, and a run on the realistic profile: two more series.
-    let mut other_file = fixture();
-    other_file["drill"]["file"] = "drills/drain-copy.yaml".into();
-    write_run(reports.path(), "other-file", &other_file);
+    for run in std::fs::read_dir(reports.path().join("onprem-gpu-drain")).unwrap() {
+        record_cluster(&run.unwrap().path(), "3f2a9c1e-77", "hybrid-lab", None);
+    }
+    // The same drill from another path, through a renamed context, on the same cluster: the same series.
+    let mut renamed = fixture();
+    renamed["drill"]["file"] = "./drills/drain.yaml".into();
+    renamed["cluster"]["context"] = "hybrid-lab-2027".into();
+    renamed["started"] = "2026-10-05T09:30:00Z".into();
+    record_cluster(&write_run(reports.path(), "renamed", &renamed), "3f2a9c1e-77", "hybrid-lab-2027", None);
+    // The same cluster on the realistic profile, and another cluster under the same context name: two more series.
     let realistic = write_run(reports.path(), "realistic", &fixture());
-    std::fs::write(
-        realistic.join("cluster.json"),
-        r#"{"context": "hybrid-lab", "server": "https://127.0.0.1:26443/", "kube_system_uid": "u", "profile": "realistic"}"#,
-    )
-    .unwrap();
+    record_cluster(&realistic, "3f2a9c1e-77", "hybrid-lab", Some("realistic"));
+    record_cluster(&write_run(reports.path(), "other", &fixture()), "9b0c11d2-00", "hybrid-lab", None);
+    // The drill under its former name: its own series until joined.
+    let mut former = fixture();
+    former["drill"]["name"] = "gpu-drain".into();
+    former["started"] = "2025-10-05T09:30:00Z".into();
+    record_cluster(&write_run(reports.path(), "former", &former), "3f2a9c1e-77", "hybrid-lab", None);
     // The third quarterly run's drill file was edited.
     let third = reports.path().join("onprem-gpu-drain/20260705T093000Z2/report.json");
     let mut r: Value = serde_json::from_str(&std::fs::read_to_string(&third).unwrap()).unwrap();
     r["drill"]["source"] = format!("{}# tuned\n", r["drill"]["source"].as_str().unwrap()).into();
     std::fs::write(&third, r.to_string()).unwrap();
-    let out = bin().arg("history").arg(reports.path()).env("COLUMNS", "100").output().unwrap();
-    let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(stdout.contains("onprem-gpu-drain · drills/drain.yaml · context hybrid-lab: 3 runs"), "{stdout}");
-    assert!(stdout.contains("onprem-gpu-drain · drills/drain-copy.yaml · context hybrid-lab: 1 run\n"), "{stdout}");
-    assert!(stdout.contains("onprem-gpu-drain · drills/drain.yaml · profile realistic: 1 run\n"), "{stdout}");
+    let history = |args: &[&str]| {
+        let out = bin().arg("history").arg(reports.path()).args(args).env("COLUMNS", "100").output().unwrap();
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        stdout
+    };
+    let stdout = history(&[]);
+    assert!(stdout.contains("onprem-gpu-drain · cluster 3f2a9c1e (context hybrid-lab-2027): 4 runs"), "{stdout}");
+    let realistic = "onprem-gpu-drain · cluster 3f2a9c1e (context hybrid-lab) · profile realistic: 1 run\n";
+    assert!(stdout.contains(realistic), "{stdout}");
+    assert!(stdout.contains("onprem-gpu-drain · cluster 9b0c11d2 (context hybrid-lab): 1 run\n"), "{stdout}");
+    assert!(stdout.contains("gpu-drain · cluster 3f2a9c1e (context hybrid-lab): 1 run\n"), "{stdout}");
     assert!(stdout.contains("◆ 2026-07-05 09:30: the drill file changed (sha256 "), "{stdout}");
-    let json: Value = serde_json::from_slice(
-        &bin().arg("history").arg(reports.path()).args(["--format", "json"]).output().unwrap().stdout,
-    )
-    .unwrap();
+    let json: Value = serde_json::from_str(&history(&["--format", "json"])).unwrap();
     let series = json["drills"].as_array().unwrap();
-    assert_eq!(series.len(), 3);
-    let quarterly = series.iter().find(|d| d["runs"].as_array().unwrap().len() == 3).unwrap();
+    assert_eq!(series.len(), 4);
+    let quarterly = series.iter().find(|d| d["runs"].as_array().unwrap().len() == 4).unwrap();
+    assert_eq!(quarterly["series"]["cluster"], "3f2a9c1e-77");
     assert_eq!(quarterly["runs"][2]["drill_changed"], true);
     assert_eq!(quarterly["runs"][2]["drill_sha256"].as_str().unwrap().len(), 64);
+    // Joined explicitly, the former name's run opens the series.
+    let joined = history(&["--join", "gpu-drain=onprem-gpu-drain"]);
+    let title = "onprem-gpu-drain · cluster 3f2a9c1e (context hybrid-lab-2027) · formerly gpu-drain: 5 runs";
+    assert!(joined.contains(title), "{joined}");
+    let out = bin().arg("history").arg(reports.path()).args(["--join", "gpu-drain"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out).1);
 }
 
 #[test]

@@ -201,6 +201,9 @@ pub enum Command {
         /// (`--fail-on-regression=10`), so a reports directory after the flag is never read as PCT.
         #[arg(long, value_name = "PCT", num_args = 0..=1, require_equals = true, default_missing_value = "20")]
         fail_on_regression: Option<f64>,
+        /// A drill renamed from OLD to NEW: OLD's runs join NEW's series (repeat for several).
+        #[arg(long, value_name = "OLD=NEW")]
+        join: Vec<crate::report::history::Join>,
         #[command(flatten)]
         s3: S3Flags,
     },
@@ -273,6 +276,10 @@ pub enum Command {
         /// Where run directories are looked for when no run directory is named.
         #[arg(long, value_name = "DIR", default_value = "reports", env = "HYBRID_DRILL_REPORTS")]
         reports_dir: PathBuf,
+        /// Sign the manifest `recover` writes into a crashed run's directory once it is restored (the key `run`
+        /// takes).
+        #[arg(long, value_name = "KEY", env = "HYBRID_DRILL_SIGNING_KEY")]
+        signing_key: Option<String>,
     },
     /// Say, reading only, whether a drill left anything behind: who holds the drill lock, unfinished runs, objects
     /// in the cluster a run marked, fallback NodeClaims a run saw created that still exist.
@@ -444,12 +451,14 @@ Examples:
   hybrid-drill history -o html > history.html
   hybrid-drill history --fail-on-regression reports      # in CI, after a drill
   hybrid-drill history --fail-on-regression=10 reports   # a phase 10% (and 1s) slower fails
+  hybrid-drill history --join gpu-drain=onprem-gpu-drain # a drill renamed: its old runs in the new series
 
-Runs compare within a series: one drill file on one cluster profile (the `hybrid-drill.io/profile` label of \
-kube-system, else the context); ◆ marks a run whose drill file changed (sha256). A phase is flagged as a regression \
-when it is more than 20% (and 1s) slower than in the previous run that measured it, over its objective, or not \
-measured. A crashed run (a timeline and no report.json) is listed as `crashed: incomplete`. The text view fits \
-COLUMNS (default 80). `-o html` draws the trend of each phase. Touches no cluster.";
+Runs compare within a series: one drill (by its name) on one cluster (by the UID of its kube-system namespace, and \
+its `hybrid-drill.io/profile` label), whatever path the drill file was given by and whatever the context is called; \
+◆ marks a run whose drill file changed (sha256). A phase is flagged as a regression when it is more than 20% (and \
+1s) slower than in the previous run that measured it, over its objective, or not measured. A crashed run (a \
+timeline and no report.json) is listed as `crashed; restored by recover at T` or `crashed; not yet recovered`. The \
+text view fits COLUMNS (default 80). `-o html` draws the trend of each phase. Touches no cluster.";
 
 const VALIDATE_HELP: &str = "\
 Examples:
@@ -489,7 +498,9 @@ Examples:
   hybrid-drill recover --reports-dir /reports         every run there with something left to undo
 
 Undoes what the journal says is outstanding, then what the cluster's marks say (hybrid-drill.io/run-id, \
-hybrid-drill.io/cut), takes the drill lock while it works, and checks the restored state. Safe to repeat.";
+hybrid-drill.io/cut), takes the drill lock while it works, and checks the restored state. Once it holds, a crashed \
+run's directory is sealed: recovered.json (when, by whom, what was undone) and manifest.json, signed with \
+--signing-key. Safe to repeat.";
 
 const STATUS_HELP: &str = "\
 Examples:

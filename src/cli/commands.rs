@@ -278,7 +278,12 @@ pub(super) async fn identify_command(target: &KubeContext) -> u8 {
     }
 }
 
-pub(super) fn history_command(reports_dir: &Path, format: HistoryFormat, fail_on_regression: Option<f64>) -> u8 {
+pub(super) fn history_command(
+    reports_dir: &Path,
+    format: HistoryFormat,
+    fail_on_regression: Option<f64>,
+    joins: &[history::Join],
+) -> u8 {
     let (runs, warnings) = match history::collect(reports_dir) {
         Ok(found) => found,
         Err(e) => {
@@ -290,7 +295,7 @@ pub(super) fn history_command(reports_dir: &Path, format: HistoryFormat, fail_on
         eprintln!("warning: {w}");
     }
     let ratio = fail_on_regression.map_or(history::REGRESSION_RATIO, |pct| pct / 100.0);
-    let h: History = history::build(runs, ratio);
+    let h: History = history::build(runs, ratio, joins);
     print!(
         "{}",
         match format {

@@ -21,8 +21,14 @@ pub(super) fn verify_command(run_dir: &Path, public_key: Option<&str>, output: O
         Ok(k) => k,
         Err(code) => return code,
     };
+    let crashed = crate::report::crashed::state(run_dir);
     let found = match evidence::verify(run_dir, trusted.as_ref()) {
         Ok(v) => v,
+        Err(_) if crashed.is_some() && !run_dir.join(evidence::manifest::MANIFEST_FILE).exists() => {
+            let why = crate::report::crashed::unsealed(crashed.as_deref().unwrap_or_default());
+            eprintln!("error: {}: {why}", run_dir.display());
+            return EXIT_INVALID;
+        }
         Err(e) => {
             eprintln!("error: {e}");
             return EXIT_INVALID;
@@ -33,9 +39,15 @@ pub(super) fn verify_command(run_dir: &Path, public_key: Option<&str>, output: O
         OutputFormat::Json => {
             let mut json = serde_json::to_value(&found).unwrap_or_default();
             json["intact"] = intact.into();
+            if let Some(crashed) = &crashed {
+                json["crashed"] = crashed.as_str().into();
+            }
             println!("{}", serde_json::to_string_pretty(&json).unwrap_or_default());
         }
         OutputFormat::Text => {
+            if let Some(crashed) = &crashed {
+                println!("run: {crashed}");
+            }
             print!("{}", found.describe());
             println!("{}: {}", if intact { "intact" } else { "NOT INTACT" }, run_dir.display());
         }

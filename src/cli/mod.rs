@@ -76,8 +76,10 @@ pub fn main() -> ExitCode {
             block_on(watch_command(&file, opts))
         }
         Command::Report { run_dir, output, pushgateway } => report_command(&run_dir, output, pushgateway.as_deref()),
-        Command::History { reports_dir, output, fail_on_regression, s3 } => {
-            stored::with_local_reports(&reports_dir, &s3, |dir| history_command(&dir, output, fail_on_regression))
+        Command::History { reports_dir, output, fail_on_regression, join, s3 } => {
+            stored::with_local_reports(&reports_dir, &s3, |dir| {
+                history_command(&dir, output, fail_on_regression, &join)
+            })
         }
         Command::Plan { file, reports_dir, output } => block_on(plan_command(&file, &target, &reports_dir, output)),
         Command::Preflight {
@@ -96,7 +98,9 @@ pub fn main() -> ExitCode {
             let drain = DrainFlags { force, delete_empty_dir_data: delete_emptydir_data };
             block_on(preflight_command(file.as_deref(), flags, drain, &target, (output, strict), at))
         }
-        Command::Recover { run_dir, reports_dir } => block_on(recover_command(run_dir, &reports_dir, &target)),
+        Command::Recover { run_dir, reports_dir, signing_key } => {
+            block_on(recover_command(run_dir, &reports_dir, &target, signing_key.as_deref()))
+        }
         Command::Status { reports_dir, lock, output } => {
             block_on(status_command(&reports_dir, lock.as_deref(), &target, output))
         }

@@ -6,27 +6,29 @@ use std::path::{Path, PathBuf};
 use crate::cluster::marks::RunId;
 use crate::cluster::{Cluster, KubeContext, ObservedCluster};
 use crate::exit::{EXIT_INVALID, EXIT_PASSED, EXIT_REFUSED, EXIT_RESTORE_FAILED};
+use crate::report::Recovery;
 use crate::safety::{self, RestoreScope};
 use crate::status::{find_journals, run_id_of};
 
-pub(super) async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path, target: &KubeContext) -> u8 {
+pub(super) async fn recover_command(
+    run_dir: Option<PathBuf>,
+    reports_dir: &Path,
+    target: &KubeContext,
+    signing_key: Option<&str>,
+) -> u8 {
+    // Read before anything is touched: a key that cannot be read would leave a restored run unsealed.
+    let Ok(key) =
+        signing_key.map(crate::evidence::SigningKey::load).transpose().inspect_err(|e| eprintln!("error: {e}"))
+    else {
+        return EXIT_INVALID;
+    };
     let journals: Vec<PathBuf> = match &run_dir {
         Some(dir) => vec![dir.join("journal.jsonl")],
         None => find_journals(reports_dir),
     };
     // Marks in the cluster are scoped to the named run; without one, any run's marks are restored.
     let run_id = run_dir.as_ref().and_then(|d| run_id_of(d)).map(RunId::new);
-    // Undos found by the marks are journalled in the run's own journal when there is a readable one, else in one of
-    // their own under the reports directory, where `recover` looks next time (see `recover_marks`).
-    let marks_journal = match &run_dir {
-        Some(dir) if dir.is_dir() && safety::journal::read(&dir.join("journal.jsonl")).is_ok() => {
-            dir.join("journal.jsonl")
-        }
-        _ => {
-            let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
-            reports_dir.join("recover").join(stamp).join("journal.jsonl")
-        }
-    };
+    let marks_journal = marks_journal(run_dir.as_deref(), reports_dir);
     let cluster = match Cluster::connect(target).await {
         Ok(c) => c,
         Err(e) => {
@@ -66,15 +68,33 @@ pub(super) async fn recover_command(run_dir: Option<PathBuf>, reports_dir: &Path
         eprintln!("error: {e}");
     }
     let scope = RestoreScope { nodes, run: run_id.clone() };
-    let mut code = recover_with(&cluster, journals, &scope, &marks_journal).await;
+    let (mut code, restored) = recover_with(&cluster, journals, &scope, &marks_journal).await;
     if let Some(e) = unlisted {
         println!("NOT VERIFIED: {e}; run `hybrid-drill recover` again once they can be listed");
         code = EXIT_RESTORE_FAILED;
+    }
+    if code == EXIT_PASSED {
+        // Only once every restore held: a crashed run is called restored only when it was.
+        code = seal_crashed_runs(&cluster, run_dir.as_deref(), restored, key.as_ref()).await;
     }
     if let Err(e) = lock.release().await {
         eprintln!("warning: the drill lock was not released (it falls free after its duration): {e}");
     }
     code
+}
+
+/// Where the undos found by the marks are journalled: in the run's own journal when there is a readable one, else in
+/// one of their own under the reports directory, where `recover` looks next time (see `recover_marks`).
+fn marks_journal(run_dir: Option<&Path>, reports_dir: &Path) -> PathBuf {
+    match run_dir {
+        Some(dir) if dir.is_dir() && safety::journal::read(&dir.join("journal.jsonl")).is_ok() => {
+            dir.join("journal.jsonl")
+        }
+        _ => {
+            let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
+            reports_dir.join("recover").join(stamp).join("journal.jsonl")
+        }
+    }
 }
 
 /// Why `recover` will not act on a run: its cluster is not the one reached, or the one reached cannot be identified.
@@ -180,10 +200,91 @@ struct UnlistedNodes {
     error: kube::Error,
 }
 
+/// What `recover` did for one run's journal: each undo, and each check of the restored state that held.
+#[derive(Debug, Default)]
+struct Restored {
+    journal: PathBuf,
+    undone: Vec<String>,
+    verified: Vec<String>,
+}
+
+/// Records what `recover` did in each crashed run it restored and seals its directory (manifest, and signature with
+/// `key`): a run directory named on the command line, or one whose journal it restored. A run that finished, or is
+/// sealed already, is left as it is.
+async fn seal_crashed_runs(
+    cluster: &Cluster,
+    run_dir: Option<&Path>,
+    restored: Vec<Restored>,
+    key: Option<&crate::evidence::SigningKey>,
+) -> u8 {
+    let mut code = EXIT_PASSED;
+    let mut by: Option<String> = None;
+    for r in restored {
+        let Some(dir) = r.journal.parent() else { continue };
+        let named = run_dir.is_some_and(|d| d == dir);
+        let sealed = dir.join(crate::evidence::manifest::MANIFEST_FILE).exists();
+        // Unnamed, a run is sealed only when this recover undid something of it: a run without outstanding changes
+        // may be one in progress under another lock.
+        let ours = named || !r.undone.is_empty();
+        if !crate::report::crashed::is_crashed_run(dir) || sealed || !ours {
+            continue;
+        }
+        if by.is_none() {
+            by = Some(match cluster.initiator().await {
+                Ok(i) => i.describe(),
+                Err(e) => format!("unknown: the API server did not answer a SelfSubjectReview ({})", first_line(&e)),
+            });
+        }
+        let recovery = Recovery {
+            at: chrono::Utc::now(),
+            by: by.clone().unwrap_or_default(),
+            host: crate::cluster::lease::this_host(),
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            undone: r.undone,
+            verified: r.verified,
+        };
+        match seal_crashed_run(dir, &recovery, key) {
+            Ok(()) => println!("sealed: {} ({})", dir.display(), crate::report::crashed::verdict(Some(&recovery))),
+            Err(e) => {
+                eprintln!("error: the cluster is restored, but {} was not sealed: {e}", dir.display());
+                code = EXIT_INVALID;
+            }
+        }
+    }
+    code
+}
+
+fn first_line(e: &impl std::fmt::Display) -> String {
+    crate::cluster::first_line(&e.to_string())
+}
+
+/// Writes `recovered.json` into a crashed run's directory, then its manifest (signed with `key`): the one place
+/// `recover` seals a run.
+fn seal_crashed_run(
+    dir: &Path,
+    recovery: &Recovery,
+    key: Option<&crate::evidence::SigningKey>,
+) -> Result<(), crate::evidence::manifest::ManifestError> {
+    let write_error = |cause| crate::evidence::manifest::ManifestError::Write {
+        path: dir.join(crate::report::crashed::RECOVERY_FILE).display().to_string(),
+        cause,
+    };
+    crate::report::crashed::write_recovery(dir, recovery).map_err(write_error)?;
+    let run_id = run_id_of(dir).unwrap_or_else(|| dir.display().to_string());
+    crate::evidence::seal(dir, &run_id, key).map(|_| ())
+}
+
 /// Recovers from each journal with something outstanding, then from the marks in the cluster; an unreadable journal
-/// is an error (exit 4), a torn last line a one-line notice.
-async fn recover_with(cluster: &Cluster, journals: Vec<PathBuf>, scope: &RestoreScope, marks_journal: &Path) -> u8 {
+/// is an error (exit 4), a torn last line a one-line notice. Returns the exit code and, for each journal read, what
+/// was undone and verified for it (the marks' undos count for the run named, whose journal they go to).
+async fn recover_with(
+    cluster: &Cluster,
+    journals: Vec<PathBuf>,
+    scope: &RestoreScope,
+    marks_journal: &Path,
+) -> (u8, Vec<Restored>) {
     let mut outcomes = Vec::new();
+    let mut restored = Vec::new();
     for journal in journals {
         let contents = match safety::journal::read(&journal) {
             Ok(contents) => contents,
@@ -196,11 +297,30 @@ async fn recover_with(cluster: &Cluster, journals: Vec<PathBuf>, scope: &Restore
             eprintln!("note: {}: ignoring its last line, cut short by a crash mid-write: {torn}", journal.display());
         }
         if safety::journal::outstanding(&contents.entries).is_empty() {
+            restored.push(Restored { journal, ..Restored::default() });
             continue;
         }
-        outcomes.push((journal.display().to_string(), safety::recover(cluster, &journal, scope).await));
+        let outcome = safety::recover(cluster, &journal, scope).await;
+        if let Ok(o) = &outcome {
+            restored.push(Restored {
+                journal: journal.clone(),
+                undone: shown(&o.undone),
+                verified: shown(&o.verified),
+            });
+        }
+        outcomes.push((journal.display().to_string(), outcome));
     }
     let marks = safety::recover_marks(cluster, scope.run.as_ref(), marks_journal).await;
+    // The marks of the run named are that run's changes, whichever journal their undos went to.
+    let single = scope.run.is_some() && restored.len() == 1;
+    let of_marks = match restored.iter().position(|r| r.journal == marks_journal) {
+        Some(i) => Some(i),
+        None => single.then_some(0),
+    };
+    if let (Ok(o), Some(r)) = (&marks, of_marks.and_then(|i| restored.get_mut(i))) {
+        r.undone.extend(shown(&o.undone));
+        r.verified.extend(shown(&o.verified));
+    }
     outcomes.push(("marks in the cluster".to_string(), marks));
     let mut code = EXIT_PASSED;
     let mut anything = false;
@@ -230,7 +350,11 @@ async fn recover_with(cluster: &Cluster, journals: Vec<PathBuf>, scope: &Restore
     if !anything {
         println!("nothing to recover");
     }
-    code
+    (code, restored)
+}
+
+fn shown(items: &[impl ToString]) -> Vec<String> {
+    items.iter().map(ToString::to_string).collect()
 }
 
 #[cfg(test)]
@@ -267,7 +391,8 @@ mod tests {
         let (cluster, handle) = Cluster::mock();
         let server = serve(handle, answer);
         let marks_journal = path.with_file_name("marks.jsonl");
-        let code = recover_with(&cluster, vec![path.to_path_buf()], &RestoreScope::default(), &marks_journal).await;
+        let (code, _) =
+            recover_with(&cluster, vec![path.to_path_buf()], &RestoreScope::default(), &marks_journal).await;
         drop(cluster);
         (code, server.await.unwrap())
     }

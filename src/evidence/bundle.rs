@@ -52,6 +52,10 @@ pub struct Entry {
     /// Why the manifest could not be checked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unverified: Option<String>,
+    /// The report the index links to, relative to it, by format (`md`, `html`): the run's own, or for a crashed run,
+    /// which wrote none, the one rebuilt from its directory into `rebuilt/`, beside the untouched copy.
+    pub report_md: String,
+    pub report_html: String,
     /// The action items with whether a later run of the same drill closed them.
     pub action_items: Vec<TrackedItem>,
 }
@@ -94,6 +98,9 @@ pub fn write(opts: &BundleOptions) -> Result<(Bundle, Option<PathBuf>), BundleEr
     for entry in &bundle.runs {
         let from = PathBuf::from(&entry.source);
         copy_dir(&from, &opts.out.join(&entry.path)).map_err(failed(&from))?;
+        if entry.report.crashed.is_some() {
+            write_rebuilt(&opts.out, entry).map_err(failed(&opts.out.join(&entry.report_md)))?;
+        }
     }
     let json = serde_json::to_string_pretty(&bundle).unwrap_or_default() + "\n";
     let files = [("evidence.json", json), ("index.md", markdown(&bundle)), ("index.html", html_index(&bundle))];
@@ -109,6 +116,31 @@ pub fn write(opts: &BundleOptions) -> Result<(Bundle, Option<PathBuf>), BundleEr
         None
     };
     Ok((bundle, archive))
+}
+
+/// A crashed run's report, rebuilt, where its index links it: outside the run's copy, whose manifest it would break.
+fn write_rebuilt(out: &Path, entry: &Entry) -> std::io::Result<()> {
+    use crate::report::Format;
+    for (format, path) in [(Format::Md, &entry.report_md), (Format::Html, &entry.report_html)] {
+        let path = out.join(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let text = format.render(&entry.report).map_err(std::io::Error::other)?;
+        std::fs::write(&path, crate::secrets::redact(&text).as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Where the index links a run's report: its own when it wrote one, else the rebuilt one.
+fn report_links(dir: &Path, path: &str, report: &Report) -> (String, String) {
+    let own = |name: &str| dir.join(name).is_file().then(|| format!("{path}/{name}"));
+    let rebuilt = |name: &str| format!("rebuilt/{}/{name}", path.trim_start_matches("runs/"));
+    let link = |name: &str| match own(name) {
+        Some(link) if report.crashed.is_none() => link,
+        _ => rebuilt(name),
+    };
+    (link("report.md"), link("report.html"))
 }
 
 impl Entry {
@@ -129,11 +161,15 @@ fn gather(opts: &BundleOptions) -> Result<Bundle, BundleError> {
         .map(|(i, (dir, report))| {
             let (verification, unverified) = match manifest::verify(dir, opts.trusted_key.as_ref()) {
                 Ok(v) => (Some(v), None),
-                Err(e) => (None, Some(e.to_string())),
+                Err(e) => (None, Some(unverified(dir, report, &e))),
             };
             let stamp = dir.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            let path = format!("runs/{}/{stamp}", report.drill.name);
+            let (report_md, report_html) = report_links(dir, &path, report);
             Entry {
-                path: format!("runs/{}/{stamp}", report.drill.name),
+                path,
+                report_md,
+                report_html,
                 source: dir.display().to_string(),
                 action_items: track(report, &runs[i + 1..]),
                 report: report.clone(),
@@ -151,6 +187,18 @@ fn gather(opts: &BundleOptions) -> Result<Bundle, BundleError> {
         runs: entries,
         warnings,
     })
+}
+
+/// Why a run's manifest could not be checked, in words an auditor can act on rather than an OS error.
+fn unverified(dir: &Path, report: &Report, error: &manifest::ManifestError) -> String {
+    let missing = !dir.join(manifest::MANIFEST_FILE).exists();
+    match &report.crashed {
+        Some(_) if missing => crate::report::crashed::unsealed(&crate::report::headline::verdict(report)),
+        None if missing => "the run directory has no manifest.json (a run made before runs wrote one, or it was \
+                            removed): nothing proves its files are as the run wrote them"
+            .into(),
+        _ => error.to_string(),
+    }
 }
 
 /// Each action item of `report`, closed by the first later run of the same drill that no longer raises it.
@@ -220,7 +268,7 @@ const DISCLAIMER: &str = "This bundle supports evidence for the controls below. 
 attestation or an opinion of compliance: an assessor judges whether it suffices.";
 
 fn verdict(report: &Report) -> String {
-    report.outcome.to_string()
+    crate::report::headline::verdict(report)
 }
 
 fn rto(report: &Report) -> String {
@@ -293,7 +341,7 @@ fn markdown(b: &Bundle) -> String {
             r.started.format("%Y-%m-%d %H:%M").to_string(),
             r.kind.as_str().into(),
             r.drill.name.clone(),
-            format!("[{}]({}/report.md)", r.run_id, e.path),
+            format!("[{}]({})", r.run_id, e.report_md),
             verdict(r),
             rto(r),
             change,
@@ -390,7 +438,7 @@ fn html_row(e: &Entry) -> Markup {
             td { (r.started.format("%Y-%m-%d %H:%M")) }
             td { (r.kind.as_str()) }
             td { (r.drill.name) }
-            td { a href=(format!("{}/report.html", e.path)) { (r.run_id) } }
+            td { a href=(e.report_html) { (r.run_id) } }
             td { (verdict(r)) }
             td { (rto(r)) }
             td { (change) }

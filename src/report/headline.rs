@@ -7,10 +7,11 @@ use super::{human_seconds, service};
 use crate::drill::{Action, Drill};
 use crate::timeline::{Event, Observation};
 
-/// The verdict in words: `passed`, `objective missed`, ... or `crashed: incomplete`.
+/// The verdict in words: `passed`, `objective missed`, ... or, for a run that crashed, whether `recover` restored
+/// it (`crashed; restored by recover at T`, `crashed; not yet recovered`).
 pub fn verdict(report: &Report) -> String {
     match &report.crashed {
-        Some(_) => "crashed: incomplete".into(),
+        Some(c) => super::model::crashed_verdict(c.recovered.as_ref()),
         None => report.outcome.as_str().into(),
     }
 }
@@ -65,19 +66,8 @@ pub fn qualifiers(report: &Report, on_prem_nodes: Option<usize>) -> Vec<Qualifie
     let mut out = Vec::new();
     let mut add = |kind, text: String| out.push(Qualifier { kind, text });
     if let Some(c) = &report.crashed {
-        add(
-            QualifierKind::Crashed,
-            format!(
-                "the run stopped without finishing: no report.json was written. This report is rebuilt from its \
-                 timeline and journal; the last thing recorded: {}",
-                c.last_seen
-            ),
-        );
-        for o in &c.outstanding {
-            add(
-                QualifierKind::Leftover,
-                format!("journalled and never undone: {o} (`hybrid-drill recover` undoes it)"),
-            );
+        for (kind, text) in crash_qualifiers(c) {
+            add(kind, text);
         }
     }
     if let Some(reason) = &report.abort_reason {
@@ -184,6 +174,47 @@ fn leftovers(report: &Report) -> Vec<String> {
         out.push(format!("on-prem pods never confirmed gone: {}", o.unconfirmed_pods.join(", ")));
     }
     out.extend(report.leftovers.iter().filter(|l| !l.expected).map(|l| format!("{}: {}", l.object, l.message)));
+    out
+}
+
+/// What qualifies a crashed run's verdict: that it crashed, whether `recover` restored it, and what is left to undo.
+fn crash_qualifiers(c: &Crashed) -> Vec<(QualifierKind, String)> {
+    let mut out = Vec::new();
+    let mut add = |kind, text: String| out.push((kind, text));
+    add(
+        QualifierKind::Crashed,
+        format!(
+            "the run stopped without finishing: no report.json was written. This report is rebuilt from its \
+             timeline, journal and provenance; the last thing recorded: {}",
+            c.last_seen
+        ),
+    );
+    match &c.recovered {
+        Some(r) => {
+            let undone = if r.undone.is_empty() { "nothing left to undo".into() } else { r.undone.join(", ") };
+            add(
+                QualifierKind::Crashed,
+                format!(
+                    "{}: run by {} on {}, undid: {undone}; the restore was verified, and the run directory \
+                     sealed as it then stood",
+                    super::model::crashed_verdict(Some(r)),
+                    r.by,
+                    r.host
+                ),
+            );
+        }
+        None => add(
+            QualifierKind::Crashed,
+            format!(
+                "{}: nothing says the cluster was restored, and the run directory has no manifest \
+                 (`hybrid-drill recover RUN_DIR` restores and seals it)",
+                super::model::NOT_RECOVERED
+            ),
+        ),
+    }
+    for o in &c.outstanding {
+        add(QualifierKind::Leftover, format!("journalled and never undone: {o} (`hybrid-drill recover` undoes it)"));
+    }
     out
 }
 

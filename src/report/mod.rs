@@ -4,7 +4,7 @@
 pub mod autoscaling;
 mod blockers;
 mod build;
-mod crashed;
+pub mod crashed;
 pub mod deviations;
 mod fallback_faults;
 pub mod fidelity;
@@ -40,8 +40,8 @@ pub use blockers::{ReclaimBlocker, reclaim_blockers};
 pub use build::{LoadError, RunMeta, build, notable, overlap};
 pub use load::load;
 pub use model::{
-    ClusterRecord, DrillIdentity, IncidentFacts, Marker, Notable, OverlapWindow, REPORT_SCHEMA, Report, Rollback,
-    RunKind, StepRecord,
+    ClusterRecord, DrillIdentity, IncidentFacts, Marker, Notable, OverlapWindow, REPORT_SCHEMA, Recovery, Report,
+    Rollback, RunKind, StepRecord,
 };
 pub use words::{
     billing_in_words, by_node_pool, counted, human_seconds, overlap_sentence, phase_label, requests_in_words,

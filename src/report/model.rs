@@ -310,7 +310,7 @@ impl QualifierKind {
     /// The words a text format prints before the qualifier.
     pub fn tag(self) -> &'static str {
         match self {
-            QualifierKind::Crashed => "CRASHED: incomplete",
+            QualifierKind::Crashed => "CRASHED",
             QualifierKind::Stopped => "stopped because",
             QualifierKind::LastResort => "LAST RESORT",
             QualifierKind::Leftover => "LEFT IN THE CLUSTER",
@@ -361,6 +361,34 @@ pub struct Crashed {
     /// What the journal still has to undo, newest first.
     #[serde(default)]
     pub outstanding: Vec<String>,
+    /// The `recover` that restored the cluster after the crash and sealed the run directory; `None` until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovered: Option<Recovery>,
+}
+
+/// A crashed run's verdict, the same words in every command: whether `recover` restored the cluster, and when.
+pub fn crashed_verdict(recovered: Option<&Recovery>) -> String {
+    match recovered {
+        Some(r) => format!("crashed; restored by recover at {}", r.at.format("%Y-%m-%d %H:%M:%S UTC")),
+        None => NOT_RECOVERED.into(),
+    }
+}
+
+pub const NOT_RECOVERED: &str = "crashed; not yet recovered";
+
+/// What `recover` did for a crashed run, as it recorded it in the run directory (`recovered.json`) before sealing it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recovery {
+    /// When the restore was verified.
+    pub at: DateTime<Utc>,
+    /// Who ran `recover`, as the API server authenticated it (or why that is unknown).
+    pub by: String,
+    pub host: String,
+    pub tool_version: String,
+    /// Each change undone, as `recover` printed it.
+    pub undone: Vec<String>,
+    /// Each check of the restored state that held.
+    pub verified: Vec<String>,
 }
 
 /// The Ready pods of the workload against the pods the drill needs Ready, in the two windows that matter.

@@ -51,3 +51,29 @@ impl Provenance {
         ]
     }
 }
+
+/// The run directory's copy of who ran it and why, with the cluster it ran against: written before the first change,
+/// so that a run that crashes keeps its audit record.
+pub const PROVENANCE_FILE: &str = "provenance.json";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub run_id: String,
+    pub drill: String,
+    #[serde(flatten)]
+    pub provenance: Provenance,
+    /// The cluster as the run identified it (its kube-system namespace's UID), as in `cluster.json`.
+    pub cluster: crate::cluster::ObservedCluster,
+}
+
+impl RunRecord {
+    pub fn write(&self, run_dir: &std::path::Path) -> std::io::Result<()> {
+        let json = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
+        std::fs::write(run_dir.join(PROVENANCE_FILE), json + "\n")
+    }
+
+    /// The record a run wrote; `None` for a run made before runs wrote one, or an unreadable file.
+    pub fn read(run_dir: &std::path::Path) -> Option<RunRecord> {
+        serde_json::from_slice(&std::fs::read(run_dir.join(PROVENANCE_FILE)).ok()?).ok()
+    }
+}

@@ -8,6 +8,7 @@ use super::error::SetupError;
 use crate::cluster::{Cluster, ObservedCluster};
 use crate::drill::LoadedDrill;
 use crate::plan::Plan;
+use crate::report::provenance::{Provenance, RunRecord};
 use crate::report::{self, Report};
 use crate::safety::Mutator;
 use crate::safety::journal::Journal;
@@ -22,11 +23,20 @@ pub(super) fn open_run_files(
     cluster: &Cluster,
     observed: &ObservedCluster,
     plan: &Plan,
+    provenance: &Provenance,
 ) -> Result<(Timeline, Mutator), SetupError> {
     let io = |source| SetupError::RunDir { path: dir.display().to_string(), source };
     std::fs::write(dir.join("drill.yaml"), crate::secrets::redact(&loaded.source).as_bytes()).map_err(io)?;
-    // Before the journal: whatever a run journals, `recover` finds the cluster it belongs to.
+    // Before the journal: whatever a run journals, `recover` finds the cluster it belongs to, and a run that crashes
+    // keeps who ran it, under which change and approved by whom.
     observed.write(dir).map_err(io)?;
+    let record = RunRecord {
+        run_id: run_id.into(),
+        drill: loaded.drill.metadata.name.clone(),
+        provenance: provenance.clone(),
+        cluster: observed.clone(),
+    };
+    record.write(dir).map_err(io)?;
     let timeline = Timeline::create(&dir.join("timeline.jsonl")).map_err(io)?;
     let journal = Journal::create(&dir.join("journal.jsonl")).map_err(io)?;
     let mutator =

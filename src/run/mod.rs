@@ -175,7 +175,7 @@ impl<'a> Run<'a> {
         confirm(&plan, loaded, &cluster.context, opts.yes)?;
 
         let (dir, run_id) = run_dir(&opts.reports_dir, &drill.metadata.name)?;
-        let (timeline, mutator) = open_run_files(loaded, &dir, &run_id, &cluster, &observed, &plan)?;
+        let (timeline, mutator) = open_run_files(loaded, &dir, &run_id, &cluster, &observed, &plan, &provenance)?;
         // The lock before anything is touched; refused, the run leaves nothing, its fresh directory included.
         let lock = match mutator.take_lock(&drill.spec.lock, &Claimant::this_process(&run_id, &dir), observer).await {
             Ok(lock) => lock,

@@ -61,6 +61,9 @@ pub struct UnfinishedRun {
     pub outstanding: Vec<String>,
     /// The journal could not be read: why.
     pub unreadable: Option<String>,
+    /// `running` while a live process renews its drill lock; else what every command calls a crashed run
+    /// (`crashed; not yet recovered`, or restored by recover and when).
+    pub state: String,
 }
 
 impl UnfinishedRun {
@@ -112,7 +115,12 @@ pub async fn gather(reader: &Reader, reports_dir: &Path, lease: LeaseRef) -> Res
     }
     let runs = found
         .into_iter()
-        .map(|(_, run)| run)
+        .map(|(_, mut run)| {
+            if locks.iter().any(|l| l.renewing && !l.process_gone && holds(l, &run)) {
+                run.state = "running".into();
+            }
+            run
+        })
         .filter(|run| run.dirty() || locks.iter().any(|l| holds(l, run)))
         .collect();
     Ok(Status {
@@ -193,7 +201,8 @@ fn unfinished_runs(reports_dir: &Path) -> Vec<(Vec<String>, UnfinishedRun)> {
                 _ => None,
             })
             .unwrap_or((None, None));
-        let run = UnfinishedRun { dir: dir.to_path_buf(), run_id, started, outstanding, unreadable };
+        let state = crate::report::crashed::verdict(crate::report::crashed::recovery(dir).as_ref());
+        let run = UnfinishedRun { dir: dir.to_path_buf(), run_id, started, outstanding, unreadable, state };
         found.push((claims, run));
     }
     found

@@ -30,7 +30,12 @@ pub fn text(status: &Status) -> String {
     }
     for run in &status.runs {
         let id = run.run_id.as_deref().unwrap_or("(no timeline)");
-        out.push_str(&format!("unfinished run {id} in {} (started {}): ", run.dir.display(), stamp(run.started)));
+        out.push_str(&format!(
+            "unfinished run {id} in {} (started {}): {}; ",
+            run.dir.display(),
+            stamp(run.started),
+            run.state
+        ));
         match (&run.unreadable, run.outstanding.is_empty()) {
             (Some(why), _) => out.push_str(&format!("its journal cannot be read: {why}\n")),
             (None, true) => out.push_str("nothing left to undo in its journal\n"),
@@ -90,7 +95,7 @@ pub fn json(status: &Status) -> Value {
         .iter()
         .map(|r| {
             json!({"run_dir": r.dir.display().to_string(), "run_id": r.run_id, "started": r.started,
-                   "outstanding": r.outstanding, "unreadable": r.unreadable})
+                   "state": r.state, "outstanding": r.outstanding, "unreadable": r.unreadable})
         })
         .collect();
     let leftovers: Vec<Value> = status

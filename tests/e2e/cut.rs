@@ -504,14 +504,14 @@ fn a_run_killed_after_its_cut_is_lifted_by_recover_even_without_its_journal() {
     let out = hybrid_drill().arg("report").arg(&dir).output().unwrap();
     let md = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{md}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(md.contains("**Verdict: crashed: incomplete**"), "{md}");
+    assert!(md.contains("**Verdict: crashed; not yet recovered**"), "{md}");
     assert!(
         md.contains("journalled and never undone: create CiliumClusterwideNetworkPolicy/hybrid-drill-cut-"),
         "{md}"
     );
     let out = hybrid_drill().arg("history").arg(reports.path()).env("COLUMNS", "80").output().unwrap();
     let listed = String::from_utf8_lossy(&out.stdout);
-    assert!(listed.contains("dx-cut · ") && listed.contains("crashed: incomplete"), "{listed}");
+    assert!(listed.contains("dx-cut · ") && listed.contains("crashed; not yet"), "{listed}");
     // With the journal gone, the run id label in the cluster is all that is left to go by.
     std::fs::remove_file(dir.join("journal.jsonl")).unwrap();
     let out = hybrid_drill().arg("recover").arg(&dir).arg("--kubeconfig").arg(kubeconfig()).output().unwrap();

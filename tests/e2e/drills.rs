@@ -293,12 +293,14 @@ fn three_drills_leave_reports_a_browser_ci_and_prometheus_read_and_a_history() {
         let rto = &row["phases"][0];
         assert!(rto["change_seconds"].is_number() && rto["objective_margin_seconds"].is_number(), "{row:#}");
     }
-    // The three runs are one series: one drill file on the lab's profile, which lab/up labels kube-system with.
+    // The three runs are one series: one drill on the lab's cluster (its kube-system UID) and its profile, which
+    // lab/up labels kube-system with.
     assert_eq!(json["drills"].as_array().unwrap().len(), 1, "{json:#}");
-    let environment = json["drills"][0]["series"]["environment"].as_str().unwrap();
-    assert!(environment.starts_with("profile "), "{environment}");
+    let series = &json["drills"][0]["series"];
+    let uid = kubectl_json(&["get", "namespace", "kube-system"])["metadata"]["uid"].clone();
+    assert!(series["cluster"] == uid && series["profile"].is_string(), "{series:#}");
     let text = String::from_utf8(history("text")).unwrap();
-    assert!(text.contains("onprem-gpu-drain · ") && text.contains(&format!("{environment}: 3 runs")), "{text}");
+    assert!(text.contains("onprem-gpu-drain · cluster ") && text.contains(": 3 runs"), "{text}");
     assert!(text.lines().all(|l| l.chars().count() <= 80), "wider than 80 columns:\n{text}");
     let page_path = drill.reports.path().join("history.html");
     std::fs::write(&page_path, history("html")).unwrap();

@@ -185,3 +185,138 @@ fn a_signed_run_under_a_change_records_its_operator_verifies_and_is_bundled_with
     let elapsed = started.elapsed().as_secs();
     assert!(elapsed <= 60, "took {elapsed}s: the budget is 60 s");
 }
+
+/// `hybrid-drill recover RUN_DIR` with the signing key given as a secret reference, through `kubeconfig`.
+fn recover_signed(run_dir: &Path, kubeconfig: &Path) -> (Option<i32>, String) {
+    let out = hybrid_drill()
+        .arg("recover")
+        .arg(run_dir)
+        .args(["--signing-key", &format!("${{env:{SEED_VAR}}}"), "--kubeconfig"])
+        .arg(kubeconfig)
+        .env(SEED_VAR, hex(&[7; 32]))
+        .output()
+        .unwrap();
+    (out.status.code(), text(&out))
+}
+
+/// The drain drill run from `file` through `kubeconfig` (its context the one the file names), killed like `kill -9`
+/// once its first cordon is made (the drill lock is change 0, the first cordon 1); its run directory.
+fn killed_after_first_cordon(file: &Path, reports: &Path, kubeconfig: &Path, flags: &[&str]) -> PathBuf {
+    let before: Vec<PathBuf> = runs_of_drain(reports);
+    let out =
+        drill_run(file, reports, kubeconfig).env("HYBRID_DRILL_CRASH_AT", "1:after").args(flags).output().unwrap();
+    assert_eq!(out.status.code(), None, "the run should have died: {}", text(&out));
+    let after = runs_of_drain(reports);
+    after.into_iter().find(|d| !before.contains(d)).expect("no run directory")
+}
+
+fn runs_of_drain(reports: &Path) -> Vec<PathBuf> {
+    let Ok(dirs) = std::fs::read_dir(reports.join("onprem-gpu-drain")) else { return Vec::new() };
+    dirs.flatten().map(|e| e.path()).collect()
+}
+
+/// A drill killed after its first cordon keeps its audit record: before `recover`, its rebuilt report names the
+/// operator, the change and the approver, and every command calls it `crashed; not yet recovered` (`verify` saying
+/// why it has no manifest); `recover` restores the cluster, records what it undid and seals the run directory, which
+/// then verifies, and `report`, `history` and `evidence` say `crashed; restored by recover at T` alike. A second run
+/// of the same drill from another path, through a renamed context, joins the same `history` series.
+#[test]
+fn a_crashed_run_keeps_its_audit_record_is_sealed_by_recover_and_stays_in_its_series() {
+    let _lab = lock_lab();
+    reset_lab();
+    let work = tempfile::tempdir().unwrap();
+    let reports = work.path().join("reports");
+    let operator = kubeconfig().with_file_name("kubeconfig-exec");
+    let approval = ["--change", "CHG-47", "--approved-by", "jane.doe"];
+    let run_dir = killed_after_first_cordon(Path::new("drills/drain.yaml"), &reports, &operator, &approval);
+    let cordoned = crate::common::lab::cordoned_or_marked();
+    assert_eq!(cordoned.len(), 1, "{cordoned:?}");
+
+    let report_md = |dir: &Path| {
+        let out = hybrid_drill().arg("report").arg(dir).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let md = report_md(&run_dir);
+    for needle in [
+        "**Verdict: crashed; not yet recovered**",
+        "| Initiated by | hybrid-lab-operator (IAM arn:aws:sts::",
+        "| Change | CHG-47 |",
+        "| Approved by | jane.doe |",
+    ] {
+        assert!(md.contains(needle), "{needle}:\n{md}");
+    }
+    let out = hybrid_drill().arg("verify").arg(&run_dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("crashed; not yet recovered: the run was killed before writing its report and manifest")
+    );
+    let status = hybrid_drill()
+        .args(["status", "--reports-dir"])
+        .arg(&reports)
+        .arg("--kubeconfig")
+        .arg(kubeconfig())
+        .output()
+        .unwrap();
+    assert!(text(&status).contains("crashed; not yet recovered; left to undo: cordon node/"), "{}", text(&status));
+
+    let (code, said) = recover_signed(&run_dir, &kubeconfig());
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains(&format!("sealed: {} (crashed; restored by recover at ", run_dir.display())), "{said}");
+    assert!(crate::common::lab::cordoned_or_marked().is_empty(), "recover left {cordoned:?}");
+    let md = report_md(&run_dir);
+    assert!(md.contains("**Verdict: crashed; restored by recover at "), "{md}");
+    assert!(md.contains(&format!("undid: cordon node/{}", cordoned[0])), "{md}");
+    assert!(md.contains("| Change | CHG-47 |") && md.contains("| Approved by | jane.doe |"), "{md}");
+    let (code, said) = verify(&run_dir, &public_key(work.path(), 7));
+    assert_eq!(code, 0, "{said}");
+    assert!(
+        said.contains("run: crashed; restored by recover at ") && said.contains("signature: valid, by the trusted")
+    );
+
+    // The same drill from another path, its context renamed (in the kubeconfig and the drill file alike).
+    let renamed = work.path().join("q2/drain.yaml");
+    std::fs::create_dir_all(renamed.parent().unwrap()).unwrap();
+    let source = std::fs::read_to_string(repo().join("drills/drain.yaml")).unwrap();
+    std::fs::write(&renamed, source.replace("context: hybrid-lab", "context: hybrid-lab-q2")).unwrap();
+    let config = work.path().join("kubeconfig-q2");
+    std::fs::copy(kubeconfig(), &config).unwrap();
+    let rename = Command::new("kubectl")
+        .args(["config", "rename-context", "hybrid-lab", "hybrid-lab-q2", "--kubeconfig"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(rename.status.success(), "{}", text(&rename));
+    let second = killed_after_first_cordon(&renamed, &reports, &config, &approval);
+    let (code, said) = recover_signed(&second, &config);
+    assert_eq!(code, Some(0), "{said}");
+
+    let out = hybrid_drill().args(["history", "-o", "json"]).arg(&reports).output().unwrap();
+    let history: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+    let series = history["drills"].as_array().unwrap();
+    assert_eq!(series.len(), 1, "two series for one drill on one cluster: {history:#}");
+    assert_eq!(series[0]["series"]["context"], "hybrid-lab-q2", "{history:#}");
+    let rows = series[0]["runs"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{history:#}");
+    let bundle = work.path().join("evidence");
+    let out = hybrid_drill()
+        .arg("evidence")
+        .arg(&reports)
+        .args(["--since", "2026-01-01", "--out"])
+        .arg(&bundle)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let index = std::fs::read_to_string(bundle.join("index.md")).unwrap();
+    for row in rows {
+        let verdict = row["verdict"].as_str().unwrap();
+        assert!(verdict.starts_with("crashed; restored by recover at "), "{row:#}");
+        let line = index.lines().find(|l| l.contains(row["run_id"].as_str().unwrap())).unwrap();
+        assert!(line.contains(&format!("| {verdict} |")) && line.contains("| intact; signature valid"), "{line}");
+    }
+    assert!(!index.contains("os error"), "{index}");
+    for link in index.split("](").skip(1).map(|rest| &rest[..rest.find(')').unwrap()]) {
+        assert!(bundle.join(link).is_file(), "the index links {link}, which the bundle lacks");
+    }
+    reset_lab();
+}

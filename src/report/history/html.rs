@@ -241,7 +241,7 @@ mod tests {
 
     #[test]
     fn draws_a_trend_per_phase_and_a_row_per_run() {
-        let h = build(three_runs(), super::super::REGRESSION_RATIO);
+        let h = build(three_runs(), super::super::REGRESSION_RATIO, &[]);
         let html = render(&h);
         for c in &h.drills[0].phases {
             assert!(html.contains(&format!(r#"<figure class="trend" data-phase="{}">"#, c.name)), "{}", c.name);

@@ -1,13 +1,13 @@
 //! `hybrid-drill history`: every past run of each drill side by side (date, verdict, RTO and every phase), each
 //! figure's change against the previous run and against its objective, and regressions flagged. Runs are compared
-//! only within a series: one drill file on one cluster or lab profile.
+//! only within a series: one drill on one cluster (and lab profile).
 
 mod baseline;
 pub mod html;
 mod series;
 mod text;
 
-pub use series::{Series, environment, sha256_hex};
+pub use series::{Join, Series, environment, sha256_hex};
 pub use text::{render_text, terminal_width};
 
 use std::fmt::Write;
@@ -71,6 +71,8 @@ pub struct RunRow {
     /// The run stopped without writing its report; this row comes from its timeline and journal.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub crashed: bool,
+    /// The verdict as every command says it (`crashed; restored by recover at T` for a crashed run).
+    pub verdict: String,
     /// The drill file as it ran.
     pub drill_sha256: String,
     /// The drill file differs from the previous run's in this series.
@@ -161,8 +163,8 @@ fn find_reports(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) -> std::io::
 /// Groups runs by series (drill file and where it ran), oldest first, and compares each phase with the previous run
 /// that measured it; a phase more than `ratio` slower is a regression. A drill that fails the fallback too is set
 /// against the plain drain drill of the same cluster.
-pub fn build(runs: Runs, ratio: f64) -> History {
-    let mut split = series::split(runs);
+pub fn build(runs: Runs, ratio: f64, joins: &[Join]) -> History {
+    let mut split = series::split(runs, joins);
     for (_, runs) in &mut split {
         runs.sort_by_key(|(_, r)| r.started);
     }
@@ -228,6 +230,7 @@ fn drill_history(series: Series, runs: &[(PathBuf, Report)], ratio: f64) -> Dril
             outcome: report.outcome,
             exit_code: report.exit_code,
             crashed: report.crashed.is_some(),
+            verdict: row_verdict(report),
             drill_sha256: sha,
             drill_changed,
             phases: cells,
@@ -298,12 +301,16 @@ fn change(phase: Option<&crate::phases::Phase>, previous: Option<f64>, kind: Run
 
 /// A drill's verdict, or `incident: <verdict>`: incidents sit among the drills of the same targets.
 pub fn verdict_text(r: &RunRow) -> String {
-    if r.crashed {
-        return "crashed: incomplete".into();
+    r.verdict.clone()
+}
+
+fn row_verdict(report: &Report) -> String {
+    if report.crashed.is_some() {
+        return super::headline::verdict(report);
     }
-    match r.kind {
-        RunKind::Drill => r.outcome.short().to_string(),
-        RunKind::Incident => format!("incident: {}", r.outcome.short()),
+    match report.kind {
+        RunKind::Drill => report.outcome.short().to_string(),
+        RunKind::Incident => format!("incident: {}", report.outcome.short()),
     }
 }
 
@@ -442,7 +449,7 @@ pub(crate) mod tests {
 
     #[test]
     fn rows_are_runs_oldest_first_with_changes_and_regressions() {
-        let h = build(three_runs(), REGRESSION_RATIO);
+        let h = build(three_runs(), REGRESSION_RATIO, &[]);
         assert_eq!(h.drills.len(), 1);
         let d = &h.drills[0];
         assert_eq!(d.phases[0].name, PhaseId::Rto);
@@ -482,7 +489,7 @@ pub(crate) mod tests {
         later_drill.started += chrono::Duration::days(300);
         later_drill.run_id = "run-3".into();
         runs.push((PathBuf::from("reports/onprem-gpu-drain/3"), later_drill));
-        let h = build(runs, REGRESSION_RATIO);
+        let h = build(runs, REGRESSION_RATIO, &[]);
         let d = &h.drills[0];
         let col = d.phases.iter().position(|c| c.name == PhaseId::Provisioning).unwrap();
         let row = d.runs.iter().find(|r| r.run_id == "incident").unwrap();
@@ -496,9 +503,9 @@ pub(crate) mod tests {
 
     #[test]
     fn text_and_markdown_show_a_row_per_run() {
-        let h = build(three_runs(), REGRESSION_RATIO);
+        let h = build(three_runs(), REGRESSION_RATIO, &[]);
         let text = render_text(&h, 200);
-        assert!(text.contains("onprem-gpu-drain · drills/drain.yaml · context hybrid-lab: 3 runs"), "{text}");
+        assert!(text.contains("onprem-gpu-drain · context hybrid-lab: 3 runs"), "{text}");
         for day in ["2026-01-05 09:30", "2026-04-06 09:30", "2026-07-06 09:30"] {
             assert!(text.contains(day), "{day} missing:\n{text}");
         }

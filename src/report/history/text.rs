@@ -156,7 +156,7 @@ mod tests {
 
     #[test]
     fn every_line_fits_in_80_columns() {
-        let h = build(three_runs(), 0.2);
+        let h = build(three_runs(), 0.2, &[]);
         let text = render_text(&h, 80);
         for line in text.lines() {
             assert!(line.chars().count() <= 80, "{} columns: {line}\n{text}", line.chars().count());
