@@ -326,6 +326,36 @@ mod tests {
     }
 
     #[test]
+    fn a_secret_is_masked_however_a_writer_escaped_it() {
+        remember("pa\"ss<w0rd>&'x");
+        let spelt = [
+            r#"{"note":"pa\"ss<w0rd>&'x"}"#,
+            "<td>pa&quot;ss&lt;w0rd&gt;&amp;&#39;x</td>",
+            "<td>pa&quot;ss&lt;w0rd&gt;&amp;&#x27;x</td>",
+            "https://h/?q=pa%22ss%3Cw0rd%3E%26%27x",
+        ];
+        for text in spelt {
+            assert!(!redact(text).contains("w0rd"), "{text} -> {}", redact(text));
+        }
+        // A password that reached a URL percent-encoded is masked as given and as decoded.
+        remember("p%40ss%2Fword");
+        assert_eq!(redact("login p@ss/word"), "login ***");
+        assert_eq!(describe_spec("-----BEGIN PRIVATE KEY-----\nabc"), describe_spec("x=y"));
+        assert_eq!(describe_spec("/etc/keys/signing"), "`/etc/keys/signing`");
+    }
+
+    #[test]
+    fn no_reference_reads_the_tools_own_secrets() {
+        let problems = check("${env:HYBRID_DRILL_SIGNING_KEY}");
+        assert!(matches!(problems[0].error, SecretError::ToolOwn(_)), "{problems:?}");
+        let key = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(key.path(), "k3y-material-0123").unwrap();
+        let spec = format!("${{file:{}}}", key.path().display());
+        assert_eq!(read_own_key(&spec).unwrap(), "k3y-material-0123");
+        assert!(matches!(resolve(&spec), Err(SecretError::ToolOwn(_))), "the key file is the tool's own now");
+    }
+
+    #[test]
     fn userinfo_tokens_and_authorization_are_masked_in_any_text() {
         let text = "POST https://bot:pa55w0rd@hooks.example.com/x?token=abc123&room=ops failed; \
                     Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.e30.x and http://127.0.0.1:9093/api";
