@@ -18,9 +18,9 @@ pub const EXIT_REFUSED: u8 = 5;
 pub const EXIT_LEFT_OVER: u8 = 6;
 /// `history --fail-on-regression`: the latest run of a series regressed against the run before it or its objective.
 pub const EXIT_REGRESSION: u8 = 7;
-/// `verify` found a file of the run directory changed, removed or added after its manifest, or the manifest's
-/// signature missing (where a key is required) or invalid. A code of its own, so that a script tells an altered
-/// record from what `status` finds left over.
+/// `verify` or `evidence` found a file of a run directory changed, removed or added after its manifest, the manifest
+/// missing or belonging to another run directory, or not signed by a trusted key (unless `--allow-unsigned`). A code
+/// of its own, so that a script tells an altered record from what `status` finds left over.
 pub const EXIT_TAMPERED: u8 = 8;
 
 /// One row of the exit-code table.
@@ -98,8 +98,9 @@ pub const TABLE: &[ExitRow] = &[
     },
     ExitRow {
         code: EXIT_TAMPERED,
-        meaning: "verify found the run's record altered, incomplete or its signature invalid",
-        commands: &["verify"],
+        meaning: "a run's record is altered, incomplete, moved from another run's directory, or not signed by a \
+                  trusted key (without --allow-unsigned)",
+        commands: &["verify", "evidence"],
     },
 ];
 

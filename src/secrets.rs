@@ -24,6 +24,10 @@ pub enum SecretError {
     Unset(String),
     #[error("cannot read secret file {path}: {cause}")]
     File { path: String, cause: String },
+    #[error(
+        "`{0}` holds one of hybrid-drill's own keys, which no drill file may read: give the drill a secret of its own"
+    )]
+    ToolOwn(String),
 }
 
 /// A reference found in a text: its byte range and the error reading it, if any.
@@ -58,6 +62,8 @@ fn read_one(text: &str, start: usize) -> Result<(usize, String), (usize, SecretE
         return Err((end, SecretError::Empty));
     }
     let value = match source {
+        "env" if TOOL_SECRETS.contains(&arg) => return Err((end, SecretError::ToolOwn(arg.into()))),
+        "file" if is_own_key_file(arg) => return Err((end, SecretError::ToolOwn(arg.into()))),
         "env" => std::env::var(arg).map_err(|_| (end, SecretError::Unset(arg.into())))?,
         // A mounted Secret's file ends with the newline its author's editor added.
         "file" => std::fs::read_to_string(arg)
@@ -117,6 +123,26 @@ pub fn read_reference_or_file(spec: &str) -> Result<String, String> {
     }
 }
 
+/// The files the tool's own keys were read from (the signing key, the journal key): no reference reads them after.
+static OWN_KEY_FILES: RwLock<Vec<std::path::PathBuf>> = RwLock::new(Vec::new());
+
+/// Reads one of the tool's own keys as [`read_reference_or_file`] does, then keeps the file it came from out of every
+/// later reference, so a drill's webhook URL or hook argument cannot send the key anywhere.
+pub fn read_own_key(spec: &str) -> Result<String, String> {
+    let text = read_reference_or_file(spec)?;
+    let path = spec.strip_prefix("${file:").and_then(|p| p.strip_suffix('}')).unwrap_or(spec).trim();
+    if !has_reference(spec) || spec.starts_with("${file:") {
+        let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.into());
+        OWN_KEY_FILES.write().unwrap_or_else(|e| e.into_inner()).push(path);
+    }
+    Ok(text)
+}
+
+fn is_own_key_file(path: &str) -> bool {
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.into());
+    OWN_KEY_FILES.read().unwrap_or_else(|e| e.into_inner()).contains(&path)
+}
+
 /// Every secret value the process has read: known once resolved, masked in everything written after.
 static KNOWN: RwLock<Vec<String>> = RwLock::new(Vec::new());
 
@@ -132,10 +158,71 @@ pub fn remember(value: &str) {
         return;
     }
     let mut known = KNOWN.write().unwrap_or_else(|e| e.into_inner());
-    if !known.iter().any(|k| k == value) {
-        known.push(value.to_string());
-        // Longest first, so a secret containing another is masked whole.
-        known.sort_by_key(|k| std::cmp::Reverse(k.len()));
+    for spelling in spellings(value) {
+        if !known.contains(&spelling) {
+            known.push(spelling);
+        }
+    }
+    // Longest first, so a secret containing another is masked whole.
+    known.sort_by_key(|k| std::cmp::Reverse(k.len()));
+}
+
+/// A secret as each writer may spell it: as it is, escaped in JSON, HTML and XML (a `"` or `<` in it would otherwise
+/// hide it from a mask applied after the escaping), percent-encoded (in a URL) and percent-decoded (a password given
+/// in a URL's userinfo).
+fn spellings(value: &str) -> Vec<String> {
+    let json = serde_json::to_string(value).unwrap_or_default();
+    let json = json.get(1..json.len().saturating_sub(1)).unwrap_or(value).to_string();
+    let html = value.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;");
+    let mut out = vec![
+        value.to_string(),
+        json,
+        html.clone(),
+        html.replace('\'', "&#39;"),
+        html.replace('\'', "&apos;"),
+        html.replace('\'', "&#x27;"),
+        percent_encoding::utf8_percent_encode(value, percent_encoding::NON_ALPHANUMERIC).to_string(),
+        percent_encoding::utf8_percent_encode(value, UNRESERVED_KEPT).to_string(),
+        percent_encoding::percent_decode_str(value).decode_utf8_lossy().into_owned(),
+    ];
+    out.retain(|s| s.chars().count() >= SHORTEST_MASKED);
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Percent-encoding as URLs do it: RFC 3986's unreserved characters stay as they are.
+const UNRESERVED_KEPT: &percent_encoding::AsciiSet =
+    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+
+/// The variables that hold the tool's own secrets: never passed to a hook, whatever its `env` says.
+pub const TOOL_SECRETS: [&str; 5] = [
+    "HYBRID_DRILL_SIGNING_KEY",
+    "HYBRID_DRILL_JOURNAL_KEY",
+    "HYBRID_DRILL_NOTIFY",
+    "HYBRID_DRILL_S3_CREDENTIALS",
+    "HYBRID_DRILL_PUSHGATEWAY",
+];
+
+/// Whether a text given where a path or a reference belongs reads as a key or credentials themselves: PEM, a line
+/// with `=` or whitespace, a long hex string.
+pub fn looks_inline(spec: &str) -> bool {
+    !has_reference(spec)
+        && (spec.contains(char::is_whitespace)
+            || spec.contains('=')
+            || spec.contains("-----BEGIN")
+            || spec.len() > 512
+            || (spec.len() >= 32 && spec.chars().all(|c| c.is_ascii_hexdigit())))
+}
+
+/// How an error names a key or credentials given by `spec`: the reference or the path as written, or, when `spec`
+/// reads as the secret itself given inline, only that (the value is remembered, so nothing prints it later).
+pub fn describe_spec(spec: &str) -> String {
+    if looks_inline(spec) {
+        remember(spec);
+        "given inline (not shown): pass a file's path or a reference `${env:NAME}` or `${file:/path}`".to_string()
+    } else {
+        format!("`{spec}`")
     }
 }
 
@@ -236,6 +323,36 @@ mod tests {
         );
         assert_eq!((problems[0].start, problems[0].end), (2, 33));
         assert!(check("${HOME} and {node} and ${env:PATH}").is_empty());
+    }
+
+    #[test]
+    fn a_secret_is_masked_however_a_writer_escaped_it() {
+        remember("pa\"ss<w0rd>&'x");
+        let spelt = [
+            r#"{"note":"pa\"ss<w0rd>&'x"}"#,
+            "<td>pa&quot;ss&lt;w0rd&gt;&amp;&#39;x</td>",
+            "<td>pa&quot;ss&lt;w0rd&gt;&amp;&#x27;x</td>",
+            "https://h/?q=pa%22ss%3Cw0rd%3E%26%27x",
+        ];
+        for text in spelt {
+            assert!(!redact(text).contains("w0rd"), "{text} -> {}", redact(text));
+        }
+        // A password that reached a URL percent-encoded is masked as given and as decoded.
+        remember("p%40ss%2Fword");
+        assert_eq!(redact("login p@ss/word"), "login ***");
+        assert_eq!(describe_spec("-----BEGIN PRIVATE KEY-----\nabc"), describe_spec("x=y"));
+        assert_eq!(describe_spec("/etc/keys/signing"), "`/etc/keys/signing`");
+    }
+
+    #[test]
+    fn no_reference_reads_the_tools_own_secrets() {
+        let problems = check("${env:HYBRID_DRILL_SIGNING_KEY}");
+        assert!(matches!(problems[0].error, SecretError::ToolOwn(_)), "{problems:?}");
+        let key = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(key.path(), "k3y-material-0123").unwrap();
+        let spec = format!("${{file:{}}}", key.path().display());
+        assert_eq!(read_own_key(&spec).unwrap(), "k3y-material-0123");
+        assert!(matches!(resolve(&spec), Err(SecretError::ToolOwn(_))), "the key file is the tool's own now");
     }
 
     #[test]

@@ -487,3 +487,102 @@ fn validate_with_a_context_checks_the_drills_cluster() {
     assert_eq!(code, Some(0), "{stderr}");
     assert!(stdout.contains("is a valid drill"), "{stdout}");
 }
+
+/// Secrets the tool is given never come back out of it: `--help` names the variables that hold them, not their
+/// values; clap's refusal of a bad value masks them; a key or credentials given inline instead of a path or a
+/// reference are refused without being printed.
+#[test]
+fn secrets_in_variables_and_inline_keys_are_never_printed() {
+    let webhook = "https://hooks.slack.com/services/T000/B000/XXXXsecretXXXX";
+    let seed = "07".repeat(32);
+    let help = bin()
+        .args(["run", "--help"])
+        .env("HYBRID_DRILL_NOTIFY", format!("slack={webhook}"))
+        .env("HYBRID_DRILL_SIGNING_KEY", &seed)
+        .env("HYBRID_DRILL_S3_CREDENTIALS", "/secret/path/creds")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&help);
+    assert_eq!(help.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("HYBRID_DRILL_NOTIFY") && stdout.contains("HYBRID_DRILL_SIGNING_KEY"), "{stdout}");
+    for secret in ["XXXXsecretXXXX", seed.as_str(), "/secret/path/creds"] {
+        assert!(!stdout.contains(secret) && !stderr.contains(secret), "--help prints {secret}:\n{stdout}");
+    }
+    // A webhook clap refuses (not http or https) is quoted in its error: masked.
+    let dir = tempfile::tempdir().unwrap();
+    let refused = bin()
+        .args(["run", "drills/drain.yaml"])
+        .current_dir(repo())
+        .env("HYBRID_DRILL_NOTIFY", "ftp://hooks.example.com/XXXXsecretXXXX")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(!stdout.contains("XXXXsecretXXXX") && !stderr.contains("XXXXsecretXXXX"), "{stderr}");
+    // The signing key itself given where its file or reference belongs: refused, not printed.
+    let kubeconfig = dead_kubeconfig(dir.path());
+    let pem = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEINTuctv5E1hK1bbY8fdp+K06/nwoy/HU++CXqI9EdVhC\n-----END PRIVATE KEY-----";
+    // `--signing-key -----BEGIN...` is an argument clap refuses and quotes: masked too.
+    let pem_flag = format!("--signing-key={pem}");
+    for (flags, ours) in
+        [([pem_flag.as_str(), ""], true), (["--signing-key", &seed], true), (["--signing-key", pem], false)]
+    {
+        let out = bin()
+            .args(["run", "--yes", "--reports-dir"])
+            .arg(dir.path().join("reports"))
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .arg(repo().join("drills/drain.yaml"))
+            .args(flags.iter().filter(|f| !f.is_empty()))
+            .env_remove("HYBRID_DRILL_SIGNING_KEY")
+            .output()
+            .unwrap();
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(!ours || stderr.contains("given inline (not shown)"), "{stderr}");
+        assert!(!stderr.contains("MC4CAQAwBQYDK2Vw") && !stderr.contains(&seed), "the key is printed: {stderr}");
+        assert!(!stdout.contains("MC4CAQAwBQYDK2Vw") && !stdout.contains(&seed));
+    }
+    // Credentials inline where their file belongs: the same.
+    let out = bin()
+        .args(["history", "s3://bucket/prefix", "--s3-credentials", "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMIK7MDENG"])
+        .output()
+        .unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("given inline (not shown)") && !stderr.contains("wJalrXUtnFEMIK7MDENG"), "{stderr}");
+}
+
+/// A retention object lock cannot keep (or a calendar cannot hold) is refused on the command line, not at the end of
+/// a run.
+#[test]
+fn an_absurd_retention_is_refused_up_front() {
+    let out = bin().args(["run", "drills/drain.yaml", "--ship-retention", "110000000d"]).current_dir(repo()).output();
+    let out = out.unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("is not between 1 second and 36500d"), "{stderr}");
+}
+
+/// A drill that runs commands on this machine is refused without `--allow-commands`, each command line named, before
+/// the cluster is contacted or a run directory is made.
+#[test]
+fn a_drill_with_commands_needs_allow_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dead_kubeconfig(dir.path());
+    let out = bin()
+        .args(["run", "--yes", "--reports-dir"])
+        .arg(dir.path().join("reports"))
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg(repo().join("drills/node-failure.yaml"))
+        .output()
+        .unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("refusing the drill: it runs commands on this machine"), "{stderr}");
+    assert!(stderr.contains("fail hook: ") && stderr.contains("recover hook: "), "{stderr}");
+    assert!(stderr.contains("pass --allow-commands"), "{stderr}");
+    assert!(!stderr.contains("reach"), "the cluster was contacted: {stderr}");
+    assert!(!dir.path().join("reports").exists());
+}

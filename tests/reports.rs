@@ -395,9 +395,9 @@ showed their first write at 18:00:00.272, +0.262 s"
 }
 
 /// `evidence` over recorded runs, no cluster: each drill and incident of the period listed, those outside it not,
-/// runs without a manifest said to be unverified, and the controls worded as support.
+/// a run without a manifest a failure (exit 8, named in the index), and the controls worded as support.
 #[test]
-fn evidence_bundles_the_runs_of_a_period_and_says_what_it_could_not_verify() {
+fn evidence_bundles_the_runs_of_a_period_and_fails_on_what_it_could_not_verify() {
     let dir = tempfile::tempdir().unwrap();
     let reports = dir.path().join("reports");
     let mut incident: Value =
@@ -417,11 +417,12 @@ fn evidence_bundles_the_runs_of_a_period_and_says_what_it_could_not_verify() {
         .output()
         .unwrap();
     let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stdout}{stderr}");
+    assert_eq!(out.status.code(), Some(8), "runs without a manifest are not intact: {stdout}{stderr}");
+    assert!(stderr.contains("error: 2 of 2 runs are not intact"), "{stderr}");
     let index = std::fs::read_to_string(out_dir.join("index.md")).unwrap();
-    assert!(index.contains("1 drill and 1 incident;"), "{index}");
+    assert!(index.contains("1 drill and 1 incident; 0 of 2"), "{index}");
     assert!(index.contains("onprem-gpu-drain-20260412t031500z") && !index.contains("20250412"), "{index}");
-    assert!(index.contains("no manifest checked: the run directory has no manifest.json"), "{index}");
+    assert!(index.contains("FAILED: missing manifest.json"), "{index}");
     assert!(index.contains("| provisioning <= 5.0s | 6.0s |") || index.contains("provisioning <= 5.0s"), "{index}");
     assert!(index.contains("not a certification"), "{index}");
     let json: Value = serde_json::from_str(&std::fs::read_to_string(out_dir.join("evidence.json")).unwrap()).unwrap();
@@ -431,6 +432,170 @@ fn evidence_bundles_the_runs_of_a_period_and_says_what_it_could_not_verify() {
     let again =
         bin().arg("evidence").arg(&reports).args(["--since", "2026-01-01", "--out"]).arg(&out_dir).output().unwrap();
     assert_eq!(again.status.code(), Some(2), "{}", text(&again).1);
+}
+
+/// The signing key of the tests' trusted signer, and its public key in hex as `--public-key` reads it.
+fn signer() -> (hybrid_drill::evidence::SigningKey, String) {
+    let key = hybrid_drill::evidence::SigningKey::from_seed([7; 32]);
+    let public = key.public().as_bytes().iter().map(|b| format!("{b:02x}")).collect();
+    (key, public)
+}
+
+/// A recorded run sealed as `run` seals it, signed by `key` when given.
+fn sealed_run(reports: &Path, stamp: &str, key: Option<&hybrid_drill::evidence::SigningKey>) -> PathBuf {
+    let run = write_run(reports, stamp, &fixture());
+    hybrid_drill::evidence::seal(&run, &format!("onprem-gpu-drain-{}", stamp.to_lowercase()), key).unwrap();
+    run
+}
+
+fn verify(run: &Path, flags: &[&str]) -> (Option<i32>, String) {
+    let mut child = bin()
+        .arg("verify")
+        .arg(run)
+        .args(flags)
+        .env_remove("HYBRID_DRILL_PUBLIC_KEY")
+        .env_remove("HYBRID_DRILL_TRUSTED_KEYS")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A hang guard, not a timing assertion: a FIFO in the run directory must not block verify forever.
+    for _ in 0..600 {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    if child.try_wait().unwrap().is_none() {
+        child.kill().unwrap();
+        panic!("verify {} hangs", run.display());
+    }
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = text(&out);
+    (out.status.code(), stdout + &stderr)
+}
+
+/// `verify` proves who wrote a run only with a key the verifier trusts: an unsigned run, one re-sealed after an edit,
+/// one re-signed with the forger's key, a signed run copied over another run's directory and one whose manifest was
+/// deleted all exit 8; `--allow-unsigned` accepts matching files and says authenticity is not proven; a link and a
+/// FIFO in the run directory are named, never followed or read.
+#[test]
+fn verify_needs_a_trusted_signature_bound_to_the_run_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let reports = dir.path().join("reports");
+    let (key, public) = signer();
+    let trusted = ["--public-key", public.as_str()];
+    let run = sealed_run(&reports, "20260105T093000Z", Some(&key));
+    let (code, out) = verify(&run, &trusted);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("signature: valid, by the trusted key") && out.contains("intact: "), "{out}");
+    // The same key from a trusted-keys file.
+    let keys_file = dir.path().join("trusted-keys");
+    std::fs::write(&keys_file, format!("# the drill signer\n{public} drill-signer-2026\n")).unwrap();
+    let (code, out) = verify(&run, &["--trusted-keys", keys_file.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{out}");
+
+    // No key trusted: not intact, with how to trust one; --allow-unsigned checks the files and says what it proves.
+    let (code, out) = verify(&run, &[]);
+    assert_eq!(code, Some(8), "{out}");
+    assert!(out.contains("authenticity not proven: no key is trusted: pass the signer's public key"), "{out}");
+    let (code, out) = verify(&run, &["--allow-unsigned"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("intact, but authenticity NOT proven"), "{out}");
+
+    // A signed run copied over another run's directory: the signature is good, the place is not.
+    let other = write_run(&reports, "20260106T093000Z", &fixture());
+    for f in ["report.json", "manifest.json", "manifest.sig"] {
+        std::fs::copy(run.join(f), other.join(f)).unwrap();
+    }
+    let (code, out) = verify(&other, &trusted);
+    assert_eq!(code, Some(8), "{out}");
+    assert!(out.contains("moved: manifest.json is the manifest of the run onprem-gpu-drain-20260105t093000z"), "{out}");
+
+    // Edited, the sums recomputed, the signature dropped: the files match, nobody trusted wrote them.
+    let report = std::fs::read_to_string(run.join("report.json")).unwrap();
+    std::fs::write(run.join("report.json"), report.replace("objective-missed", "passed")).unwrap();
+    std::fs::remove_file(run.join("manifest.sig")).unwrap();
+    hybrid_drill::evidence::seal(&run, "onprem-gpu-drain-20260105t093000z", None).unwrap();
+    let (code, out) = verify(&run, &trusted);
+    assert_eq!(code, Some(8), "{out}");
+    assert!(out.contains("signature: none"), "{out}");
+    // Re-signed with the forger's own key.
+    let forger = hybrid_drill::evidence::SigningKey::from_seed([9; 32]);
+    hybrid_drill::evidence::seal(&run, "onprem-gpu-drain-20260105t093000z", Some(&forger)).unwrap();
+    let (code, out) = verify(&run, &trusted);
+    assert_eq!(code, Some(8), "{out}");
+    assert!(out.contains("signature: UNTRUSTED"), "{out}");
+
+    // A link to credentials and a FIFO: named, not followed, not read.
+    let run = sealed_run(&reports, "20260107T093000Z", Some(&key));
+    std::fs::write(dir.path().join("credentials"), "aws_secret_access_key=abc").unwrap();
+    std::os::unix::fs::symlink(dir.path().join("credentials"), run.join("creds")).unwrap();
+    assert!(Command::new("mkfifo").arg(run.join("pipe")).status().unwrap().success());
+    let (code, out) = verify(&run, &trusted);
+    assert_eq!(code, Some(8), "{out}");
+    assert!(out.contains("not a regular file (not read): creds") && out.contains("(not read): pipe"), "{out}");
+
+    // The manifest deleted: a failure, never "nothing to check".
+    let run = sealed_run(&reports, "20260108T093000Z", Some(&key));
+    std::fs::remove_file(run.join("manifest.json")).unwrap();
+    let (code, out) = verify(&run, &["--allow-unsigned"]);
+    assert_eq!(code, Some(8), "{out}");
+    assert!(out.contains("missing: manifest.json"), "{out}");
+}
+
+/// `evidence` names each run's place in the bundle from the directories it was found in, never from its report: a
+/// report whose drill name climbs out (`../../../escaped`) lands at `runs/<drill dir>/<stamp>` like any other; a link
+/// in a run directory is not copied; a trusted signature makes it exit 0, an unsigned run exit 8 unless
+/// `--allow-unsigned`, which the output then qualifies.
+#[test]
+fn evidence_builds_its_paths_from_the_directories_and_copies_no_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let reports = dir.path().join("reports");
+    let (key, public) = signer();
+    let mut climbing = fixture();
+    climbing["drill"]["name"] = "../../../escaped".into();
+    let run = reports.join("onprem-gpu-drain/20260105T093000Z");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::write(run.join("report.json"), serde_json::to_string_pretty(&climbing).unwrap()).unwrap();
+    hybrid_drill::evidence::seal(&run, "onprem-gpu-drain-20260105t093000z", Some(&key)).unwrap();
+    let out_dir = dir.path().join("a/b/bundle");
+    let evidence = |out_dir: &Path, flags: &[&str]| {
+        let out = bin()
+            .arg("evidence")
+            .arg(&reports)
+            .args(["--since", "2026-01-01", "--out"])
+            .arg(out_dir)
+            .args(flags)
+            .env_remove("HYBRID_DRILL_PUBLIC_KEY")
+            .output()
+            .unwrap();
+        let (stdout, stderr) = text(&out);
+        (out.status.code(), stdout + &stderr)
+    };
+    let (code, out) = evidence(&out_dir, &["--public-key", &public]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(!dir.path().join("a/escaped").exists(), "evidence wrote outside --out");
+    assert!(out_dir.join("runs/onprem-gpu-drain/20260105T093000Z/report.json").is_file());
+
+    // A second run, unsigned, with a link to credentials beside its report.
+    let linked = sealed_run(&reports, "20260106T093000Z", None);
+    std::fs::write(dir.path().join("credentials"), "aws_secret_access_key=abc").unwrap();
+    std::os::unix::fs::symlink(dir.path().join("credentials"), linked.join("creds")).unwrap();
+    let out_dir = dir.path().join("bundle-2");
+    let (code, out) = evidence(&out_dir, &["--public-key", &public, "--allow-unsigned"]);
+    assert_eq!(code, Some(8), "{out}");
+    assert!(!out_dir.join("runs/onprem-gpu-drain/20260106T093000Z/creds").exists(), "the link was copied");
+    let index = std::fs::read_to_string(out_dir.join("index.md")).unwrap();
+    assert!(index.contains("not a regular file creds"), "{index}");
+
+    // Without the link, the unsigned run passes only under --allow-unsigned, qualified.
+    std::fs::remove_file(linked.join("creds")).unwrap();
+    let (code, out) = evidence(&dir.path().join("bundle-3"), &["--public-key", &public]);
+    assert_eq!(code, Some(8), "{out}");
+    let (code, out) = evidence(&dir.path().join("bundle-4"), &["--public-key", &public, "--allow-unsigned"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("1 runs are intact under --allow-unsigned only: their authenticity is NOT proven"), "{out}");
 }
 
 /// The recorded run (tests/fixtures/run) with `edit` applied to its timeline's lines, as a run directory.
@@ -573,9 +738,15 @@ fn a_crashed_run_keeps_its_provenance_and_every_command_names_it_alike() {
         let history: Value = serde_json::from_slice(&history.stdout).unwrap();
         assert_eq!(history["drills"][0]["runs"][0]["verdict"], words, "{history:#}");
         let out_dir = bundles.path().join(words.len().to_string());
-        let out =
-            bin().arg("evidence").arg(reports.path()).args(["--since", "2026-01-01", "--out"]).arg(&out_dir).output();
-        assert!(out.unwrap().status.success());
+        let out = bin()
+            .arg("evidence")
+            .arg(reports.path())
+            .args(["--since", "2026-01-01", "--out"])
+            .arg(&out_dir)
+            .output()
+            .unwrap();
+        // Unsealed (or sealed without a trusted key), the run is not proven intact.
+        assert_eq!(out.status.code(), Some(8), "{}", text(&out).1);
         let index = std::fs::read_to_string(out_dir.join("index.md")).unwrap();
         assert!(index.contains(&format!("| {words} |")), "{index}");
         assert!(!index.contains("os error"), "{index}");

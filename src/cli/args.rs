@@ -82,12 +82,12 @@ pub enum Command {
         reports_dir: PathBuf,
         /// Also push the run's metrics to this Prometheus Pushgateway (e.g. http://pushgateway:9091); a failed push
         /// is a warning in the report, not a failed drill.
-        #[arg(long, value_name = "URL", env = "HYBRID_DRILL_PUSHGATEWAY")]
+        #[arg(long, value_name = "URL", env = "HYBRID_DRILL_PUSHGATEWAY", hide_env_values = true)]
         pushgateway: Option<String>,
         /// Also tell this webhook of the start, each missed objective, an abort and the end: `URL` gets the plain
         /// JSON event, `slack=URL` Slack's incoming-webhook message. Repeatable; the variable takes a comma-separated
         /// list (keep a secret URL there rather than in the drill file, which every run directory copies).
-        #[arg(long, value_name = "[slack=]URL", env = "HYBRID_DRILL_NOTIFY", value_delimiter = ',', value_parser = notify_flag)]
+        #[arg(long, value_name = "[slack=]URL", env = "HYBRID_DRILL_NOTIFY", hide_env_values = true, value_delimiter = ',', value_parser = notify_flag)]
         notify: Vec<Webhook>,
         /// Let a closed start gate through: alert, incident, freeze-window or cluster-freeze. Each needs its own
         /// --reason after it; repeatable. The report and the timeline record the gate, who and why.
@@ -105,8 +105,13 @@ pub enum Command {
         /// Sign the run directory's manifest with this ed25519 key: a file (PKCS#8 PEM as `openssl genpkey -algorithm
         /// ed25519` writes it, or the 32-byte seed in base64 or hex), or a secret reference `${env:NAME}` or
         /// `${file:/path}` (a Kubernetes Secret as a variable or a mounted file).
-        #[arg(long, value_name = "KEY", env = "HYBRID_DRILL_SIGNING_KEY")]
+        #[arg(long, value_name = "KEY", env = "HYBRID_DRILL_SIGNING_KEY", hide_env_values = true)]
         signing_key: Option<String>,
+        /// Let the drill's commands run: `exec` steps and their undo, node-failure, capacity and last-resort hooks.
+        /// They run on this machine with its identity and Secrets at hand, so a drill that has any is refused
+        /// (exit 2, nothing touched) without this flag; `hybrid-drill plan` lists each command line.
+        #[arg(long)]
+        allow_commands: bool,
         #[command(flatten)]
         ship: ShipFlags,
     },
@@ -115,11 +120,10 @@ pub enum Command {
     Verify {
         /// The run directory (reports/<drill>/<UTC timestamp>/).
         run_dir: PathBuf,
-        /// The public key the manifest must be signed by (SPKI PEM from `openssl pkey -pubout`, or 32 bytes in base64
-        /// or hex; a file or a secret reference); an unsigned manifest then fails.
-        #[arg(long, value_name = "KEY", env = "HYBRID_DRILL_PUBLIC_KEY")]
-        public_key: Option<String>,
-        /// `text` names each file and the signature's status; `json` one object for scripts (`intact`, the files).
+        #[command(flatten)]
+        trust: TrustFlags,
+        /// `text` names each file and the signature's status; `json` one object for scripts (`intact`,
+        /// `authentic`, the files).
         #[arg(long, short = 'o', value_enum, default_value = "text")]
         output: OutputFormat,
     },
@@ -143,9 +147,8 @@ pub enum Command {
         /// Also write the bundle as DIR.tar.gz.
         #[arg(long)]
         archive: bool,
-        /// The public key every manifest must be signed by (as `verify --public-key`).
-        #[arg(long, value_name = "KEY", env = "HYBRID_DRILL_PUBLIC_KEY")]
-        public_key: Option<String>,
+        #[command(flatten)]
+        trust: TrustFlags,
         /// `text` says where the index is; `json` one object for scripts (`runs`, `not_intact`, `index`, `archive`).
         #[arg(long, short = 'o', value_enum, default_value = "text")]
         output: OutputFormat,
@@ -171,7 +174,7 @@ pub enum Command {
         #[arg(long, value_name = "N")]
         episodes: Option<u64>,
         /// Sign each incident's manifest with this ed25519 key, as `run --signing-key` does.
-        #[arg(long, value_name = "KEY", env = "HYBRID_DRILL_SIGNING_KEY")]
+        #[arg(long, value_name = "KEY", env = "HYBRID_DRILL_SIGNING_KEY", hide_env_values = true)]
         signing_key: Option<String>,
     },
     /// Re-render a past run from its run directory (report.json, and timeline.jsonl for the event markers).
@@ -183,7 +186,7 @@ pub enum Command {
         #[arg(long, short = 'o', short_alias = 'f', alias = "format", value_enum, default_value = "md")]
         output: Format,
         /// Also push the run's metrics to this Prometheus Pushgateway (e.g. http://pushgateway:9091).
-        #[arg(long, value_name = "URL", env = "HYBRID_DRILL_PUSHGATEWAY")]
+        #[arg(long, value_name = "URL", env = "HYBRID_DRILL_PUSHGATEWAY", hide_env_values = true)]
         pushgateway: Option<String>,
     },
     /// Compare every past run of each drill: RTO and every phase, change against the previous run and the objective.
@@ -278,8 +281,13 @@ pub enum Command {
         reports_dir: PathBuf,
         /// Sign the manifest `recover` writes into a crashed run's directory once it is restored (the key `run`
         /// takes).
-        #[arg(long, value_name = "KEY", env = "HYBRID_DRILL_SIGNING_KEY")]
+        #[arg(long, value_name = "KEY", env = "HYBRID_DRILL_SIGNING_KEY", hide_env_values = true)]
         signing_key: Option<String>,
+        /// Run the commands (`exec` undo, recovery and give-back hooks, a cut's last resort) of this run's journal
+        /// lines even where the tool cannot authenticate them (no HYBRID_DRILL_JOURNAL_KEY, or another): only once
+        /// you have read them, since anyone who can write the reports volume can append a line.
+        #[arg(long, value_name = "RUN_DIR")]
+        trust_journal: Option<PathBuf>,
     },
     /// Say, reading only, whether a drill left anything behind: who holds the drill lock, unfinished runs, objects
     /// in the cluster a run marked, fallback NodeClaims a run saw created that still exist.
@@ -319,6 +327,24 @@ pub enum Command {
     },
 }
 
+/// Whose signatures `verify` and `evidence` accept: a run is intact only when its manifest is signed by one of these
+/// keys, unless the user settles for its files alone.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct TrustFlags {
+    /// A public key the manifest must be signed by (SPKI PEM from `openssl pkey -pubout`, or 32 bytes in base64 or
+    /// hex; the key itself, a file or a secret reference).
+    #[arg(long, value_name = "KEY", env = "HYBRID_DRILL_PUBLIC_KEY")]
+    pub public_key: Option<String>,
+    /// A file of trusted public keys, one per line (32 bytes in base64 or hex, then optionally a name); `#` starts a
+    /// comment. Keep it where the signers' keys are managed, not beside the runs.
+    #[arg(long, value_name = "FILE", env = "HYBRID_DRILL_TRUSTED_KEYS")]
+    pub trusted_keys: Option<PathBuf>,
+    /// Accept a run that is unsigned or signed by a key not trusted when its files match its manifest: the output
+    /// then says its authenticity is not proven (anyone who can write the run directory can re-seal it).
+    #[arg(long)]
+    pub allow_unsigned: bool,
+}
+
 /// Where `run` ships the run directory besides, and how to reach it.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ShipFlags {
@@ -329,7 +355,7 @@ pub struct ShipFlags {
     pub ship: Option<crate::store::Location>,
     /// Keep each shipped object from deletion and overwriting this long (object lock, compliance mode), e.g.
     /// 400d; overrides spec.evidence.ship.retention.
-    #[arg(long, value_name = "DURATION", value_parser = crate::drill::duration::parse_flag)]
+    #[arg(long, value_name = "DURATION", value_parser = retention_flag)]
     pub ship_retention: Option<std::time::Duration>,
     #[command(flatten)]
     pub s3: S3Flags,
@@ -361,7 +387,7 @@ pub struct S3Flags {
     /// A credentials file (aws_access_key_id and aws_secret_access_key, or AWS_ACCESS_KEY_ID=... lines), or a
     /// secret reference to one (${file:/path}); default: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, then EKS's
     /// pod identity.
-    #[arg(long, value_name = "FILE", env = "HYBRID_DRILL_S3_CREDENTIALS")]
+    #[arg(long, value_name = "FILE", env = "HYBRID_DRILL_S3_CREDENTIALS", hide_env_values = true)]
     pub s3_credentials: Option<String>,
 }
 
@@ -374,6 +400,12 @@ impl S3Flags {
             credentials: self.s3_credentials.clone(),
         }
     }
+}
+
+/// `--ship-retention`: a duration object lock can keep.
+fn retention_flag(text: &str) -> Result<std::time::Duration, String> {
+    let period = crate::drill::duration::parse_flag(text)?;
+    crate::store::retention::refuse(period).map_or(Ok(period), Err)
 }
 
 fn ship_location(text: &str) -> Result<crate::store::Location, String> {
@@ -403,22 +435,30 @@ const VERIFY_HELP: &str = "\
 Examples:
   hybrid-drill verify reports/onprem-gpu-drain/20261202T101500Z
   hybrid-drill verify RUN_DIR --public-key drill-signing.pub -o json
+  hybrid-drill verify RUN_DIR --trusted-keys /etc/hybrid-drill/trusted-keys
+  hybrid-drill verify RUN_DIR --allow-unsigned        the files alone; authenticity not proven
 
-Exit 0 when every file is as the manifest records it and the signature valid (or the manifest unsigned and no key \
-required); 8 when a file was changed, removed or added, or the signature is missing or invalid where required; 2 \
-without a readable manifest. `hybrid-drill report` prints to stdout and never rewrites a run directory: keep \
+Exit 0 only when every file is as the manifest records it, the manifest is this directory's (its run id is \
+<drill>-<stamp> of the directory it is in: a run copied over another fails) and it is signed by a key you trust \
+(--public-key, --trusted-keys, or HYBRID_DRILL_PUBLIC_KEY / HYBRID_DRILL_TRUSTED_KEYS); a key the run directory \
+names itself proves nothing. 8 otherwise: a file changed, removed or added, a symbolic link or FIFO in the directory \
+(never followed nor read), no manifest, or no trusted signature. --allow-unsigned accepts matching files without a \
+trusted signature and says their authenticity is not proven. 2 when the directory cannot be read or its manifest is \
+not one. `hybrid-drill report` prints to stdout and never rewrites a run directory: keep \
 re-rendered reports elsewhere. Touches no cluster.";
 
 const EVIDENCE_HELP: &str = "\
 Examples:
   hybrid-drill evidence reports --since 2026-01-01 --out evidence-2026
-  hybrid-drill evidence reports --since 2026-10-01 --until 2026-12-31 --archive
+  hybrid-drill evidence reports --since 2026-10-01 --until 2026-12-31 --archive --public-key drill-signing.pub
 
 The directory holds index.md, index.html, evidence.json and runs/<drill>/<stamp>/ (each run directory as it was, its \
 manifest included): the verdicts, the RTO trend, the deviations, the action items (open, or closed by a later run of \
 the drill) and a table of the controls the bundle supports (DORA ICT continuity testing, SOC 2 A1.3, ISO 22301 \
-exercises); support, never a certification. A run directory that does not match its manifest is bundled and marked \
-in the index. Touches no cluster.";
+exercises); support, never a certification. Each run is verified as `verify` does, with the same --public-key, \
+--trusted-keys and --allow-unsigned: one that is not intact is bundled, marked FAILED in the index, and makes the \
+command exit 8. A run's place in the bundle is made of the names of the directories it was found in, never of what \
+its report says; symbolic links and FIFOs are not copied. Touches no cluster.";
 
 const WATCH_HELP: &str = "\
 Examples:

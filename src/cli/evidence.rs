@@ -4,37 +4,61 @@
 use std::path::{Path, PathBuf};
 
 use crate::evidence::bundle::{self, BundleOptions};
-use crate::evidence::{self, PublicKey};
+use crate::evidence::{self, TrustedKeys, Verification};
 use crate::exit::{EXIT_INVALID, EXIT_PASSED, EXIT_TAMPERED};
 
-use super::args::OutputFormat;
+use super::args::{OutputFormat, TrustFlags};
 
-fn trusted_key(spec: Option<&str>) -> Result<Option<PublicKey>, u8> {
-    spec.map(PublicKey::load).transpose().map_err(|e| {
+fn trusted_keys(flags: &TrustFlags) -> Result<TrustedKeys, u8> {
+    TrustedKeys::load(flags.public_key.as_deref(), flags.trusted_keys.as_deref()).map_err(|e| {
         eprintln!("error: {e}");
         EXIT_INVALID
     })
 }
 
-pub(super) fn verify_command(run_dir: &Path, public_key: Option<&str>, output: OutputFormat) -> u8 {
-    let trusted = match trusted_key(public_key) {
+/// The last line of `verify`: the verdict, and what it does not prove.
+fn verdict_line(found: &Verification, flags: &TrustFlags, trusted: &TrustedKeys) -> String {
+    let dir = &found.run_dir;
+    if !found.files_intact() {
+        return format!("NOT INTACT: {dir}");
+    }
+    if found.authentic() {
+        return format!("intact: {dir}");
+    }
+    if flags.allow_unsigned {
+        return format!(
+            "intact, but authenticity NOT proven (--allow-unsigned: the files match a manifest anyone who can write \
+             the directory could have written): {dir}"
+        );
+    }
+    let how = if trusted.is_empty() {
+        "no key is trusted: pass the signer's public key with --public-key (or HYBRID_DRILL_PUBLIC_KEY) or \
+         --trusted-keys FILE"
+    } else {
+        "the manifest is not signed by a trusted key"
+    };
+    format!("NOT INTACT: {dir}: authenticity not proven: {how}; --allow-unsigned checks the files alone")
+}
+
+pub(super) fn verify_command(run_dir: &Path, flags: &TrustFlags, output: OutputFormat) -> u8 {
+    let trusted = match trusted_keys(flags) {
         Ok(k) => k,
         Err(code) => return code,
     };
     let crashed = crate::report::crashed::state(run_dir);
-    let found = match evidence::verify(run_dir, trusted.as_ref()) {
+    // A crashed run has no manifest until `recover` seals it: say so rather than list a missing manifest.
+    if let Some(state) = crashed.as_deref().filter(|_| !run_dir.join(evidence::manifest::MANIFEST_FILE).exists()) {
+        eprintln!("error: {}: {}", run_dir.display(), crate::report::crashed::unsealed(state));
+        return EXIT_INVALID;
+    }
+    let found = match evidence::verify(run_dir, &trusted) {
         Ok(v) => v,
-        Err(_) if crashed.is_some() && !run_dir.join(evidence::manifest::MANIFEST_FILE).exists() => {
-            let why = crate::report::crashed::unsealed(crashed.as_deref().unwrap_or_default());
-            eprintln!("error: {}: {why}", run_dir.display());
-            return EXIT_INVALID;
-        }
         Err(e) => {
             eprintln!("error: {e}");
             return EXIT_INVALID;
         }
     };
-    let intact = found.intact(trusted.is_some());
+    let intact = found.intact(flags.allow_unsigned);
     match output {
         OutputFormat::Json => {
             let mut json = serde_json::to_value(&found).unwrap_or_default();
@@ -42,6 +66,7 @@ pub(super) fn verify_command(run_dir: &Path, public_key: Option<&str>, output: O
             if let Some(crashed) = &crashed {
                 json["crashed"] = crashed.as_str().into();
             }
+            json["authentic"] = found.authentic().into();
             println!("{}", serde_json::to_string_pretty(&json).unwrap_or_default());
         }
         OutputFormat::Text => {
@@ -49,7 +74,7 @@ pub(super) fn verify_command(run_dir: &Path, public_key: Option<&str>, output: O
                 println!("run: {crashed}");
             }
             print!("{}", found.describe());
-            println!("{}: {}", if intact { "intact" } else { "NOT INTACT" }, run_dir.display());
+            println!("{}", verdict_line(&found, flags, &trusted));
         }
     }
     if intact { EXIT_PASSED } else { EXIT_TAMPERED }
@@ -61,12 +86,12 @@ pub(super) struct EvidenceFlags {
     pub until: Option<chrono::DateTime<chrono::Utc>>,
     pub out: Option<PathBuf>,
     pub archive: bool,
-    pub public_key: Option<String>,
+    pub trust: TrustFlags,
     pub output: OutputFormat,
 }
 
 pub(super) fn evidence_command(flags: EvidenceFlags) -> u8 {
-    let trusted_key = match trusted_key(flags.public_key.as_deref()) {
+    let trusted = match trusted_keys(&flags.trust) {
         Ok(k) => k,
         Err(code) => return code,
     };
@@ -84,14 +109,15 @@ pub(super) fn evidence_command(flags: EvidenceFlags) -> u8 {
         until,
         out: out.clone(),
         archive: flags.archive,
-        trusted_key,
+        trusted,
+        allow_unsigned: flags.trust.allow_unsigned,
     };
     match bundle::write(&opts) {
         Ok((bundle, archive)) => {
             for w in &bundle.warnings {
                 eprintln!("warning: {w}");
             }
-            let failed = bundle.runs.iter().filter(|e| e.verification.is_some() && !e.intact()).count();
+            let failed = bundle.runs.iter().filter(|e| !e.intact()).count();
             let index = out.join("index.html");
             match flags.output {
                 OutputFormat::Json => {
@@ -110,10 +136,11 @@ pub(super) fn evidence_command(flags: EvidenceFlags) -> u8 {
                     }
                 }
             }
-            if failed > 0 {
-                eprintln!("warning: {failed} run directories do not match their manifest: see the index");
+            let said = bundle::authenticity_line(&bundle, flags.trust.allow_unsigned);
+            if !said.is_empty() {
+                eprintln!("{said}");
             }
-            EXIT_PASSED
+            if failed > 0 { EXIT_TAMPERED } else { EXIT_PASSED }
         }
         Err(e) => {
             eprintln!("error: {}", crate::secrets::redact(&e.to_string()));

@@ -45,7 +45,10 @@ fn overrides(gates: Vec<crate::domain::GateKind>, reasons: Vec<String>) -> Resul
 }
 
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return parse_error(e),
+    };
     init_tracing(cli.verbose);
     if let Some(warning) = deprecated_flag(std::env::args().skip(1)) {
         eprintln!("warning: {warning}");
@@ -58,10 +61,18 @@ pub fn main() -> ExitCode {
             EXIT_PASSED
         }
         run @ Command::Run { .. } => run_from_flags(run, target),
-        Command::Verify { run_dir, public_key, output } => verify_command(&run_dir, public_key.as_deref(), output),
-        Command::Evidence { reports_dir, since, until, out, archive, public_key, output, s3 } => {
+        Command::Verify { run_dir, trust, output } => verify_command(&run_dir, &trust, output),
+        Command::Evidence { reports_dir, since, until, out, archive, trust, output, s3 } => {
             stored::with_local_reports(&reports_dir, &s3, |reports_dir| {
-                evidence_command(EvidenceFlags { reports_dir, since, until, out, archive, public_key, output })
+                evidence_command(EvidenceFlags {
+                    reports_dir,
+                    since,
+                    until,
+                    out,
+                    archive,
+                    trust: trust.clone(),
+                    output,
+                })
             })
         }
         Command::Watch { file, reports_dir, episode_limit, metrics_addr, episodes, signing_key } => {
@@ -98,8 +109,8 @@ pub fn main() -> ExitCode {
             let drain = DrainFlags { force, delete_empty_dir_data: delete_emptydir_data };
             block_on(preflight_command(file.as_deref(), flags, drain, &target, (output, strict), at))
         }
-        Command::Recover { run_dir, reports_dir, signing_key } => {
-            block_on(recover_command(run_dir, &reports_dir, &target, signing_key.as_deref()))
+        Command::Recover { run_dir, reports_dir, signing_key, trust_journal } => {
+            block_on(recover_command(run_dir, &reports_dir, trust_journal.as_deref(), &target, signing_key.as_deref()))
         }
         Command::Status { reports_dir, lock, output } => {
             block_on(status_command(&reports_dir, lock.as_deref(), &target, output))
@@ -129,6 +140,7 @@ fn run_from_flags(run: Command, target: KubeContext) -> u8 {
         change,
         approved_by,
         signing_key,
+        allow_commands,
         ship,
     } = run
     else {
@@ -154,10 +166,36 @@ fn run_from_flags(run: Command, target: KubeContext) -> u8 {
         notify,
         approval,
         signing_key,
+        allow_commands,
         overrides,
         ship,
     };
     block_on(run_command(&file, opts))
+}
+
+/// Prints clap's refusal of the command line with the values of the tool's secret variables masked: clap quotes a
+/// value it cannot parse, and `HYBRID_DRILL_NOTIFY` holds webhook URLs whose path is the credential.
+fn parse_error(e: clap::Error) -> ExitCode {
+    let code = u8::try_from(e.exit_code()).unwrap_or(crate::exit::EXIT_INVALID);
+    if !e.use_stderr() {
+        let _ = e.print();
+        return ExitCode::from(code);
+    }
+    for name in crate::secrets::TOOL_SECRETS {
+        if let Ok(value) = std::env::var(name) {
+            value.split(',').chain([value.as_str()]).for_each(crate::secrets::remember);
+        }
+    }
+    // A key pasted where its path belongs (`--signing-key -----BEGIN...`) is an argument clap quotes back.
+    for arg in std::env::args().skip(1) {
+        let value = arg.split_once('=').map_or(arg.as_str(), |(_, v)| v);
+        if crate::secrets::looks_inline(value) || crate::secrets::looks_inline(&arg) {
+            crate::secrets::remember(value);
+            crate::secrets::remember(&arg);
+        }
+    }
+    eprint!("{}", crate::secrets::redact(&e.render().to_string()));
+    ExitCode::from(code)
 }
 
 /// The warning for `-f`/`--format`, which `-o`/`--output` replaced on `report` and `history` (still accepted, so

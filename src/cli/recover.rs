@@ -13,6 +13,7 @@ use crate::status::{find_journals, run_id_of};
 pub(super) async fn recover_command(
     run_dir: Option<PathBuf>,
     reports_dir: &Path,
+    trust_journal: Option<&Path>,
     target: &KubeContext,
     signing_key: Option<&str>,
 ) -> u8 {
@@ -68,7 +69,8 @@ pub(super) async fn recover_command(
         eprintln!("error: {e}");
     }
     let scope = RestoreScope { nodes, run: run_id.clone() };
-    let (mut code, restored) = recover_with(&cluster, journals, &scope, &marks_journal).await;
+    let trusted = trust_journal.and_then(|d| std::fs::canonicalize(d).ok());
+    let (mut code, restored) = recover_with(&cluster, journals, &scope, &marks_journal, trusted.as_deref()).await;
     if let Some(e) = unlisted {
         println!("NOT VERIFIED: {e}; run `hybrid-drill recover` again once they can be listed");
         code = EXIT_RESTORE_FAILED;
@@ -275,13 +277,15 @@ fn seal_crashed_run(
 }
 
 /// Recovers from each journal with something outstanding, then from the marks in the cluster; an unreadable journal
-/// is an error (exit 4), a torn last line a one-line notice. Returns the exit code and, for each journal read, what
-/// was undone and verified for it (the marks' undos count for the run named, whose journal they go to).
+/// is an error (exit 4), a torn last line a one-line notice. The journal of the run directory `trusted` names has
+/// the commands of its unauthenticated lines run too. Returns the exit code and, for each journal read, what was
+/// undone and verified for it (the marks' undos count for the run named, whose journal they go to).
 async fn recover_with(
     cluster: &Cluster,
     journals: Vec<PathBuf>,
     scope: &RestoreScope,
     marks_journal: &Path,
+    trusted: Option<&Path>,
 ) -> (u8, Vec<Restored>) {
     let mut outcomes = Vec::new();
     let mut restored = Vec::new();
@@ -300,7 +304,9 @@ async fn recover_with(
             restored.push(Restored { journal, ..Restored::default() });
             continue;
         }
-        let outcome = safety::recover(cluster, &journal, scope).await;
+        let run_dir = journal.parent().and_then(|d| std::fs::canonicalize(d).ok());
+        let trusts = trusted.is_some_and(|t| run_dir.as_deref() == Some(t));
+        let outcome = safety::recover(cluster, &journal, scope, trusts).await;
         if let Ok(o) = &outcome {
             restored.push(Restored {
                 journal: journal.clone(),
@@ -388,11 +394,19 @@ mod tests {
 
     /// `recover` of the one journal `path` against an API server that answers with `answer`.
     async fn recover_one(path: &Path, answer: impl FnMut(&Seen) -> Answer + Send + 'static) -> (u8, Vec<Seen>) {
+        recover_trusting(path, answer, None).await
+    }
+
+    async fn recover_trusting(
+        path: &Path,
+        answer: impl FnMut(&Seen) -> Answer + Send + 'static,
+        trusted: Option<&Path>,
+    ) -> (u8, Vec<Seen>) {
         let (cluster, handle) = Cluster::mock();
         let server = serve(handle, answer);
         let marks_journal = path.with_file_name("marks.jsonl");
         let (code, _) =
-            recover_with(&cluster, vec![path.to_path_buf()], &RestoreScope::default(), &marks_journal).await;
+            recover_with(&cluster, vec![path.to_path_buf()], &RestoreScope::default(), &marks_journal, trusted).await;
         drop(cluster);
         (code, server.await.unwrap())
     }
@@ -511,5 +525,41 @@ mod tests {
         .await;
         assert_eq!(code, EXIT_RESTORE_FAILED);
         assert_eq!(crate::safety::journal::outstanding(&crate::safety::journal::read(&path).unwrap().entries).len(), 1);
+    }
+
+    /// A line appended to a run's journal by someone else (no mac, or a made-up one) names an `exec` undo: recover
+    /// runs no command of it, says so with the command and how to trust it, and leaves it outstanding; named with
+    /// `--trust-journal`, the same journal's command runs.
+    #[tokio::test]
+    async fn a_planted_exec_undo_runs_nothing_unless_the_user_trusts_the_journal_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        cordoned(&path);
+        let marker = dir.path().join("planted-command-ran");
+        let planted = |seq: u64, mac: &str| {
+            let mut line = json!({"seq": seq, "at": "2026-12-02T10:15:01Z", "state": "done", "action": "exec",
+                                  "step": "x", "command": ["true"], "undo": ["touch", marker]});
+            if !mac.is_empty() {
+                line["mac"] = mac.into();
+            }
+            line.to_string() + "\n"
+        };
+        let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        std::io::Write::write_all(&mut file, planted(7, "").as_bytes()).unwrap();
+        std::io::Write::write_all(&mut file, planted(8, &"ab".repeat(32)).as_bytes()).unwrap();
+        let contents = crate::safety::journal::read(&path).unwrap();
+        assert!(contents.entries.iter().filter(|e| e.seq < 7).all(|e| e.authentic), "the tool's own lines verify");
+        assert!(contents.entries.iter().filter(|e| e.seq >= 7).all(|e| !e.authentic), "planted lines do not");
+
+        let (code, _) = recover_one(&path, unmarked).await;
+        assert_eq!(code, EXIT_RESTORE_FAILED);
+        assert!(!marker.exists(), "a planted command ran");
+        let left = crate::safety::journal::outstanding(&crate::safety::journal::read(&path).unwrap().entries);
+        assert_eq!(left.len(), 2, "the refused undos stay outstanding: {left:?}");
+
+        let trusted = std::fs::canonicalize(dir.path()).unwrap();
+        let (code, _) = recover_trusting(&path, unmarked, Some(&trusted)).await;
+        assert_eq!(code, EXIT_PASSED);
+        assert!(marker.exists(), "the journal trusted by name runs its commands");
     }
 }

@@ -1,6 +1,7 @@
 //! The drill file: parsing with locations, validation into the typed model, JSON Schema and diagnostics. The raw
 //! form serde reads stays in here; the crate sees only the validated [`Drill`].
 
+pub mod commands;
 pub mod diagnostics;
 pub mod duration;
 pub mod freeze;

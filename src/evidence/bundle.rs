@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use maud::{Markup, html};
 use serde::Serialize;
 
-use super::keys::PublicKey;
+use super::keys::TrustedKeys;
 use super::manifest::{self, Verification};
 use crate::domain::PhaseId;
 use crate::report::deviations::{ActionItem, Deviation};
@@ -26,7 +26,9 @@ pub struct BundleOptions {
     pub out: PathBuf,
     /// Also write `<out>.tar.gz`.
     pub archive: bool,
-    pub trusted_key: Option<PublicKey>,
+    pub trusted: TrustedKeys,
+    /// Count a run whose files match its manifest as intact though no trusted key signed it.
+    pub allow_unsigned: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -42,7 +44,8 @@ pub enum BundleError {
 /// One run in the bundle.
 #[derive(Debug, Clone, Serialize)]
 pub struct Entry {
-    /// Where the run is in the bundle, relative to its index: `runs/<drill>/<stamp>`.
+    /// Where the run is in the bundle, relative to its index: `runs/<drill>/<stamp>`, both the names of the
+    /// directories it was found in (never what its report says); empty when those names are not a run's.
     pub path: String,
     /// The run directory it was copied from.
     pub source: String,
@@ -56,6 +59,11 @@ pub struct Entry {
     /// which wrote none, the one rebuilt from its directory into `rebuilt/`, beside the untouched copy.
     pub report_md: String,
     pub report_html: String,
+    /// Its files match its manifest and the manifest is signed by a trusted key (or `--allow-unsigned` settled for
+    /// the files alone).
+    pub intact: bool,
+    /// Signed by a trusted key.
+    pub authentic: bool,
     /// The action items with whether a later run of the same drill closed them.
     pub action_items: Vec<TrackedItem>,
 }
@@ -95,10 +103,10 @@ pub fn write(opts: &BundleOptions) -> Result<(Bundle, Option<PathBuf>), BundleEr
     }
     let bundle = gather(opts)?;
     std::fs::create_dir_all(&opts.out).map_err(failed(&opts.out))?;
-    for entry in &bundle.runs {
+    for entry in bundle.runs.iter().filter(|e| !e.path.is_empty()) {
         let from = PathBuf::from(&entry.source);
         copy_dir(&from, &opts.out.join(&entry.path)).map_err(failed(&from))?;
-        if entry.report.crashed.is_some() {
+        if entry.report_md.starts_with("rebuilt/") {
             write_rebuilt(&opts.out, entry).map_err(failed(&opts.out.join(&entry.report_md)))?;
         }
     }
@@ -145,8 +153,43 @@ fn report_links(dir: &Path, path: &str, report: &Report) -> (String, String) {
 
 impl Entry {
     pub fn intact(&self) -> bool {
-        self.verification.as_ref().is_some_and(|v| v.intact(false))
+        self.intact
     }
+}
+
+/// What the bundle proves of who wrote its runs, for the end of `evidence`'s output.
+pub fn authenticity_line(b: &Bundle, allow_unsigned: bool) -> String {
+    let failed = b.runs.iter().filter(|e| !e.intact).count();
+    let unproven = b.runs.iter().filter(|e| e.intact && !e.authentic).count();
+    let mut line = String::new();
+    if failed > 0 {
+        line = format!("error: {failed} of {} runs are not intact: see the index", b.runs.len());
+    }
+    if allow_unsigned && unproven > 0 {
+        let sep = if line.is_empty() { "warning: " } else { "; " };
+        line.push_str(&format!(
+            "{sep}{unproven} runs are intact under --allow-unsigned only: their authenticity is NOT proven"
+        ));
+    }
+    line
+}
+
+/// A run directory's name as a path component of the bundle: letters, digits, `.`, `_` and `-`, not starting with
+/// `.`, so no name read from the reports directory can climb out of `--out`.
+fn component(name: &std::ffi::OsStr) -> Option<&str> {
+    let name = name.to_str()?;
+    let safe = !name.is_empty()
+        && !name.starts_with('.')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    safe.then_some(name)
+}
+
+/// `runs/<drill>/<stamp>` from the names of the run directory and its parent.
+fn bundle_path(dir: &Path) -> Option<String> {
+    let dir = std::fs::canonicalize(dir).ok()?;
+    let stamp = component(dir.file_name()?)?;
+    let drill = component(dir.parent()?.file_name()?)?;
+    Some(format!("runs/{drill}/{stamp}"))
 }
 
 /// The runs of the period, oldest first, each verified, with its action items tracked against later runs.
@@ -155,17 +198,31 @@ fn gather(opts: &BundleOptions) -> Result<Bundle, BundleError> {
     let mut runs: Vec<(PathBuf, Report)> =
         runs.into_iter().filter(|(_, r)| r.started >= opts.since && r.started <= opts.until).collect();
     runs.sort_by_key(|(_, r)| r.started);
+    let mut taken = std::collections::BTreeSet::new();
     let entries = runs
         .iter()
         .enumerate()
         .map(|(i, (dir, report))| {
-            let (verification, unverified) = match manifest::verify(dir, opts.trusted_key.as_ref()) {
+            let (verification, mut unverified) = match manifest::verify(dir, &opts.trusted) {
                 Ok(v) => (Some(v), None),
                 Err(e) => (None, Some(unverified(dir, report, &e))),
             };
-            let stamp = dir.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-            let path = format!("runs/{}/{stamp}", report.drill.name);
-            let (report_md, report_html) = report_links(dir, &path, report);
+            let path = match bundle_path(dir) {
+                Some(path) if taken.insert(path.clone()) => path,
+                Some(path) => {
+                    unverified = Some(format!("another run of the period is also at {path}: not copied"));
+                    String::new()
+                }
+                None => {
+                    unverified = Some("its directory's names are not a run's <drill>/<stamp>: not copied".to_string());
+                    String::new()
+                }
+            };
+            let authentic = verification.as_ref().is_some_and(Verification::authentic);
+            let intact = !path.is_empty() && verification.as_ref().is_some_and(|v| v.intact(opts.allow_unsigned));
+            // A run left out of the bundle has no copy to link to.
+            let (report_md, report_html) =
+                if path.is_empty() { Default::default() } else { report_links(dir, &path, report) };
             Entry {
                 path,
                 report_md,
@@ -175,6 +232,8 @@ fn gather(opts: &BundleOptions) -> Result<Bundle, BundleError> {
                 report: report.clone(),
                 verification,
                 unverified,
+                intact,
+                authentic,
             }
         })
         .collect();
@@ -218,15 +277,18 @@ fn track(report: &Report, later: &[(PathBuf, Report)]) -> Vec<TrackedItem> {
         .collect()
 }
 
+/// Copies the directories and regular files under `from`; a symbolic link, a FIFO or any other entry is left out
+/// (never followed nor read: `verify` names it in the run's integrity line).
 fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
-        let path = entry?.path();
-        let target = to.join(path.file_name().unwrap_or_default());
-        if path.is_dir() {
-            copy_dir(&path, &target)?;
-        } else {
-            std::fs::copy(&path, &target)?;
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let target = to.join(entry.file_name());
+        if kind.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), &target)?;
         }
     }
     Ok(())
@@ -235,6 +297,7 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
 fn tar_gz(dir: &Path, path: &Path) -> std::io::Result<()> {
     let file = std::fs::File::create(path)?;
     let mut archive = tar::Builder::new(flate2::write::GzEncoder::new(file, flate2::Compression::default()));
+    archive.follow_symlinks(false);
     let name = dir.file_name().map(PathBuf::from).unwrap_or_else(|| PathBuf::from("evidence"));
     archive.append_dir_all(name, dir)?;
     archive.into_inner()?.finish()?.sync_all()
@@ -282,16 +345,24 @@ fn rto(report: &Report) -> String {
 
 fn integrity(entry: &Entry) -> String {
     match (&entry.verification, &entry.unverified) {
-        (Some(v), _) if v.intact(false) => format!("intact; signature {}", v.signature.describe()),
-        (Some(v), _) => {
+        (_, Some(why)) => format!("FAILED: {why}"),
+        (Some(v), None) if entry.intact && v.authentic() => format!("intact; signature {}", v.signature.describe()),
+        (Some(v), None) if entry.intact => {
+            format!("intact files, authenticity NOT proven (--allow-unsigned); signature {}", v.signature.describe())
+        }
+        (Some(v), None) => {
             let mut problems: Vec<String> = Vec::new();
             problems.extend(v.tampered.iter().map(|f| format!("tampered {f}")));
             problems.extend(v.missing.iter().map(|f| format!("missing {f}")));
             problems.extend(v.added.iter().map(|f| format!("added {f}")));
+            problems.extend(v.not_files.iter().map(|f| format!("not a regular file {f}")));
+            problems.extend(v.moved.iter().cloned());
+            if problems.is_empty() {
+                problems.push("not signed by a trusted key".into());
+            }
             format!("FAILED: {}; signature {}", problems.join(", "), v.signature.describe())
         }
-        (None, Some(why)) => format!("no manifest checked: {why}"),
-        (None, None) => "no manifest".into(),
+        (None, None) => "FAILED: no manifest".into(),
     }
 }
 
@@ -341,7 +412,7 @@ fn markdown(b: &Bundle) -> String {
             r.started.format("%Y-%m-%d %H:%M").to_string(),
             r.kind.as_str().into(),
             r.drill.name.clone(),
-            format!("[{}]({})", r.run_id, e.report_md),
+            if e.report_md.is_empty() { r.run_id.clone() } else { format!("[{}]({})", r.run_id, e.report_md) },
             verdict(r),
             rto(r),
             change,
@@ -438,7 +509,9 @@ fn html_row(e: &Entry) -> Markup {
             td { (r.started.format("%Y-%m-%d %H:%M")) }
             td { (r.kind.as_str()) }
             td { (r.drill.name) }
-            td { a href=(e.report_html) { (r.run_id) } }
+            td {
+                @if e.report_html.is_empty() { (r.run_id) } @else { a href=(e.report_html) { (r.run_id) } }
+            }
             td { (verdict(r)) }
             td { (rto(r)) }
             td { (change) }

@@ -54,10 +54,12 @@ impl SigningKey {
 }
 
 impl PublicKey {
-    /// Reads a public key: a file (or secret reference) holding SPKI PEM (`openssl pkey -pubout`) or the raw 32
-    /// bytes in base64 or hex.
+    /// Reads a public key: the key itself, or a file (or secret reference) holding SPKI PEM (`openssl pkey
+    /// -pubout`) or the raw 32 bytes in base64 or hex.
     pub fn load(spec: &str) -> Result<PublicKey, KeyError> {
-        let text = material(spec)?;
+        // A public key is no secret: given inline (32 bytes in hex or base64, or the PEM), it is read as it is.
+        let inline = raw32(spec).is_some() || spec.trim_start().starts_with("-----BEGIN PUBLIC KEY");
+        let text = if inline { spec.trim().to_string() } else { material(spec)? };
         let what = describe(spec);
         if text.contains("-----BEGIN") {
             return ed25519_dalek::VerifyingKey::from_public_key_pem(&text)
@@ -82,6 +84,54 @@ impl PublicKey {
     }
 }
 
+/// The public keys a verifier trusts: `--public-key` (or HYBRID_DRILL_PUBLIC_KEY) and every key of a trusted-keys
+/// file (or HYBRID_DRILL_TRUSTED_KEYS). A key a run directory names itself is never trusted for being named there.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TrustedKeys(Vec<PublicKey>);
+
+/// The variable a trusted-keys file is read from when no flag names one.
+pub const TRUSTED_KEYS_ENV: &str = "HYBRID_DRILL_TRUSTED_KEYS";
+
+impl TrustedKeys {
+    pub fn new(keys: Vec<PublicKey>) -> TrustedKeys {
+        TrustedKeys(keys)
+    }
+
+    /// The key `public_key` names, and each key of the file `file`: one per line as 32 bytes in base64 or hex,
+    /// optionally followed by a name (`<key> drill-signer-2026`); blank lines and `#` comments are skipped.
+    pub fn load(public_key: Option<&str>, file: Option<&std::path::Path>) -> Result<TrustedKeys, KeyError> {
+        let mut keys = Vec::new();
+        if let Some(spec) = public_key {
+            keys.push(PublicKey::load(spec)?);
+        }
+        if let Some(file) = file {
+            let what = format!("file {}", file.display());
+            let text = std::fs::read_to_string(file)
+                .map_err(|cause| KeyError::Read { what: what.clone(), cause: cause.to_string() })?;
+            for (n, line) in text.lines().enumerate() {
+                let line = line.trim();
+                if line.is_empty() || line.starts_with('#') {
+                    continue;
+                }
+                let field = line.split_whitespace().next().unwrap_or_default();
+                let key = raw32(field)
+                    .and_then(|raw| PublicKey::from_raw(raw.to_vec()).ok())
+                    .ok_or_else(|| KeyError::Format { what: format!("on line {} of the {what}", n + 1) })?;
+                keys.push(key);
+            }
+        }
+        Ok(TrustedKeys(keys))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn trusts(&self, key: &PublicKey) -> bool {
+        self.0.contains(key)
+    }
+}
+
 /// `sha256:` and the first 16 hex digits of the public key's digest: how reports and `verify` name a key.
 pub fn key_id(key: &PublicKey) -> String {
     format!("sha256:{}", &super::digest::sha256_hex(key.as_bytes())[..16])
@@ -89,14 +139,13 @@ pub fn key_id(key: &PublicKey) -> String {
 
 /// The text a key spec holds: a secret reference resolved, or a file read.
 fn material(spec: &str) -> Result<String, KeyError> {
-    let text =
-        crate::secrets::read_reference_or_file(spec).map_err(|cause| KeyError::Read { what: describe(spec), cause })?;
+    let text = crate::secrets::read_own_key(spec).map_err(|cause| KeyError::Read { what: describe(spec), cause })?;
     Ok(text.trim().to_string())
 }
 
 /// How an error names the key: its reference or path, never its value.
 fn describe(spec: &str) -> String {
-    format!("`{spec}`")
+    crate::secrets::describe_spec(spec)
 }
 
 /// 32 bytes written as base64 or hex.

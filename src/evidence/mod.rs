@@ -7,6 +7,6 @@ pub mod keys;
 pub mod manifest;
 pub mod provenance;
 
-pub use keys::{PublicKey, SIGNING_KEY_ENV, SigningKey};
+pub use keys::{PublicKey, SIGNING_KEY_ENV, SigningKey, TRUSTED_KEYS_ENV, TrustedKeys};
 pub use manifest::{Verification, seal, verify};
 pub use provenance::Approval;

@@ -24,7 +24,15 @@ pub fn path(reports_dir: &Path, drill: &str) -> PathBuf {
 /// The episode a previous watch left open: `None` when there is none, or when its report was written (the watch
 /// stopped between the report and removing the marker): never reopened, never reported twice.
 pub fn read(path: &Path) -> Option<OpenEpisode> {
-    let episode: OpenEpisode = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    let mut episode: OpenEpisode = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    // Read through another mount of the same volume (the drill's pod sees the watch's directory elsewhere): the run
+    // directory is the one of that name beside the marker.
+    if !episode.run_dir.exists()
+        && let Some(beside) = episode.run_dir.file_name().and_then(|name| Some(path.parent()?.join(name)))
+        && beside.exists()
+    {
+        episode.run_dir = beside;
+    }
     if episode.run_dir.join("report.json").exists() || !episode.run_dir.join("timeline.jsonl").exists() {
         let _ = std::fs::remove_file(path);
         return None;
@@ -32,8 +40,20 @@ pub fn read(path: &Path) -> Option<OpenEpisode> {
     Some(episode)
 }
 
-/// Every episode open in a reports directory, by drill: the markers beside each drill's runs.
+/// The directory of a reports directory where deploy/watch/ mounts the watch's part of the volume: the watch writes
+/// only there, so it can never write a drill's run directory or journal.
+pub const WATCH_SUBDIR: &str = "incidents";
+
+/// Every episode open in a reports directory (or its watch's part of it, [`WATCH_SUBDIR`]), by drill: the markers
+/// beside each drill's runs.
 pub fn open_in(reports_dir: &Path) -> Vec<(String, OpenEpisode)> {
+    let mut open = open_at(reports_dir);
+    open.extend(open_at(&reports_dir.join(WATCH_SUBDIR)));
+    open.sort_by(|a, b| a.0.cmp(&b.0));
+    open
+}
+
+fn open_at(reports_dir: &Path) -> Vec<(String, OpenEpisode)> {
     let Ok(drills) = std::fs::read_dir(reports_dir) else { return Vec::new() };
     let mut open: Vec<(String, OpenEpisode)> = drills
         .flatten()

@@ -33,6 +33,12 @@ pub enum SetupError {
     Locked(#[from] LockError),
     #[error("refusing the drill: its file requires {missing} (spec.evidence); nothing was touched")]
     Unapproved { missing: String },
+    #[error(
+        "refusing the drill: it runs commands on this machine, with the tool's identity and Secrets at hand: {}; \
+         read them, then pass --allow-commands (`hybrid-drill plan` lists them); nothing was touched",
+        .commands.join("; ")
+    )]
+    Commands { commands: Vec<String> },
     #[error("cannot sign the run's manifest: {0}; nothing was touched")]
     SigningKey(#[from] crate::evidence::keys::KeyError),
     #[error("cannot ship the run directory: {0}; nothing was touched")]

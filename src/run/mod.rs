@@ -60,6 +60,8 @@ pub struct RunOptions {
     pub approval: Approval,
     /// The key that signs the run directory's manifest: a file, or a secret reference.
     pub signing_key: Option<String>,
+    /// The drill's commands (`exec` steps, hooks) may run: the operator read them (`plan` lists them).
+    pub allow_commands: bool,
     /// Where the run directory is shipped besides, over the drill file's `spec.evidence.ship`.
     pub ship: crate::store::ShipOverrides,
 }
@@ -77,6 +79,10 @@ pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, S
     let missing = opts.approval.missing(loaded);
     if !missing.is_empty() {
         return Err(SetupError::Unapproved { missing: missing.join(" and ") });
+    }
+    let commands = crate::drill::commands::of(&loaded.drill);
+    if !opts.allow_commands && !commands.is_empty() {
+        return Err(SetupError::Commands { commands: commands.iter().map(ToString::to_string).collect() });
     }
     let key = opts.signing_key.as_deref().map(SigningKey::load).transpose()?;
     // Its credentials read now: a run whose record could not be shipped is refused before it starts.

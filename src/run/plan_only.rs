@@ -51,6 +51,18 @@ pub async fn plan_only(loaded: &LoadedDrill, target: &KubeContext, reports_dir: 
     })
 }
 
+/// The commands the drill runs on this machine, each line as written, and what `run` needs to start them.
+fn commands_text(drill: &Drill) -> String {
+    let commands = crate::drill::commands::of(drill);
+    if commands.is_empty() {
+        return String::new();
+    }
+    let lines: String = commands.iter().map(|c| format!("  {c}\n")).collect();
+    format!(
+        "commands run on this machine, with its identity and Secrets at hand (`run` needs --allow-commands):\n{lines}"
+    )
+}
+
 impl Planned {
     /// The plan as `plan` prints it.
     pub fn text(&self, drill: &Drill) -> String {
@@ -61,11 +73,12 @@ impl Planned {
         let left: String = self.warnings.iter().map(|w| format!("warning: {w}\n")).collect();
         let gates = gates::describe(&self.gates, &self.overrides);
         format!(
-            "context {} ({}, Kubernetes {})\n{}{left}\n{gates}\n{verdict}nothing was changed\n",
+            "context {} ({}, Kubernetes {})\n{}{}{left}\n{gates}\n{verdict}nothing was changed\n",
             self.context,
             self.server,
             self.version,
-            self.plan.describe(drill)
+            self.plan.describe(drill),
+            commands_text(drill)
         )
     }
 
@@ -99,6 +112,7 @@ impl Planned {
             "budgets": budgets,
             "node_pool": self.plan.node_pool,
             "pool_gpu_limit": self.plan.pool_gpu_limit,
+            "commands": crate::drill::commands::of(drill),
             "steps": drill.spec.steps.iter().map(|s| json!({"id": s.id, "action": s.action.name(),
                 "timeout_seconds": s.timeout.as_secs()})).collect::<Vec<_>>(),
             "warnings": self.warnings,

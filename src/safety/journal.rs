@@ -1,4 +1,10 @@
 //! The write-ahead journal: every mutation is written, with how to undo it, before it is made; so is every undo.
+//!
+//! Each line carries `mac`, an HMAC-SHA256 of the line and the run directory it belongs to, under the key
+//! `HYBRID_DRILL_JOURNAL_KEY` names (kept outside the reports volume), or under a key of this process alone when none
+//! is given. A line read back is `authentic` when its mac verifies: a line someone else appended to the file (a
+//! planted `exec` undo) is not, and its commands are not run unless the user trusts the journal by name
+//! (`recover --trust-journal RUN_DIR`).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -150,6 +156,79 @@ pub struct Entry {
     pub mutation: Mutation,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The line's mac verified under the journal key: the tool wrote it, for this run directory.
+    #[serde(skip)]
+    pub authentic: bool,
+}
+
+/// The variable naming the journal's key: the key itself, or a reference `${file:/path}` / `${env:NAME}`.
+pub const JOURNAL_KEY_ENV: &str = "HYBRID_DRILL_JOURNAL_KEY";
+
+/// The shortest journal key accepted: 128 bits in hex or base64 and more.
+const SHORTEST_KEY: usize = 16;
+
+/// The journal key: the one `HYBRID_DRILL_JOURNAL_KEY` names, or one made for this process (its lines then verify
+/// only in this process: a later `recover` must be told to trust them).
+static KEY: std::sync::LazyLock<Result<(ring::hmac::Key, bool), String>> = std::sync::LazyLock::new(|| {
+    let Ok(spec) = std::env::var(JOURNAL_KEY_ENV) else {
+        let rng = ring::rand::SystemRandom::new();
+        let key = ring::hmac::Key::generate(ring::hmac::HMAC_SHA256, &rng).map_err(|_| "no random source")?;
+        return Ok((key, false));
+    };
+    // The variable holds the key, or a reference to where it is (whose file no drill reference may read after).
+    let value = if crate::secrets::has_reference(&spec) {
+        crate::secrets::read_own_key(&spec).map_err(|e| format!("{JOURNAL_KEY_ENV}: {e}"))?
+    } else {
+        spec
+    };
+    let value = value.trim();
+    if value.len() < SHORTEST_KEY {
+        return Err(format!(
+            "{JOURNAL_KEY_ENV} is shorter than {SHORTEST_KEY} characters: use e.g. `openssl rand -hex 32`"
+        ));
+    }
+    crate::secrets::remember(value);
+    Ok((ring::hmac::Key::new(ring::hmac::HMAC_SHA256, value.as_bytes()), true))
+});
+
+fn key() -> std::io::Result<&'static ring::hmac::Key> {
+    KEY.as_ref().map(|(k, _)| k).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.clone()))
+}
+
+/// Whether the journal key is one given to the tool (`HYBRID_DRILL_JOURNAL_KEY`), so another process can verify.
+pub fn key_configured() -> bool {
+    KEY.as_ref().is_ok_and(|(_, given)| *given)
+}
+
+/// What a journal's lines are bound to: the names of its directory and that directory's parent (`<drill>/<stamp>`),
+/// so a line copied from another run's journal does not verify.
+fn binding(path: &Path) -> String {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let names: Vec<String> =
+        dir.components().rev().take(2).map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+    names.into_iter().rev().collect::<Vec<_>>().join("/")
+}
+
+const MAC_FIELD: &str = ",\"mac\":\"";
+
+fn mac_of(binding: &str, body: &str) -> std::io::Result<String> {
+    let tag = ring::hmac::sign(key()?, format!("{binding}\n{body}").as_bytes());
+    Ok(tag.as_ref().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Whether `line` ends with a mac of the rest of it under the journal key.
+fn verifies(binding: &str, line: &[u8]) -> bool {
+    let Ok(line) = std::str::from_utf8(line.trim_ascii()) else { return false };
+    let Some(at) = line.rfind(MAC_FIELD) else { return false };
+    let Some(hex) = line[at + MAC_FIELD.len()..].strip_suffix("\"}") else { return false };
+    let Some(tag) = (0..hex.len() / 2).map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()).collect()
+    else {
+        return false;
+    };
+    let tag: Vec<u8> = tag;
+    let body = format!("{}}}", &line[..at]);
+    key().is_ok_and(|k| ring::hmac::verify(k, format!("{binding}\n{body}").as_bytes(), &tag).is_ok())
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -175,12 +254,17 @@ pub struct Journal {
     path: PathBuf,
     file: File,
     next_seq: u64,
+    binding: String,
+    /// The user named this run's journal as trusted (`recover --trust-journal`): its unauthenticated lines' commands
+    /// may run.
+    trusted_by_user: bool,
 }
 
 impl Journal {
     /// Opens a journal for appending, continuing its sequence. A torn last line (a crash mid-write) is cut off first,
     /// so the next entry starts on a line of its own; an unreadable entry before it is an error.
     pub fn create(path: &Path) -> std::io::Result<Journal> {
+        key()?;
         let file = OpenOptions::new().create(true).append(true).open(path)?;
         let contents = read(path).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
         if let Some(at) = contents.torn_at {
@@ -188,14 +272,24 @@ impl Journal {
             file.sync_data()?;
         }
         let next_seq = contents.entries.iter().map(|e| e.seq + 1).max().unwrap_or(0);
-        Ok(Journal { path: path.to_path_buf(), file, next_seq })
+        Ok(Journal { path: path.to_path_buf(), file, next_seq, binding: binding(path), trusted_by_user: false })
+    }
+
+    /// This journal as one the user trusts by name: the commands of its unauthenticated lines may run.
+    pub fn trusted_by_user(mut self, trusted: bool) -> Journal {
+        self.trusted_by_user = trusted;
+        self
+    }
+
+    pub fn is_trusted_by_user(&self) -> bool {
+        self.trusted_by_user
     }
 
     /// A journal over `path` whose writes go to `file`, so a test can make them fail.
     #[cfg(test)]
     pub(crate) fn writing_to(path: &Path, file: File) -> Journal {
         let next_seq = read(path).map(|c| c.entries.iter().map(|e| e.seq + 1).max().unwrap_or(0)).unwrap_or(0);
-        Journal { path: path.to_path_buf(), file, next_seq }
+        Journal { path: path.to_path_buf(), file, next_seq, binding: binding(path), trusted_by_user: false }
     }
 
     pub fn path(&self) -> &Path {
@@ -224,12 +318,12 @@ impl Journal {
         mutation: &Mutation,
         note: Option<String>,
     ) -> std::io::Result<()> {
-        let entry = Entry { seq, at: Utc::now(), state, mutation: mutation.clone(), note };
+        let entry = Entry { seq, at: Utc::now(), state, mutation: mutation.clone(), note, authentic: true };
         // The journal holds hooks and URLs as written, their references unread; the mask is for what an error or a
         // note quoted of a value.
-        let mut line =
-            crate::secrets::redact(&serde_json::to_string(&entry).map_err(std::io::Error::other)?).into_owned();
-        line.push('\n');
+        let body = crate::secrets::redact(&serde_json::to_string(&entry).map_err(std::io::Error::other)?).into_owned();
+        let mac = mac_of(&self.binding, &body)?;
+        let line = format!("{}{MAC_FIELD}{mac}\"}}\n", &body[..body.len().saturating_sub(1)]);
         self.file.write_all(line.as_bytes())?;
         self.file.sync_data()
     }
@@ -244,6 +338,7 @@ pub fn read(path: &Path) -> Result<Contents, ReadError> {
         Err(cause) => return Err(ReadError::Io { path: path.display().to_string(), cause }),
     };
     let mut contents = Contents::default();
+    let binding = binding(path);
     let mut start = 0usize;
     let lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
     let last = lines.iter().rposition(|l| !l.trim_ascii().is_empty());
@@ -253,8 +348,11 @@ pub fn read(path: &Path) -> Result<Contents, ReadError> {
         if line.trim_ascii().is_empty() {
             continue;
         }
-        match serde_json::from_slice(line) {
-            Ok(entry) => contents.entries.push(entry),
+        match serde_json::from_slice::<Entry>(line) {
+            Ok(mut entry) => {
+                entry.authentic = verifies(&binding, line);
+                contents.entries.push(entry)
+            }
             Err(_) if Some(i) == last => {
                 contents.torn = Some(String::from_utf8_lossy(line).into_owned());
                 contents.torn_at = Some(offset as u64);
@@ -268,6 +366,15 @@ pub fn read(path: &Path) -> Result<Contents, ReadError> {
 /// The mutations that still need undoing: intended or made (or their undo begun), not reverted or undone since,
 /// newest first.
 pub fn outstanding(entries: &[Entry]) -> Vec<(u64, Mutation)> {
+    outstanding_entries(entries).into_iter().map(|e| (e.seq, e.mutation.clone())).collect()
+}
+
+/// The same, with whether the tool wrote each: its last line, whose mutation is the one undone, verified.
+pub fn outstanding_authenticated(entries: &[Entry]) -> Vec<(u64, Mutation, bool)> {
+    outstanding_entries(entries).into_iter().map(|e| (e.seq, e.mutation.clone(), e.authentic)).collect()
+}
+
+fn outstanding_entries(entries: &[Entry]) -> Vec<&Entry> {
     let mut last: std::collections::BTreeMap<u64, &Entry> = std::collections::BTreeMap::new();
     for e in entries {
         last.insert(e.seq, e);
@@ -283,7 +390,7 @@ pub fn outstanding(entries: &[Entry]) -> Vec<(u64, Mutation)> {
             EntryState::Reverted | EntryState::Undone => false,
         })
         .filter(|e| e.mutation.needs_undo())
-        .map(|e| (e.seq, e.mutation.clone()))
+        .copied()
         .collect()
 }
 

@@ -154,6 +154,11 @@ impl Ledger {
         self.journal.lock().await.path().to_path_buf()
     }
 
+    /// Whether the user trusts this journal's unauthenticated lines by name (`recover --trust-journal`).
+    pub(super) async fn journal_trusted_by_user(&self) -> bool {
+        self.journal.lock().await.is_trusted_by_user()
+    }
+
     pub(super) fn record(&self, event: Event) {
         if let Some(timeline) = &self.timeline {
             timeline.record(event);

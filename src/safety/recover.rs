@@ -20,14 +20,17 @@ use crate::cluster::{Cluster, is_not_found};
 /// Restores a cluster from a run's journal: what `recover` does after a crash. Safe to repeat. An unreadable journal
 /// is an error; a torn last line is not (see [`journal::read`]) and is cut off before the undos are journalled.
 /// Ends with the restored-state check over the journal's nodes and `scope`'s (see [`super::verify`]): what is left
-/// fails the outcome and stays outstanding, so the next `recover` tries again.
+/// fails the outcome and stays outstanding, so the next `recover` tries again. The commands of journal lines the tool
+/// cannot authenticate are not run unless `trusted` (the user named this run's journal): they fail the outcome,
+/// each with its command, and stay outstanding.
 pub async fn recover(
     cluster: &Cluster,
     journal_path: &Path,
     scope: &RestoreScope,
+    trusted: bool,
 ) -> Result<RollbackOutcome, MutationError> {
     journal::read(journal_path)?;
-    let ledger = Ledger::new(open(journal_path)?, None);
+    let ledger = Ledger::new(open(journal_path)?.trusted_by_user(trusted), None);
     Ok(undo::rollback_then_unsilence(&ledger, cluster, scope, restore_wait(cluster), UndoBy::Recover).await)
 }
 

@@ -457,7 +457,7 @@ async fn a_rollback_whose_node_does_not_come_back_names_it_and_keeps_the_journal
         run: Some(RunId::new(RUN)),
         nodes: ["hybrid-gpu-1".to_string(), "hybrid-gpu-2".to_string()].into(),
     };
-    let outcome = super::recover(&cluster, &path, &scope).await.unwrap();
+    let outcome = super::recover(&cluster, &path, &scope, false).await.unwrap();
     drop(cluster);
     server.await.unwrap();
     assert!(outcome.restored(), "{:?}", outcome.failed);

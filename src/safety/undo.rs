@@ -278,8 +278,65 @@ pub(super) async fn undo_journalled(
             };
         }
     };
-    let outstanding = journal::outstanding(&entries).into_iter().filter(|(_, m)| which(m));
-    undo_all(ledger, cluster, outstanding.map(|(seq, m)| ToUndo::journalled(seq, m)).collect(), by).await
+    let trusted = ledger.journal_trusted_by_user().await;
+    let mut refused = Vec::new();
+    let mut items = Vec::new();
+    for (seq, mutation, authentic) in journal::outstanding_authenticated(&entries) {
+        if !which(&mutation) {
+            continue;
+        }
+        match mutation.runs_commands() {
+            Some(command) if !authentic && !trusted => match mutation.without_commands() {
+                // The label is still lifted; the hook it names is not run.
+                Some(lifted) => items.push(ToUndo::journalled(seq, lifted)),
+                None => refused.push(refused_command(&path, seq, &mutation, &command)),
+            },
+            _ => items.push(ToUndo::journalled(seq, mutation)),
+        }
+    }
+    let mut outcome = undo_all(ledger, cluster, items, by).await;
+    outcome.failed.extend(refused);
+    outcome
+}
+
+/// Why the command of an unauthenticated journal line was not run, and how to run it once read.
+fn refused_command(path: &std::path::Path, seq: u64, mutation: &Mutation, command: &[String]) -> (String, String) {
+    let (action, target) = mutation.describe();
+    let run_dir = path.parent().map(|d| d.display().to_string()).unwrap_or_default();
+    (
+        format!("{action} {target}"),
+        format!(
+            "not run: journal line {seq} is not authenticated (no valid mac under {}), so the tool cannot tell it \
+             wrote it; its command is `{}`: if that is the drill's, run `hybrid-drill recover --trust-journal {run_dir}`",
+            journal::JOURNAL_KEY_ENV,
+            command.join(" ")
+        ),
+    )
+}
+
+impl Mutation {
+    /// The command this mutation's undo runs, when it runs one (an `exec` undo, a recovery or give-back hook, a
+    /// host cut's last resort).
+    pub(super) fn runs_commands(&self) -> Option<Vec<String>> {
+        match self.undo() {
+            Undo::Run { command, .. } => Some(command),
+            Undo::UnlabelNode { last_resort: Some(hook), .. } => Some(hook.command),
+            _ => None,
+        }
+    }
+
+    /// This mutation with the commands its undo would run taken out, when what is left still undoes something.
+    fn without_commands(&self) -> Option<Mutation> {
+        match self {
+            Mutation::LabelNode { step, node, label, .. } => Some(Mutation::LabelNode {
+                step: step.clone(),
+                node: node.clone(),
+                label: label.clone(),
+                last_resort: None,
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// Undoes each in turn, each through the ledger: `undoing` journalled before it runs, its end after. A journal that

@@ -289,6 +289,7 @@ mod tests {
             state: EntryState::Undone,
             mutation: Mutation::Cordon { node: "hybrid-1".into(), was_unschedulable: was },
             note: None,
+            authentic: true,
         };
         let listed = [node("hybrid-1", "True", true, json!({}))];
         let journal = journal_nodes(&[cordon(false)]);
@@ -298,7 +299,14 @@ mod tests {
 
     #[test]
     fn what_the_drill_still_means_to_change_is_not_a_leftover_of_a_restore_step() {
-        let entry = |mutation| Entry { seq: 0, at: chrono::Utc::now(), state: EntryState::Done, mutation, note: None };
+        let entry = |mutation| Entry {
+            seq: 0,
+            at: chrono::Utc::now(),
+            state: EntryState::Done,
+            mutation,
+            note: None,
+            authentic: true,
+        };
         // A drain's cordon stays while a later `restore: cut` ends the cut.
         let journal = journal_nodes(&[entry(Mutation::Cordon { node: "hybrid-1".into(), was_unschedulable: false })]);
         let listed = [node("hybrid-1", "True", true, json!({marks::RUN_ANNOTATION: RUN}))];

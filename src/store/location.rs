@@ -109,7 +109,7 @@ impl Credentials {
     /// `AWS_ACCESS_KEY_ID=...` lines (an env file, or a Secret's keys mounted as one file). The values are masked in
     /// whatever the tool writes from then on.
     pub fn load(spec: &str) -> Result<Credentials, StoreError> {
-        let failed = |cause: String| StoreError::Credentials { what: format!("`{spec}`"), cause };
+        let failed = |cause: String| StoreError::Credentials { what: crate::secrets::describe_spec(spec), cause };
         let text = crate::secrets::read_reference_or_file(spec).map_err(failed)?;
         let credentials = Credentials::parse(&text).ok_or_else(|| {
             failed("it holds no access key id and secret access key (aws_access_key_id = ..., aws_secret_access_key = ...)".into())

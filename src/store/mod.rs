@@ -4,7 +4,7 @@
 
 pub mod fetch;
 pub mod location;
-mod retention;
+pub mod retention;
 pub mod ship;
 
 pub use fetch::Fetched;

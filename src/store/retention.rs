@@ -14,6 +14,29 @@ use super::location::Bucket;
 
 const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// The longest retention a run may ask for: 100 years, what AWS S3 object lock allows in days. A longer one is a typo
+/// (`110000000d`), and a date that far out does not fit the calendar the request is written in.
+pub const LONGEST: std::time::Duration = std::time::Duration::from_secs(36_500 * 86_400);
+
+/// Why a retention period cannot be used, with the fix; none when it can.
+pub fn refuse(period: std::time::Duration) -> Option<String> {
+    (period > LONGEST || period.is_zero()).then(|| {
+        format!(
+            "a retention of {} days is not between 1 second and 36500d (100 years, the longest S3 object lock \
+             keeps an object): write e.g. 400d",
+            period.as_secs() / 86_400
+        )
+    })
+}
+
+/// When a retention of `period` starting `from` ends; none when it is out of bounds.
+pub fn until(from: DateTime<Utc>, period: std::time::Duration) -> Option<DateTime<Utc>> {
+    if refuse(period).is_some() {
+        return None;
+    }
+    from.checked_add_signed(chrono::Duration::from_std(period).ok()?)
+}
+
 /// Whether the bucket has object lock enabled: a bucket without it (or a server that does not implement it) answers
 /// with an error naming the missing configuration.
 pub(super) async fn bucket_has_lock(bucket: &Bucket) -> Result<bool, StoreError> {

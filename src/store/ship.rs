@@ -79,7 +79,9 @@ pub async fn prepare(policy: &ShipPolicy) -> Result<Prepared, StoreError> {
     let mut retained_until = None;
     if let Some(period) = policy.retention {
         if retention::bucket_has_lock(&bucket).await? {
-            retained_until = Some(Utc::now() + chrono::Duration::from_std(period).unwrap_or(chrono::Duration::MAX));
+            retained_until = Some(retention::until(Utc::now(), period).ok_or_else(|| {
+                StoreError::Retention(retention::refuse(period).unwrap_or_else(|| "out of bounds".into()))
+            })?);
         } else {
             warnings.push(format!(
                 "the bucket {} has no object lock: the run was shipped without its retention, and can be deleted",

@@ -216,7 +216,8 @@ pub fn drill_run(
     command
         .arg("run")
         .arg(file)
-        .args(["--yes", "--output", "json", "--reports-dir"])
+        // The tests' drills are the tests' own: their commands are read here.
+        .args(["--yes", "--allow-commands", "--output", "json", "--reports-dir"])
         .arg(reports.as_ref())
         .arg("--kubeconfig")
         .arg(kubeconfig.as_ref());

@@ -31,7 +31,7 @@ fn run_live(file: &Path, reports: &Path) -> (Output, Value, PathBuf) {
     let out = hybrid_drill()
         .arg("run")
         .arg(file)
-        .args(["--yes", "--reports-dir"])
+        .args(["--yes", "--allow-commands", "--reports-dir"])
         .arg(reports)
         .arg("--kubeconfig")
         .arg(kubeconfig())

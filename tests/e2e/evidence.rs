@@ -3,7 +3,7 @@
 //! with `--change` and `--approved-by`, every report format records the operator as the API server authenticated
 //! them, with the mapped IAM ARN; the run directory's manifest, signed with a key given as a secret reference,
 //! verifies against the signer's public key (not another's) until one byte of report.json changes; and `evidence`
-//! bundles that run with recorded ones, an incident among them, listing each.
+//! bundles that run with recorded ones, an incident among them, listing each, exiting 8 when no key is trusted.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -141,7 +141,7 @@ fn a_signed_run_under_a_change_records_its_operator_verifies_and_is_bundled_with
     assert!(said.contains("signature: valid, by the trusted key") && said.contains("intact:"), "{said}");
     let (code, said) = verify(&run_dir, &theirs);
     assert_eq!(code, 8, "{said}");
-    assert!(said.contains("signature: INVALID"), "{said}");
+    assert!(said.contains("signature: UNTRUSTED"), "{said}");
     let mut bytes = std::fs::read(run_dir.join("report.json")).unwrap();
     let at = bytes.iter().position(|b| *b == b'{').unwrap();
     bytes[at] = b' ';
@@ -153,17 +153,27 @@ fn a_signed_run_under_a_change_records_its_operator_verifies_and_is_bundled_with
     bytes[at] = b'{';
     std::fs::write(run_dir.join("report.json"), &bytes).unwrap();
 
-    // The bundle: this run, a recorded drill (no manifest: made before manifests) and a recorded incident.
-    recorded(&reports, "run", "20260105T093000Z");
-    recorded(&reports, "incident", "20260412T031500Z");
+    // The bundle: this run, a recorded drill and a recorded incident, sealed and signed by the same signer.
+    let signer = hybrid_drill::evidence::SigningKey::from_seed([7; 32]);
+    for (fixture, stamp) in [("run", "20260105T093000Z"), ("incident", "20260412T031500Z")] {
+        let dir = recorded(&reports, fixture, stamp);
+        let run_id = format!("onprem-gpu-drain-{}", stamp.to_lowercase());
+        hybrid_drill::evidence::seal(&dir, &run_id, Some(&signer)).unwrap();
+    }
+    let evidence = |out: &Path, key: Option<&Path>| {
+        let mut command = hybrid_drill();
+        command.arg("evidence").arg(&reports).args(["--since", "2026-01-01", "--archive", "-o", "json", "--out"]);
+        command.arg(out).env_remove("HYBRID_DRILL_PUBLIC_KEY");
+        if let Some(key) = key {
+            command.arg("--public-key").arg(key);
+        }
+        command.output().unwrap()
+    };
+    // Without a trusted key nothing is proven: exit 8.
+    let out = evidence(&work.path().join("untrusted"), None);
+    assert_eq!(out.status.code(), Some(8), "{}", text(&out));
     let bundle = work.path().join("evidence-2026");
-    let out = hybrid_drill()
-        .arg("evidence")
-        .arg(&reports)
-        .args(["--since", "2026-01-01", "--archive", "-o", "json", "--out"])
-        .arg(&bundle)
-        .output()
-        .unwrap();
+    let out = evidence(&bundle, Some(&ours));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
     assert_eq!((summary["runs"].as_u64(), summary["not_intact"].as_u64()), (Some(3), Some(0)), "{summary:#}");

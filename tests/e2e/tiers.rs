@@ -102,7 +102,7 @@ fn a_calico_cut_by_an_identity_without_the_tier_permission_is_refused_at_preflig
     let reports = tempfile::tempdir().unwrap();
     let plan = tool(&["plan"], &calico);
     let reports_dir = reports.path().to_str().unwrap();
-    let run = tool(&["run", "--yes", "--reports-dir", reports_dir], &calico);
+    let run = tool(&["run", "--yes", "--allow-commands", "--reports-dir", reports_dir], &calico);
     // Not only a cut: a drain's restore check lists the policies of every kind served, the tiered ones too.
     let drain = tool(&["plan"], &repo().join("drills/drain.yaml"));
     for (what, out) in [("plan", &plan), ("run", &run), ("drain", &drain)] {

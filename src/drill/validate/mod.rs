@@ -179,6 +179,9 @@ impl Validator<'_> {
         {
             self.problem("spec.evidence.ship.endpoint", format!("invalid endpoint URL `{endpoint}`: {reason}"));
         }
+        if let Some(why) = ship.retention.and_then(|r| crate::store::retention::refuse(r.0)) {
+            self.problem("spec.evidence.ship.retention", why);
+        }
         Some(crate::store::ShipPolicy {
             location: location.ok()?,
             connection: crate::store::Connection {

@@ -341,6 +341,15 @@ impl Validator<'_> {
                     &index(&join(at, "env"), i),
                     format!("`{name}` is not an environment variable's name: letters, digits and `_`"),
                 );
+            } else if crate::secrets::TOOL_SECRETS.contains(&name.as_str()) {
+                valid = false;
+                self.problem(
+                    &index(&join(at, "env"), i),
+                    format!(
+                        "`{name}` holds one of hybrid-drill's own secrets, never a hook's: give the hook a secret of \
+                         its own (a reference `${{file:/path}}` in its command, or another variable)"
+                    ),
+                );
             }
         }
         valid

@@ -397,6 +397,12 @@ fn a_shipping_location_is_read_and_a_bad_one_located() {
     assert!(d[0].message.contains("is not an object storage location: write it as s3://bucket/prefix"), "{d:?}");
     assert_eq!(&source[d[0].location.start..d[0].location.end], "'drill-evidence/prod'");
     assert!(d[1].message.starts_with("invalid endpoint URL `not a url`"), "{d:?}");
+    // A retention past what object lock keeps (and the calendar holds) is refused here, not at the end of a run.
+    let source = drill_source("  evidence: {ship: {to: 's3://drill-evidence/p', retention: 110000000d}}\n", steps);
+    let d = diagnostics(source.clone());
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert!(d[0].message.contains("is not between 1 second and 36500d"), "{d:?}");
+    assert_eq!(&source[d[0].location.start..d[0].location.end], "110000000d");
 }
 
 #[test]
@@ -431,4 +437,11 @@ fn a_last_tier_needs_a_url_and_both_prices_and_its_wait_needs_it() {
         (tier.expect_status, tier.interval, tier.fallback_nodes),
         (200, std::time::Duration::from_secs(1), None)
     );
+}
+
+#[test]
+fn a_hook_may_not_be_handed_the_tools_own_secrets() {
+    let found = problems("    - {id: x, exec: {command: [env], env: [HYBRID_DRILL_SIGNING_KEY, SLACK_TOKEN]}}\n");
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].starts_with("`HYBRID_DRILL_SIGNING_KEY` holds one of hybrid-drill's own secrets"), "{found:?}");
 }
