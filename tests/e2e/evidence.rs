@@ -314,6 +314,8 @@ fn a_crashed_run_keeps_its_audit_record_is_sealed_by_recover_and_stays_in_its_se
         .arg(&reports)
         .args(["--since", "2026-01-01", "--out"])
         .arg(&bundle)
+        .arg("--public-key")
+        .arg(public_key(work.path(), 7))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
