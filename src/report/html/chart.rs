@@ -106,6 +106,7 @@ pub(super) fn timeline(report: &Report, below: impl Fn(&Report, Window) -> Marku
                     (human_seconds(zoom.to)) ")"
                 }
                 figure style="margin:0" { (chart(report, "gantt-recovery", zoom.window, &zoom.phases)) }
+                (super::impact::zoomed_plots(report, zoom.window, &zoom.phases))
             }
             table {
                 thead {
