@@ -102,17 +102,17 @@ pub const NAMESPACED_PERMISSIONS: &[(&str, &str, Permissions)] = &[
 
 /// An error with its causes, `outer: inner: root`, repeated causes folded.
 pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    if let Some(hint) = exec_plugin_failure(e) {
-        return hint;
+    // A failed credential plugin anywhere in the chain is the whole story: the errors around it repeat its raw output.
+    let mut link = Some(e);
+    while let Some(l) = link {
+        if let Some(hint) = exec_plugin_failure(l) {
+            return hint;
+        }
+        link = l.source();
     }
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {
-        if let Some(hint) = exec_plugin_failure(s) {
-            text.push_str(": ");
-            text.push_str(&hint);
-            break;
-        }
         let next = s.to_string();
         if !text.contains(&next) {
             text.push_str(": ");

@@ -257,10 +257,10 @@ mod tests {
         let p = check("sum(rate(requests_total[20x]))").unwrap_err();
         assert_eq!(p.message, "invalid PromQL: bad number or duration syntax: 20x");
         assert_eq!(p.span, Some((24, 27)));
-        let p = check("sum(rat(requests_total[1m]))").unwrap_err();
+        let p = check("sum(rtae(requests_total[1m]))").unwrap_err();
         assert_eq!(
             (p.message.as_str(), p.span, p.suggestion.as_deref()),
-            ("unknown function `rat`", Some((4, 7)), Some("rate("))
+            ("unknown function `rtae`", Some((4, 8)), Some("rate("))
         );
         assert_eq!(check("sum(x])").unwrap_err().message, "invalid PromQL: `(` closed by `]`");
     }

@@ -195,7 +195,8 @@ mod tests {
     fn secrets_take_references_or_a_kubernetes_secret_and_never_their_value() {
         let yaml = "spec:\n  slo:\n    prometheus:\n      bearerToken: ${env:PATH}\n      basicAuth: {username: u, password: {secret: {namespace: m, name: p, key: k}}}\n  other:\n    bearerToken: eyJhbGciOi\n    basicAuth: {username: u, password: hunter2}\n";
         let found = problems(yaml);
-        let keys: Vec<_> = found.iter().map(|(m, l, _)| (m.split(':').next().unwrap().to_string(), *l)).collect();
+        let mut keys: Vec<_> = found.iter().map(|(m, l, _)| (m.split(':').next().unwrap().to_string(), *l)).collect();
+        keys.sort_by_key(|(_, line)| *line);
         assert_eq!(
             keys,
             [
