@@ -347,7 +347,7 @@ fn the_man_page_renders_with_man_and_one_page_per_command_can_be_written() {
     let shown =
         Command::new("man").arg("-l").arg(&page).env("MANPAGER", "cat").env("MANWIDTH", "100").output().unwrap();
     let shown = String::from_utf8_lossy(&shown.stdout);
-    for needle in ["hybrid-drill", "Failure drills for hybrid GPU clusters", "--kubeconfig", "recover", "Exit codes"] {
+    for needle in ["hybrid-drill", "Failure drills for hybrid GPU clusters", "--verbose", "recover", "Exit codes"] {
         assert!(shown.contains(needle), "the rendered page lacks {needle}:\n{shown}");
     }
     let pages = dir.path().join("man1");
