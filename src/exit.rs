@@ -126,9 +126,38 @@ pub fn rows_of(command: Option<&str>) -> impl Iterator<Item = &'static ExitRow> 
     TABLE.iter().filter(move |row| command.as_ref().is_none_or(|c| row.commands.contains(&c.as_str())))
 }
 
+/// What a code means from one command, where the table's words cover every command at once ("the drill passed, the
+/// files are valid, ..."): a command's `--help` says only what its own success or refusal is.
+fn meaning_for(command: &str, code: u8) -> Option<&'static str> {
+    Some(match (command, code) {
+        ("run", EXIT_PASSED) => "the drill passed",
+        ("validate", EXIT_PASSED) => "every file is a valid drill (warnings do not change the code)",
+        ("validate", EXIT_INVALID) => {
+            "a file is not a valid drill (each problem is printed, located) or cannot be read"
+        }
+        ("plan", EXIT_PASSED) => "the plan was made and no preflight check failed",
+        ("preflight", EXIT_PASSED) => "no check failed",
+        ("status", EXIT_PASSED) => "the cluster is clean: no lock held, no unfinished run, no marks",
+        ("recover", EXIT_PASSED) => "the cluster is back as the drill found it (or there was nothing to recover)",
+        ("report", EXIT_PASSED) => "the report was printed",
+        ("history", EXIT_PASSED) => "the history was printed and no regression found",
+        ("verify", EXIT_PASSED) => "the run's record is intact (and signed, where a key was given)",
+        ("evidence", EXIT_PASSED) => "the evidence was written (its index says which runs are intact)",
+        ("watch", EXIT_PASSED) => "the watch stopped cleanly",
+        ("identify", EXIT_PASSED) => "the cluster's identity was printed",
+        ("schema" | "completions" | "man", EXIT_PASSED) => "printed or written",
+        _ => return None,
+    })
+}
+
 /// The table as `--help` shows it: `Exit codes:` and one indented line per code.
 pub fn help_text(command: Option<&str>) -> String {
-    let rows: Vec<String> = rows_of(command).map(|r| format!("  {}  {}", r.code, r.meaning)).collect();
+    let rows: Vec<String> = rows_of(command)
+        .map(|r| {
+            let meaning = command.and_then(|c| meaning_for(c, r.code)).unwrap_or(r.meaning);
+            format!("  {}  {meaning}", r.code)
+        })
+        .collect();
     format!("Exit codes:\n{}", rows.join("\n"))
 }
 
@@ -168,6 +197,14 @@ mod tests {
         for command in ["run", "plan", "preflight"] {
             assert!(rows_of(Some(command)).any(|r| r.code == EXIT_REFUSED), "{command}");
         }
+    }
+
+    #[test]
+    fn a_commands_help_gives_its_own_success() {
+        assert!(help_text(Some("validate")).contains("  0  every file is a valid drill"));
+        assert!(!help_text(Some("validate")).contains("the drill passed"));
+        assert!(help_text(Some("run")).contains("  0  the drill passed\n"));
+        assert!(help_text(None).contains("the drill passed, the files are valid"));
     }
 
     #[test]

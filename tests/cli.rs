@@ -152,6 +152,69 @@ fn an_unreachable_cluster_is_one_line_with_the_fix() {
 }
 
 #[test]
+fn with_json_output_a_run_or_identify_that_never_started_still_prints_its_error_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dead_kubeconfig(dir.path());
+    let run = |args: &[&str], file: Option<&Path>| {
+        let mut command = bin();
+        command.args(args).arg("--kubeconfig").arg(&kubeconfig);
+        if let Some(f) = file {
+            command.arg(f);
+        }
+        command.output().unwrap()
+    };
+    let reports = dir.path().join("reports");
+    let unreachable = run(
+        &["run", "--yes", "-o", "json", "--reports-dir", reports.to_str().unwrap()],
+        Some(&repo().join("drills/drain.yaml")),
+    );
+    let bad = drain_with("drain: {nodes: onPrem", "drian: {nodes: onPrem", dir.path());
+    let invalid = run(&["run", "--yes", "-o", "json", "--reports-dir", reports.to_str().unwrap()], Some(&bad));
+    let identify = run(&["identify", "-o", "json"], None);
+    for (what, out) in [("unreachable", unreachable), ("invalid", invalid), ("identify", identify)] {
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{what}: {stderr}");
+        let json: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{what}: {e}: {stdout}"));
+        assert_eq!(json["exit_code"], 2, "{what}: {json}");
+        let error = json["error"].as_str().unwrap_or_else(|| panic!("{what}: {json}"));
+        assert!(
+            error.contains("cannot reach the API server")
+                || error.contains("is not a valid drill: `hybrid-drill validate -o json"),
+            "{what}: {error}"
+        );
+        assert!(!stdout.contains("not-a-secret"), "{what}: {stdout}");
+    }
+}
+
+#[test]
+fn a_reader_that_closes_the_pipe_early_ends_the_command_cleanly() {
+    let mut child = bin()
+        .args(["report", "-o", "html"])
+        .arg(repo().join("tests/fixtures/run"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // `| head -c 0`: the reader is gone before the report is printed.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn each_commands_help_lists_its_own_exit_codes() {
+    let help = |command: &str| String::from_utf8(bin().args([command, "--help"]).output().unwrap().stdout).unwrap();
+    let validate = help("validate");
+    assert!(validate.contains("  0  every file is a valid drill"), "{validate}");
+    assert!(!validate.contains("the drill passed"), "{validate}");
+    assert!(help("run").contains("  0  the drill passed\n"));
+    assert!(help("verify").contains("  8  "));
+    assert!(!help("report").contains("  8  "));
+}
+
+#[test]
 fn another_context_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dead_kubeconfig(dir.path());
@@ -284,7 +347,7 @@ fn the_man_page_renders_with_man_and_one_page_per_command_can_be_written() {
     let shown =
         Command::new("man").arg("-l").arg(&page).env("MANPAGER", "cat").env("MANWIDTH", "100").output().unwrap();
     let shown = String::from_utf8_lossy(&shown.stdout);
-    for needle in ["hybrid-drill", "Failure drills for hybrid GPU clusters", "--kubeconfig", "recover", "Exit codes"] {
+    for needle in ["hybrid-drill", "Failure drills for hybrid GPU clusters", "--verbose", "recover", "Exit codes"] {
         assert!(shown.contains(needle), "the rendered page lacks {needle}:\n{shown}");
     }
     let pages = dir.path().join("man1");

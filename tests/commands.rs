@@ -48,7 +48,11 @@ fn every_command_on(file: &Path, dir: &Path) -> Vec<(&'static str, Command)> {
     let reports = dir.join("reports");
     let with = |args: &[&str], file: Option<&Path>| {
         let mut command = bin();
-        command.args(args).arg("--kubeconfig").arg(&kubeconfig);
+        command.args(args);
+        // `validate` reads no cluster, so it takes no --kubeconfig.
+        if args != ["validate"] {
+            command.arg("--kubeconfig").arg(&kubeconfig);
+        }
         if let Some(file) = file {
             command.arg(file);
         }
@@ -84,6 +88,21 @@ fn a_bad_file_and_an_unreachable_cluster_exit_the_same_from_every_command() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
     }
     assert!(!dir.path().join("reports").exists(), "nothing was written");
+}
+
+#[test]
+fn only_the_commands_that_read_a_cluster_take_its_flags() {
+    for command in ["run", "plan", "preflight", "status", "recover", "watch", "identify"] {
+        let help = String::from_utf8(bin().args([command, "--help"]).output().unwrap().stdout).unwrap();
+        assert!(help.contains("--kubeconfig <FILE>") && help.contains("--context <NAME>"), "{command}:\n{help}");
+    }
+    for command in ["report", "history", "verify", "evidence", "schema", "completions", "man", "validate"] {
+        let help = String::from_utf8(bin().args([command, "--help"]).output().unwrap().stdout).unwrap();
+        assert!(!help.contains("--kubeconfig"), "{command} reads no cluster:\n{help}");
+    }
+    let out = bin().args(["report", "--kubeconfig", "x", "reports/x"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("unexpected argument '--kubeconfig'"), "{}", stderr(&out));
 }
 
 #[test]

@@ -158,13 +158,16 @@ pub(super) async fn preflight_command(
     expect.drain_flags.force |= drain.force;
     expect.drain_flags.delete_empty_dir_data |= drain.delete_empty_dir_data;
     expect.at = at;
-    let report = match preflight::run(&cluster.reader(), &targets, &expect).await {
+    let mut report = match preflight::run(&cluster.reader(), &targets, &expect).await {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
             return EXIT_INVALID;
         }
     };
+    if let Some(slo) = drill.and_then(|d| d.spec.slo.as_ref()) {
+        report = report.with_findings(crate::slo::trial::try_queries(slo, &cluster.reader()).await);
+    }
     match output {
         OutputFormat::Json => println!("{}", preflight::render::json(&report)),
         OutputFormat::Text => print!("{}", preflight::render::table(&report)),
@@ -173,9 +176,25 @@ pub(super) async fn preflight_command(
 }
 
 pub(super) async fn run_command(file: &Path, opts: RunOptions) -> u8 {
-    let loaded = match load(file) {
+    // With `-o json` a run that never started still leaves one object on stdout: a CI step reading it gets the
+    // reason, not an empty file.
+    let json_error = |message: &str, code: u8| {
+        if opts.json {
+            println!("{}", serde_json::json!({ "error": crate::secrets::redact(message), "exit_code": code }));
+        }
+    };
+    let loaded = match drill::load(file) {
         Ok(l) => l,
-        Err(c) => return c,
+        Err(e) => {
+            eprint!("{}", e.render());
+            let what = format!(
+                "{} is not a valid drill: `hybrid-drill validate -o json {}` lists each problem",
+                file.display(),
+                file.display()
+            );
+            json_error(&what, EXIT_INVALID);
+            return EXIT_INVALID;
+        }
     };
     if opts.dry_run {
         let output = if opts.json { OutputFormat::Json } else { OutputFormat::Text };
@@ -187,13 +206,15 @@ pub(super) async fn run_command(file: &Path, opts: RunOptions) -> u8 {
                 let json = serde_json::to_string_pretty(&result.report).unwrap_or_default();
                 println!("{}", crate::secrets::redact(&json));
             } else {
-                let table = terminal::render(&result.report, &result.run_dir.display().to_string());
+                let run_dir = result.run_dir.display().to_string();
+                let table = terminal::render(&result.report, &run_dir, history::terminal_width());
                 print!("{}", crate::secrets::redact(&table));
             }
             result.report.exit_code as u8
         }
         Err(e) => {
             eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
+            json_error(&e.to_string(), e.exit_code());
             e.exit_code()
         }
     }
@@ -255,14 +276,26 @@ pub(super) fn block_on_result<T, E: std::error::Error + 'static>(
     rt.block_on(f).map_err(BlockingError::Failed)
 }
 
-pub(super) async fn identify_command(target: &KubeContext) -> u8 {
+pub(super) async fn identify_command(target: &KubeContext, output: OutputFormat) -> u8 {
     let identity = async {
         let cluster = Cluster::connect(target).await?;
         let version = cluster.ping().await?;
         let uid = cluster.kube_system_uid().await?;
         Ok::<_, cluster::ClusterError>((cluster, version, uid))
     };
+    let json = output == OutputFormat::Json;
     match identity.await {
+        Ok((cluster, version, uid)) if json => {
+            let value = serde_json::json!({
+                "context": (!cluster.in_cluster).then_some(&cluster.context),
+                "in_cluster": cluster.in_cluster,
+                "server": cluster.server,
+                "kubernetes_version": version.to_string(),
+                "kube_system_uid": uid,
+            });
+            println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+            EXIT_PASSED
+        }
         Ok((cluster, version, uid)) => {
             println!("context: {}", cluster.context);
             println!("server: {} (Kubernetes {version})", cluster.server);
@@ -272,7 +305,11 @@ pub(super) async fn identify_command(target: &KubeContext) -> u8 {
             EXIT_PASSED
         }
         Err(e) => {
-            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
+            let message = crate::secrets::redact(&e.to_string()).into_owned();
+            if json {
+                println!("{}", serde_json::json!({ "error": message, "exit_code": EXIT_INVALID }));
+            }
+            eprintln!("error: {message}");
             EXIT_INVALID
         }
     }

@@ -14,7 +14,6 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cluster::KubeContext;
 use crate::cluster::drain_selection::DrainFlags;
 use crate::drill;
 use crate::exit::EXIT_PASSED;
@@ -53,14 +52,21 @@ pub fn main() -> ExitCode {
     if let Some(warning) = deprecated_flag(std::env::args().skip(1)) {
         eprintln!("warning: {warning}");
     }
-    let target = KubeContext { kubeconfig: cli.kubeconfig.clone(), context: cli.context.clone() };
-    let code = match cli.command {
-        Command::Validate { files, output } => validate(&files, output, cli.context.as_deref()),
+    if !matches!(cli.command, Command::Run { .. } | Command::Watch { .. } | Command::Recover { .. }) {
+        exit_quietly_on_a_closed_pipe();
+    }
+    ExitCode::from(dispatch(cli.command))
+}
+
+/// Runs one command and returns its exit code.
+fn dispatch(command: Command) -> u8 {
+    match command {
+        Command::Validate { files, output, context } => validate(&files, output, context.as_deref()),
         Command::Schema => {
             println!("{}", serde_json::to_string_pretty(&drill::json_schema()).unwrap_or_default());
             EXIT_PASSED
         }
-        run @ Command::Run { .. } => run_from_flags(run, target),
+        run @ Command::Run { .. } => run_from_flags(run),
         Command::Verify { run_dir, trust, output } => verify_command(&run_dir, &trust, output),
         Command::Evidence { reports_dir, since, until, out, archive, trust, output, s3 } => {
             stored::with_local_reports(&reports_dir, &s3, |reports_dir| {
@@ -75,9 +81,9 @@ pub fn main() -> ExitCode {
                 })
             })
         }
-        Command::Watch { file, reports_dir, episode_limit, metrics_addr, episodes, signing_key } => {
+        Command::Watch { file, reports_dir, episode_limit, metrics_addr, episodes, signing_key, cluster } => {
             let opts = crate::incident::WatchOptions {
-                target,
+                target: cluster.target(),
                 reports_dir,
                 episode_limit,
                 metrics_addr,
@@ -92,7 +98,9 @@ pub fn main() -> ExitCode {
                 history_command(&dir, output, fail_on_regression, &join)
             })
         }
-        Command::Plan { file, reports_dir, output } => block_on(plan_command(&file, &target, &reports_dir, output)),
+        Command::Plan { file, reports_dir, output, cluster } => {
+            block_on(plan_command(&file, &cluster.target(), &reports_dir, output))
+        }
         Command::Preflight {
             file,
             nodes,
@@ -104,29 +112,56 @@ pub fn main() -> ExitCode {
             output,
             strict,
             at,
+            cluster,
         } => {
             let flags = preflight::TargetFlags { nodes, namespace, selector, node_pool };
             let drain = DrainFlags { force, delete_empty_dir_data: delete_emptydir_data };
-            block_on(preflight_command(file.as_deref(), flags, drain, &target, (output, strict), at))
+            block_on(preflight_command(file.as_deref(), flags, drain, &cluster.target(), (output, strict), at))
         }
-        Command::Recover { run_dir, reports_dir, signing_key, trust_journal } => {
-            block_on(recover_command(run_dir, &reports_dir, trust_journal.as_deref(), &target, signing_key.as_deref()))
+        Command::Recover { run_dir, reports_dir, signing_key, trust_journal, cluster } => block_on(recover_command(
+            run_dir,
+            &reports_dir,
+            trust_journal.as_deref(),
+            &cluster.target(),
+            signing_key.as_deref(),
+        )),
+        Command::Status { reports_dir, lock, output, cluster } => {
+            block_on(status_command(&reports_dir, lock.as_deref(), &cluster.target(), output))
         }
-        Command::Status { reports_dir, lock, output } => {
-            block_on(status_command(&reports_dir, lock.as_deref(), &target, output))
-        }
-        Command::Identify => block_on(identify_command(&target)),
+        Command::Identify { output, cluster } => block_on(identify_command(&cluster.target(), output)),
         Command::Completions { shell } => {
             print!("{}", completions(shell));
             EXIT_PASSED
         }
         Command::Man { dir } => man_command(dir.as_deref()),
-    };
-    ExitCode::from(code)
+    }
+}
+
+/// A reader that closed its end of the pipe (`report RUN -o html | head`) has read what it wanted: the command
+/// stops there and exits 0, as `cat` and ripgrep do, instead of std's panic on the failed print (exit 101). Only for
+/// the commands that read and print: a drill (`run`, `watch`, `recover`) must go on to restore the cluster and is
+/// never stopped by its reader leaving.
+fn exit_quietly_on_a_closed_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        let broken = std::io::Error::from(std::io::ErrorKind::BrokenPipe).kind().to_string();
+        if message.starts_with("failed printing to stdout")
+            && (message.contains("os error 32") || message.to_ascii_lowercase().contains(&broken))
+        {
+            std::process::exit(0);
+        }
+        default(info)
+    }));
 }
 
 /// `run`: the flags as the run's options (each `--override-gate` paired with its `--reason`), then the drill.
-fn run_from_flags(run: Command, target: KubeContext) -> u8 {
+fn run_from_flags(run: Command) -> u8 {
     let Command::Run {
         file,
         yes,
@@ -142,6 +177,7 @@ fn run_from_flags(run: Command, target: KubeContext) -> u8 {
         signing_key,
         allow_commands,
         ship,
+        cluster,
     } = run
     else {
         return crate::exit::EXIT_INVALID;
@@ -151,13 +187,16 @@ fn run_from_flags(run: Command, target: KubeContext) -> u8 {
         Ok(o) => o,
         Err(e) => {
             eprintln!("error: {e}");
+            if json {
+                println!("{}", serde_json::json!({ "error": e.to_string(), "exit_code": crate::exit::EXIT_INVALID }));
+            }
             return crate::exit::EXIT_INVALID;
         }
     };
     let approval = crate::evidence::Approval { change, approved_by };
     let ship = ship.overrides();
     let opts = RunOptions {
-        target,
+        target: cluster.target(),
         yes,
         dry_run,
         json,

@@ -62,6 +62,7 @@ impl ClaimFacts {
             .chain([self.capacity_type.as_deref(), self.zone.as_deref()])
             .flatten()
             .filter(|s| !s.is_empty())
+            .chain(self.deleting.then_some("deleting"))
             .collect();
         format!("{} ({})", self.name, shape.join(", "))
     }
@@ -283,6 +284,13 @@ pub struct BlastGroup {
 impl fmt::Display for BlastGroup {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {} pods, {} GPUs -> ", self.workload, self.pods, self.gpus)?;
+        if self.kind == "Pod" {
+            // No controller re-creates a bare pod: once the fault evicts or deletes it, it is gone, wherever it could
+            // have landed.
+            return f.write_str(
+                "a bare pod: deleted for good, nothing re-creates it (on-prem's return does not bring it back)",
+            );
+        }
         match self.lands.as_slice() {
             [] => f.write_str("no NodePool: its pods stay Pending until on-prem returns")?,
             lands => f.write_str(&lands.join(", "))?,
@@ -488,6 +496,12 @@ mod tests {
                 "batch/embeddings: 2 pods, 4 GPUs -> gpu-spot (spot, no GPU limit); cannot use gpu-fallback (requires \
                  karpenter.sh/capacity-type NotIn on-demand)",
             ]
+        );
+        let bare = blast_radius(&[pod("debug", "ops", "h1", None, 0)], &pools);
+        assert_eq!(
+            bare[0].to_string(),
+            "ops/debug: 1 pods, 0 GPUs -> a bare pod: deleted for good, nothing re-creates it (on-prem's return does \
+             not bring it back)"
         );
     }
 }

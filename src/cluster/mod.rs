@@ -101,7 +101,15 @@ pub const NAMESPACED_PERMISSIONS: &[(&str, &str, Permissions)] = &[
 ];
 
 /// An error with its causes, `outer: inner: root`, repeated causes folded.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    // A failed credential plugin anywhere in the chain is the whole story: the errors around it repeat its raw output.
+    let mut link = Some(e);
+    while let Some(l) = link {
+        if let Some(hint) = exec_plugin_failure(l) {
+            return hint;
+        }
+        link = l.source();
+    }
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {
@@ -113,6 +121,34 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     text
+}
+
+/// A kubeconfig credential plugin (`aws eks get-token`, `kubelogin`, `gke-gcloud-auth-plugin`) that exited non-zero,
+/// in words: kube-rs prints the plugin's whole `Output { status: ..., stderr: [bytes] }`, which hides the one line
+/// that matters (an expired SSO session, most often) and the fix.
+fn exec_plugin_failure(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let Some(kube::client::AuthError::AuthExecRun { cmd, out }) = e.downcast_ref::<kube::client::AuthError>() else {
+        return None;
+    };
+    let said = String::from_utf8_lossy(&out.stderr);
+    let said = said.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or("nothing on stderr");
+    let program = cmd.split_whitespace().next().unwrap_or(cmd);
+    let fix = match program.rsplit('/').next().unwrap_or(program) {
+        "aws" => {
+            let profile = cmd
+                .split_whitespace()
+                .skip_while(|a| *a != "--profile")
+                .nth(1)
+                .map(|p| format!(" --profile {p}"))
+                .unwrap_or_default();
+            format!("log in again: run `aws sso login{profile}` (or refresh the credentials `aws` uses), then retry")
+        }
+        "kubelogin" => "log in again: run `kubelogin` or `az login`, then retry".to_string(),
+        "gke-gcloud-auth-plugin" | "gcloud" => "log in again: run `gcloud auth login`, then retry".to_string(),
+        _ => format!("run `{cmd}` yourself to see why, log in again, then retry"),
+    };
+    let code = out.status.code().map_or_else(|| "a signal".to_string(), |c| c.to_string());
+    Some(format!("the kubeconfig's credential plugin `{cmd}` failed (exit {code}): {said}; {fix}"))
 }
 
 pub fn first_line(text: &str) -> String {
@@ -130,6 +166,27 @@ pub fn to_utc(t: &k8s_openapi::jiff::Timestamp) -> chrono::DateTime<chrono::Utc>
 }
 
 /// A Role's or ClusterRole's rules as (API group, resource, verb), `resource[name]` where `resourceNames` limits them.
+#[cfg(test)]
+mod exec_plugin_tests {
+    #[test]
+    fn a_failed_credential_plugin_is_named_with_its_last_words_and_the_login_to_run() {
+        use std::os::unix::process::ExitStatusExt;
+        let out = std::process::Output {
+            status: std::process::ExitStatus::from_raw(255 << 8),
+            stdout: Vec::new(),
+            stderr: b"\nError when retrieving token from sso: Token has expired and refresh failed\n\n".to_vec(),
+        };
+        let cmd = "aws --region eu-west-1 eks get-token --cluster-name prod --profile gpu-admin".to_string();
+        let e = kube::Error::Auth(kube::client::AuthError::AuthExecRun { cmd, out: Box::new(out) });
+        assert_eq!(
+            super::error_chain(&e),
+            "the kubeconfig's credential plugin `aws --region eu-west-1 eks get-token --cluster-name prod --profile \
+             gpu-admin` failed (exit 255): Error when retrieving token from sso: Token has expired and refresh failed; \
+             log in again: run `aws sso login --profile gpu-admin` (or refresh the credentials `aws` uses), then retry"
+        );
+    }
+}
+
 #[cfg(test)]
 pub(crate) fn granted_by(role: &serde_json::Value) -> std::collections::BTreeSet<(String, String, String)> {
     let mut granted = std::collections::BTreeSet::new();

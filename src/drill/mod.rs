@@ -9,6 +9,7 @@ pub mod left_in_place;
 mod model;
 pub mod parse;
 pub mod placeholders;
+pub mod promql;
 mod raw;
 mod raw_slo;
 pub mod ready;
@@ -111,6 +112,7 @@ fn check(path: &Path, source: String, expected: validate::Expected) -> Result<Lo
         return Err(invalid(problems, &source));
     }
     let (raw, mut problems, pruned) = typecheck::check(&doc.value, &doc.spans);
+    problems.extend(promql::check_document(&doc.value, &doc.spans, &source));
     let Some(raw) = raw else { return Err(invalid(problems, &source)) };
     let validated = validate::validate(&raw, &doc.spans, &pruned, expected);
     problems.extend(validated.problems);

@@ -29,7 +29,7 @@ pub struct NodeFacts {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PlaceholderError {
     #[error("`{{{found}}}` is not a placeholder; did you mean `{expected}`? (known: {KNOWN})")]
-    Misspelt { found: String, expected: &'static str },
+    Misspelt { found: String, expected: String },
     #[error("`{{{0}:}}` names no key: write `{{{0}:KEY}}`")]
     NoKey(&'static str),
     #[error("node {node} has no label `{key}` for `{{label:{key}}}`")]
@@ -49,12 +49,23 @@ enum Piece {
     Placeholder(Placeholder),
 }
 
-fn placeholder(inner: &str) -> Result<Option<Placeholder>, PlaceholderError> {
+fn placeholder(inner: &str, after_dollar: bool) -> Result<Option<Placeholder>, PlaceholderError> {
     if let Some((prefix, key)) = inner.split_once(':') {
         let kind: fn(String) -> Placeholder = match prefix {
             "label" => Placeholder::Label,
             "annotation" => Placeholder::Annotation,
-            _ => return Ok(None),
+            _ => {
+                // `{lable:KEY}`: a near miss of a keyed placeholder, never a shell's `${VAR:-default}`.
+                let near = (!after_dollar && is_word(prefix))
+                    .then(|| super::parse::suggest(prefix, &["label".to_string(), "annotation".to_string()]))
+                    .flatten();
+                return match near {
+                    Some(kind) => {
+                        Err(PlaceholderError::Misspelt { found: inner.into(), expected: format!("{{{kind}:{key}}}") })
+                    }
+                    None => Ok(None),
+                };
+            }
         };
         if key.trim().is_empty() {
             return Err(PlaceholderError::NoKey(if prefix == "label" { "label" } else { "annotation" }));
@@ -72,11 +83,28 @@ fn placeholder(inner: &str) -> Result<Option<Placeholder>, PlaceholderError> {
                 "node" | "nodename" | "name" => "{node}",
                 "internalip" | "ip" | "nodeip" => "{internalIP}",
                 "address" | "addr" | "bmc" => "{address}",
+                _ if !after_dollar && is_word(inner) => match typo_of(&squashed) {
+                    Some(expected) => expected,
+                    None => return Ok(None),
+                },
                 _ => return Ok(None),
             };
-            return Err(PlaceholderError::Misspelt { found: inner.into(), expected });
+            return Err(PlaceholderError::Misspelt { found: inner.into(), expected: expected.into() });
         }
     }))
+}
+
+/// The placeholder a word is one typing slip from (`nodee`, `adress`, `internalpi`).
+fn typo_of(squashed: &str) -> Option<&'static str> {
+    [("node", "{node}", 1), ("internalip", "{internalIP}", 2), ("address", "{address}", 2)]
+        .into_iter()
+        .find(|(word, _, most)| strsim::damerau_levenshtein(squashed, word) <= *most)
+        .map(|(_, placeholder, _)| placeholder)
+}
+
+/// Letters, digits, `_` and `-` only: what a placeholder's name could be, unlike a shell's or JSON's braces.
+fn is_word(text: &str) -> bool {
+    !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 fn pieces(arg: &str) -> Result<Vec<Piece>, PlaceholderError> {
@@ -85,7 +113,7 @@ fn pieces(arg: &str) -> Result<Vec<Piece>, PlaceholderError> {
     while let Some(open) = rest.find('{') {
         let Some(close) = rest[open..].find('}') else { break };
         let inner = &rest[open + 1..open + close];
-        match placeholder(inner)? {
+        match placeholder(inner, rest[..open].ends_with('$'))? {
             Some(p) => {
                 out.push(Piece::Text(rest[..open].to_string()));
                 out.push(Piece::Placeholder(p));
@@ -207,10 +235,20 @@ mod tests {
     fn near_misses_are_errors_and_shell_braces_are_text() {
         assert_eq!(
             check(&hook(&["ipmitool", "{internalIp}"])).unwrap_err(),
-            (1, PlaceholderError::Misspelt { found: "internalIp".into(), expected: "{internalIP}" })
+            (1, PlaceholderError::Misspelt { found: "internalIp".into(), expected: "{internalIP}".into() })
         );
         assert_eq!(check(&hook(&["{label:}"])).unwrap_err().1, PlaceholderError::NoKey("label"));
         assert!(check(&hook(&["sh", "-c", "echo ${X} {\"a\": 1} {"])).is_ok());
+        let typo = |arg: &str| check(&hook(&[arg])).unwrap_err().1.to_string();
+        assert_eq!(
+            typo("{nodee}"),
+            "`{nodee}` is not a placeholder; did you mean `{node}`? (known: {node}, {label:KEY}, {annotation:KEY}, \
+             {internalIP}, {address})"
+        );
+        assert!(typo("-H={lable:bmc.example.com/address}").contains("did you mean `{label:bmc.example.com/address}`?"));
+        assert!(typo("{anotation:rack}").contains("did you mean `{annotation:rack}`?"));
+        assert!(typo("{adress}").contains("did you mean `{address}`?"));
+        assert!(check(&hook(&["sh", "-c", "echo ${HOME} ${nodee} ${lable:-x} {mode:fast} {print}"])).is_ok());
         let shell = hook(&["sh", "-c", "echo ${X}"]);
         assert_eq!(expand(&shell, &mi(), &BTreeMap::new()).unwrap(), shell);
     }

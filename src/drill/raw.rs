@@ -245,8 +245,9 @@ pub struct LockSection {
 // The schema keeps the name editors and users already know.
 #[schemars(rename = "Webhook")]
 pub struct WebhookSection {
-    /// `http://` or `https://`. Keep a secret URL (Slack's) out of the drill file, which is copied into every run
-    /// directory: pass it with `--notify` or `$HYBRID_DRILL_NOTIFY` instead.
+    /// `http://` or `https://`, or a secret reference to one (`${env:SLACK_WEBHOOK_URL}`). A URL that is its own
+    /// secret (Slack's, Discord's, Teams', a `/hooks/KEY` URL) written here is refused: the drill file is copied into
+    /// every run directory; give it as a reference, or with `--notify` or `$HYBRID_DRILL_NOTIFY`.
     pub url: String,
     /// `slack`: Slack's incoming-webhook message (`{"text": ...}`); `json` (default): the plain event.
     #[serde(default)]

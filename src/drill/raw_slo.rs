@@ -43,7 +43,8 @@ pub struct SloSection {
 pub struct PrometheusSection {
     /// Prometheus's base URL (the one `/api/v1/query` is under), e.g. `http://prometheus.monitoring:9090`.
     pub url: String,
-    /// A bearer token: `${env:NAME}`, `${file:/path}` or `{secret: {namespace, name, key}}`.
+    /// A bearer token: `${env:NAME}`, `${file:/path}` or `{secret: {namespace, name, key}}`. The token itself is
+    /// refused: the drill file is copied into every run directory and report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bearer_token: Option<CredentialSection>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -55,12 +56,13 @@ pub struct PrometheusSection {
     pub timeout: Option<HumanDuration>,
 }
 
-/// A secret value: a reference (`${env:NAME}`, `${file:/path}`) or a key of a Kubernetes Secret.
+/// A secret value: a reference (`${env:NAME}`, `${file:/path}`) or a key of a Kubernetes Secret, read when the
+/// drill runs. The value itself is refused: the drill file is copied into every run directory and report.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 #[schemars(rename = "Credential")]
 pub enum CredentialSection {
-    Reference(String),
+    Reference(#[schemars(pattern(r"^\$\{(env|file):[^}]+\}$"))] String),
     Secret { secret: SecretKeySection },
 }
 
@@ -78,6 +80,7 @@ pub struct SecretKeySection {
 #[schemars(rename = "BasicAuth")]
 pub struct BasicAuthSection {
     pub username: String,
+    /// `${env:NAME}`, `${file:/path}` or `{secret: {namespace, name, key}}`; never the password itself.
     pub password: CredentialSection,
 }
 

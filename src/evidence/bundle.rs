@@ -391,19 +391,23 @@ fn deviation_line(d: &Deviation) -> String {
     format!("{}{at}: {}", d.kind.label(), d.what)
 }
 
+/// The line both indexes open with: how many drills and incidents, and how many of their run directories are intact.
+fn summary(b: &Bundle) -> String {
+    let drills = b.runs.iter().filter(|e| e.report.kind == RunKind::Drill).count();
+    let intact = b.runs.iter().filter(|e| e.intact()).count();
+    format!(
+        "{} and {}; {intact} of {} run directories verified intact against their manifests.",
+        count(drills, "drill"),
+        count(b.runs.len() - drills, "incident"),
+        b.runs.len()
+    )
+}
+
 fn markdown(b: &Bundle) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# Resilience testing evidence, {} to {}\n", b.since.date_naive(), b.until.date_naive());
     let _ = writeln!(out, "Generated {} by {}. {DISCLAIMER}\n", b.generated.format("%Y-%m-%d %H:%M UTC"), b.tool);
-    let drills = b.runs.iter().filter(|e| e.report.kind == RunKind::Drill).count();
-    let intact = b.runs.iter().filter(|e| e.intact()).count();
-    let _ = writeln!(
-        out,
-        "{} and {}; {intact} of {} run directories verified intact against their manifests.\n",
-        count(drills, "drill"),
-        count(b.runs.len() - drills, "incident"),
-        b.runs.len()
-    );
+    let _ = writeln!(out, "{}\n", summary(b));
     out.push_str("## Runs\n\n| Started (UTC) | Kind | Drill | Run | Verdict | RTO | Change | Approved by | Initiated by | Deviations | Action items | Integrity |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for e in &b.runs {
         let r = &e.report;
@@ -488,6 +492,13 @@ fn html_index(b: &Bundle) -> String {
         header {
             h1 { (title) }
             p class="muted" { "Generated " (b.generated.format("%Y-%m-%d %H:%M UTC")) " by " (b.tool) ". " (DISCLAIMER) }
+            @let failed = b.runs.iter().filter(|e| !e.intact()).count();
+            p id="intact" class=(if failed > 0 { "callout" } else { "qualifier" }) {
+                @if failed > 0 {
+                    strong { (if failed == 1 { "1 run directory".to_string() } else { format!("{failed} run directories") }) " NOT intact. " }
+                }
+                (summary(b))
+            }
         }
         h2 { "Runs" }
         div class="scroll" { table class="runs" {
@@ -519,7 +530,7 @@ fn html_row(e: &Entry) -> Markup {
             td { (initiator) }
             td class="num" { (r.deviations.len()) }
             td class="num" { (e.action_items.len()) }
-            td { (integrity(e)) }
+            @if e.intact() { td class="passed" { (integrity(e)) } } @else { td class="failed" { strong { (integrity(e)) } } }
         }
     }
 }
@@ -541,7 +552,7 @@ fn html_details(b: &Bundle) -> Markup {
             } } } }
         }
         h2 { "Manifests and their verification" }
-        ul { @for e in &b.runs { li { code { (e.path) "/manifest.json" } ": " (integrity(e)) } } }
+        ul { @for e in &b.runs { li class=(if e.intact() { "passed" } else { "failed" }) { code { (e.path) "/manifest.json" } ": " (integrity(e)) } } }
         h2 { "Controls this evidence supports" }
         table {
             thead { tr { th { "Control" } th { "What it asks" } th { "What this bundle supplies" } } }

@@ -16,6 +16,11 @@ pub enum KeyError {
     Read { what: String, cause: String },
     #[error("the key {what} is neither PKCS#8 PEM nor 32 bytes in base64 or hex")]
     Format { what: String },
+    #[error(
+        "the key is given inline (not shown), where shell history and process lists keep it: pass a file's path or a \
+         reference `${{env:NAME}}` or `${{file:/path}}`"
+    )]
+    Literal,
 }
 
 /// A private key that signs manifests.
@@ -33,6 +38,13 @@ impl SigningKey {
     /// Reads the key `spec` names: a secret reference, or else a file's path. The key is masked in whatever the
     /// tool writes from then on.
     pub fn load(spec: &str) -> Result<SigningKey, KeyError> {
+        let given_as_value = !crate::secrets::has_reference(spec)
+            && !std::path::Path::new(spec.trim()).exists()
+            && (spec.contains("-----BEGIN") || raw32(spec).is_some());
+        if given_as_value {
+            crate::secrets::remember(spec);
+            return Err(KeyError::Literal);
+        }
         let text = material(spec)?;
         crate::secrets::remember(&text);
         let what = describe(spec);
@@ -163,6 +175,14 @@ fn raw32(text: &str) -> Option<[u8; 32]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_given_as_its_value_is_refused_without_showing_it() {
+        let seed = "0101010101010101010101010101010101010101010101010101010101010101";
+        let err = SigningKey::load(seed).err().unwrap();
+        assert_eq!(err, KeyError::Literal);
+        assert!(!err.to_string().contains(seed));
+    }
 
     #[test]
     fn keys_are_read_from_pem_and_from_raw_bytes_by_path_or_reference() {

@@ -54,6 +54,8 @@ pub enum CheckId {
     StatefulsetFailover,
     /// The instance types, zones and capacity types the fallback NodePool allows, and what the drill takes away.
     FallbackDiversity,
+    /// Each PromQL query of the drill's `spec.slo`, run once against its Prometheus (read-only): it answers a number.
+    SliQueries,
 }
 
 impl CheckId {
@@ -83,6 +85,7 @@ impl CheckId {
             CheckId::ZoneDisruption => "zone-disruption",
             CheckId::StatefulsetFailover => "statefulset-failover",
             CheckId::FallbackDiversity => "fallback-diversity",
+            CheckId::SliQueries => "sli-queries",
         }
     }
 }

@@ -64,6 +64,14 @@ impl PreflightReport {
         }
     }
 
+    /// The report with findings made outside the snapshot (the SLI queries tried against Prometheus) added, and its
+    /// verdict judged again.
+    pub fn with_findings(self, more: Vec<Finding>) -> PreflightReport {
+        let mut findings = self.findings;
+        findings.extend(more);
+        PreflightReport::new(&self.context, &self.server, self.targets, findings)
+    }
+
     pub fn with_status(&self, status: Status) -> impl Iterator<Item = &Finding> {
         self.findings.iter().filter(move |f| f.status == status)
     }

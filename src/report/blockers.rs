@@ -1,5 +1,6 @@
 //! The report's `reclaim_blockers`: each reason the fallback was not reclaimed, first seen when, from the reclaim
-//! wait's own readings and from Karpenter's `DisruptionBlocked` events the drill's watches recorded.
+//! wait's own readings and from Karpenter's `DisruptionBlocked` events the drill's watches recorded once the reclaim
+//! began (before it, Karpenter refusing to disrupt a node the workload needs is the fallback working).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -20,13 +21,16 @@ pub struct ReclaimBlocker {
     pub message: String,
 }
 
-/// Every blocker of the run once, in the order first seen.
-pub fn reclaim_blockers(observations: &[Observation]) -> Vec<ReclaimBlocker> {
+/// Every blocker of the reclaim once, in the order first seen; `reclaim_from_ms` is when the reclaim phase began
+/// (none: it never did, and only the reclaim wait's own readings count).
+pub fn reclaim_blockers(observations: &[Observation], reclaim_from_ms: Option<u64>) -> Vec<ReclaimBlocker> {
     let mut out: Vec<ReclaimBlocker> = Vec::new();
     for o in observations {
         let (node, cause, object, message) = match &o.event {
             Event::ReclaimBlocked { node, cause, object, message } => (node.clone(), *cause, object, message),
-            Event::KubeEvent { object, reason, message } if reason == "DisruptionBlocked" => {
+            Event::KubeEvent { object, reason, message }
+                if reason == "DisruptionBlocked" && reclaim_from_ms.is_some_and(|from| o.t_ms >= from) =>
+            {
                 (None, BlockerCause::KarpenterEvent, object, message)
             }
             _ => continue,

@@ -73,6 +73,7 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
     let rollback = rollback(observations);
     let outcome = outcome(observations, !analysis.objectives_missed.is_empty(), &rollback, &abort_reason);
     let fallback_faults = crate::phases::fallback_faults::fallback_faults(observations, analysis_rto(&analysis.phases));
+    let reclaim_from_ms = reclaim_from(&analysis.phases);
     let mut report = Report {
         schema: REPORT_SCHEMA.into(),
         tool_version: meta.tool_version.clone(),
@@ -110,7 +111,7 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         api_requests: requests_sent(observations).map_or(0, |(total, _)| total),
         api_requests_by_verb: requests_sent(observations).map(|(_, by_verb)| by_verb.clone()).unwrap_or_default(),
         warnings: warnings(observations),
-        reclaim_blockers: super::blockers::reclaim_blockers(observations),
+        reclaim_blockers: super::blockers::reclaim_blockers(observations, reclaim_from_ms),
         fallback_faults,
         last_tier: super::last_tier::last_tier(drill, observations),
         gates_overridden: overridden_gates(observations),
@@ -159,6 +160,11 @@ fn measured_drill(drill: &Drill, incident: bool) -> std::borrow::Cow<'_, Drill> 
     let mut stepless = drill.clone();
     stepless.spec.steps.clear();
     std::borrow::Cow::Owned(stepless)
+}
+
+/// When the reclaim phase began, on the tool's clock.
+pub(super) fn reclaim_from(phases: &[crate::phases::Phase]) -> Option<u64> {
+    phases.iter().find(|p| p.name == crate::phases::PhaseId::Reclaim).and_then(|p| p.from.as_ref()).map(|b| b.t_ms)
 }
 
 fn analysis_rto(phases: &[crate::phases::Phase]) -> Option<f64> {

@@ -88,6 +88,36 @@ fn figure(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| crate::domain::impact::round(v).to_string())
 }
 
+/// A value of an SLI with its unit (`0.9871 ratio`, `2.31 s`); `no data` when Prometheus returned none.
+pub fn with_unit(v: Option<f64>, unit: Option<&str>) -> String {
+    match (v, unit.filter(|u| !u.is_empty())) {
+        (None, _) => NO_DATA.into(),
+        (Some(v), Some(unit)) => format!("{} {unit}", crate::domain::impact::round(v)),
+        (Some(v), None) => crate::domain::impact::round(v).to_string(),
+    }
+}
+
+/// An SLI's objective with its unit (`>= 0.99 ratio`).
+pub fn objective_with_unit(sli: &SliImpact) -> String {
+    match sli.unit.as_deref().filter(|u| !u.is_empty()) {
+        Some(unit) => format!("{} {unit}", sli.objective),
+        None => sli.objective.clone(),
+    }
+}
+
+/// What a window without a single sample shows wherever a figure would stand: not `0 s outside`, which reads as met.
+pub const NO_DATA: &str = "no data";
+
+/// The time an SLI spent outside its objective in a window, or `no data` when the window had no sample.
+pub fn outside_text(stats: &crate::domain::impact::Stats) -> String {
+    if stats.samples == 0 { NO_DATA.into() } else { super::human_seconds(stats.seconds_outside_objective) }
+}
+
+/// The error budget a window burned, or `no data`.
+pub fn burned_text(stats: &crate::domain::impact::Stats) -> String {
+    if stats.samples == 0 { NO_DATA.into() } else { format!("{:.4}%", stats.budget_burned_percent) }
+}
+
 /// How long an SLI was outside its objective, how far, and what it cost the error budget.
 fn outside(sli: &SliImpact) -> String {
     format!(
@@ -177,18 +207,19 @@ pub fn markdown(md: &mut String, report: &Report) -> std::fmt::Result {
     )?;
     for s in &impact.slis {
         let w = &s.whole;
+        let unit = s.unit.as_deref();
         writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {} | {} | {:.0} s | {:.4}% |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             s.name,
-            s.objective,
+            objective_with_unit(s),
             if s.met { "yes" } else { "no" },
-            figure(w.min),
-            figure(w.mean),
-            figure(w.p99),
-            figure(w.max),
-            w.seconds_outside_objective,
-            w.budget_burned_percent
+            with_unit(w.min, unit),
+            with_unit(w.mean, unit),
+            with_unit(w.p99, unit),
+            with_unit(w.max, unit),
+            outside_text(w),
+            burned_text(w)
         )?;
     }
     if let Some(r) = &impact.requests {

@@ -59,7 +59,7 @@ fn load_recorded(run_dir: &Path) -> Result<Report, LoadError> {
     if !observations.is_empty() {
         report.notable_events = notable(&observations);
         report.overlap = overlap(&observations);
-        report.reclaim_blockers = blockers::reclaim_blockers(&observations);
+        report.reclaim_blockers = blockers::reclaim_blockers(&observations, super::build::reclaim_from(&report.phases));
         report.blast_radius = super::leftovers::blast_radius(&observations);
         report.collateral = super::leftovers::collateral(&observations);
         report.leftovers = super::leftovers::leftovers(&observations);

@@ -439,8 +439,11 @@ pub enum DeviationKind {
     /// A step that started and never finished: a signal, a guard or the deadline stopped the drill.
     StepAborted,
     Warning,
-    /// A safety check the drill file turned off or down: a preflight failure let through, a forced drain.
+    /// A start gate (`--override-gate`) let through while it was closed.
     OverriddenGate,
+    /// A safety check the drill file turned off or down: a forced drain, emptyDir data deleted, a preflight failure
+    /// let through. Not a start gate: its own word, so an auditor does not read it as a bypassed gate.
+    SafetyRelaxed,
     /// Something a person did or must do: an emergency stop, a restore that needs `recover`.
     ManualAction,
     /// A change the drill keeps on purpose (`keepChanges`), for a later `recover`.
@@ -456,6 +459,7 @@ impl DeviationKind {
             DeviationKind::StepAborted => "step aborted",
             DeviationKind::Warning => "warning",
             DeviationKind::OverriddenGate => "overridden gate",
+            DeviationKind::SafetyRelaxed => "safety relaxed by the drill file",
             DeviationKind::ManualAction => "manual action",
             DeviationKind::ExpectedLeftover => "expected leftover",
         }

@@ -1,14 +1,18 @@
 //! The summary printed on the terminal at the end of a run.
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
-use comfy_table::{Cell, Color, Table};
+use comfy_table::{Cell, Color, ContentArrangement, Table};
 
 use super::{Report, phase_label, seconds_cell, verdict_word};
 use crate::phases::Verdict;
 
-pub fn render(report: &Report, run_dir: &str) -> String {
+/// The summary within `width` columns (`history::terminal_width`: `COLUMNS`, else the terminal's, else 80): a CI log
+/// is no terminal, and a table sized to its longest cells runs past any log viewer.
+pub fn render(report: &Report, run_dir: &str, width: usize) -> String {
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_content_arrangement(ContentArrangement::Dynamic);
+    table.set_width(u16::try_from(width).unwrap_or(u16::MAX));
     table.set_header(vec!["phase", "from", "to", "duration", "server clock", "objective", "verdict"]);
     for p in &report.phases {
         let verdict = Cell::new(verdict_word(p)).fg(match p.verdict {
@@ -90,4 +94,17 @@ fn evidence_lines(report: &Report) -> String {
     }
     out.push_str(&format!("deviations: {} · action items: {}\n", report.deviations.len(), report.action_items.len()));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_phase_table_fits_the_width_it_is_given() {
+        let out = super::render(&crate::report::sample::report(), "reports/d/r", 80);
+        let table: Vec<&str> = out.lines().filter(|l| l.starts_with(['│', '┌', '├', '└', '╞'])).collect();
+        assert!(table.len() > 5, "{out}");
+        for line in table {
+            assert!(line.chars().count() <= 80, "{} columns: {line}", line.chars().count());
+        }
+    }
 }

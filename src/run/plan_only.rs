@@ -34,9 +34,14 @@ pub async fn plan_only(loaded: &LoadedDrill, target: &KubeContext, reports_dir: 
     let (cluster, version) = cluster::connect(target, &drill.spec.cluster).await?;
     let plan = plan::resolve_for(&cluster, drill, plan::access::Scope::Plan).await?;
     let targets = preflight::PreflightTargets::of(drill);
-    let preflight = preflight::run(&cluster.reader(), &targets, &preflight::Expectations::of(drill))
+    let mut preflight = preflight::run(&cluster.reader(), &targets, &preflight::Expectations::of(drill))
         .await
         .map_err(|e| e.to_string());
+    if let (Ok(report), Some(slo)) = (&mut preflight, &drill.spec.slo) {
+        let tried = crate::slo::trial::try_queries(slo, &cluster.reader()).await;
+        *report = std::mem::replace(report, preflight::PreflightReport::new("", "", targets.clone(), Vec::new()))
+            .with_findings(tried);
+    }
     let warnings = crate::drill::left_in_place::warnings(drill);
     let gates = gates::read(&cluster, drill, reports_dir, Utc::now()).await;
     Ok(Planned {

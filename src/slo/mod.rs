@@ -1,9 +1,11 @@
 //! The users' side of a drill, read from Prometheus: the SLIs' steady state before the fault, the stop conditions
 //! while it runs, and the users' impact in the report (`impact` of report.json). `client` speaks Prometheus's and
-//! Alertmanager's APIs, `watch` reads the SLIs while the drill runs, `impact` turns the drill's series into figures.
+//! Alertmanager's APIs, `watch` reads the SLIs while the drill runs, `impact` turns the drill's series into figures,
+//! `trial` tries each query once for `plan` and `preflight`.
 
 pub mod client;
 pub mod impact;
+pub mod trial;
 pub mod watch;
 
 use chrono::{DateTime, Utc};

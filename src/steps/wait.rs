@@ -44,7 +44,7 @@ fn status(condition: WaitCondition, d: &Derived) -> String {
             format!("{}/{needed} pods Ready; waiting for all of them on-prem and the rollout to settle", d.ready_pods)
         }
         WaitCondition::FallbackEmpty => {
-            format!("fallback still holds {} NodeClaims ({} GPUs)", d.nodeclaims, d.fallback_gpus)
+            format!("the fallback still holds {} NodeClaims ({} GPUs)", d.nodeclaims, d.fallback_gpus)
         }
         WaitCondition::LastTierServing => {
             format!("{}/{needed} pods Ready; the last tier does not serve yet (its probe fails)", d.ready_pods)
@@ -56,15 +56,25 @@ fn status(condition: WaitCondition, d: &Derived) -> String {
 /// the drill watches).
 const BLOCKERS_EVERY: Duration = Duration::from_secs(5);
 
-/// The NodeClaims the drill caused that the reclaim still waits for, for the live line and a timed-out step's message.
-fn awaited_line(others: Option<&[ClaimFacts]>) -> String {
-    match others {
-        Some(claims) if !claims.is_empty() => {
-            let each: Vec<String> = claims.iter().map(ClaimFacts::describe).collect();
-            format!("; NodeClaims the drill caused still running: {}", each.join(", "))
-        }
-        _ => String::new(),
+/// The NodeClaims the drill caused that the reclaim still waits for, for the live line and a timed-out step's message:
+/// those in the fallback's NodePools apart from those in any other, so the line agrees with the fallback's count
+/// before it (`fallback NodePool gpu-fallback holds 0 NodeClaims; in other NodePools, still running: ...`).
+fn awaited_line(others: Option<&[ClaimFacts]>, fallback_pools: &[String]) -> String {
+    let Some(claims) = others.filter(|c| !c.is_empty()) else { return String::new() };
+    let (fallback, elsewhere): (Vec<&ClaimFacts>, Vec<&ClaimFacts>) =
+        claims.iter().partition(|c| fallback_pools.contains(&c.node_pool));
+    let names = |claims: &[&ClaimFacts]| claims.iter().map(|c| c.describe()).collect::<Vec<_>>().join(", ");
+    let mut line = String::new();
+    if !fallback.is_empty() {
+        line.push_str(&format!("; the drill's NodeClaims in the fallback, not yet gone: {}", names(&fallback)));
     }
+    if !elsewhere.is_empty() {
+        line.push_str(&format!(
+            "; NodeClaims the drill caused in other NodePools, not yet gone: {}",
+            names(&elsewhere)
+        ));
+    }
+    line
 }
 
 /// The blockers seen last, for the live line and a timed-out step's message.
@@ -231,7 +241,8 @@ pub async fn wait_for(
                 continue;
             }
         }
-        let why = format!("{}{}", awaited_line(others.as_deref()), blocked_by(&blocked));
+        let pools = &ctx.drill.spec.targets.fallback.node_pools;
+        let why = format!("{}{}", awaited_line(others.as_deref(), pools), blocked_by(&blocked));
         ctx.progress.waiting(&format!("waiting for {condition}: {}{why}", status(condition, &current)));
         let wake = match (may_be_held, reclaiming) {
             (true, _) => deadline.min(Instant::now() + HELD_CHECK_EVERY),
@@ -248,7 +259,7 @@ pub async fn wait_for(
                     detail: format!(
                         "{condition} never held; last: {}{}{}{}",
                         status(condition, &current),
-                        awaited_line(others.as_deref()),
+                        awaited_line(others.as_deref(), pools),
                         blocked_by(&blocked),
                         capacity_cause(ctx, condition)
                     ),

@@ -767,7 +767,11 @@ impl Event {
             Event::NodeClaimDeleting { nodeclaim } => format!("NodeClaim {nodeclaim} deleting"),
             Event::NodeClaimDeleted { nodeclaim } => format!("NodeClaim {nodeclaim} gone"),
             Event::FallbackGpus { gpus } => format!("fallback holds {gpus} GPUs"),
-            Event::KubeEvent { object, reason, message } => format!("event {reason} on {object}: {message}"),
+            Event::KubeEvent { object, reason, message } => match object.strip_suffix('/') {
+                // An event that named no object (recorded before the uid was kept): its kind alone, not `Kind/`.
+                Some(kind) => format!("event {reason} on a {kind} it does not name: {message}"),
+                None => format!("event {reason} on {object}: {message}"),
+            },
             Event::ProbeResult { ok, detail } => {
                 format!("probe {}: {detail}", if *ok { "passed" } else { "failed" })
             }

@@ -316,11 +316,11 @@ impl Handler<KubeEvent> for KubeEvents {
         if !self.seen.insert(key) {
             return;
         }
-        let object = format!(
-            "{}/{}",
-            ev.involved_object.kind.clone().unwrap_or_default(),
-            ev.involved_object.name.clone().unwrap_or_default()
-        );
+        // Some controllers' events name their object by uid only (Karpenter's `Finalized` on a NodeClaim gone by then):
+        // the uid, rather than an empty name, still ties the event to the object in the timeline.
+        let name = ev.involved_object.name.clone().filter(|n| !n.is_empty());
+        let name = name.or_else(|| ev.involved_object.uid.clone().map(|u| format!("uid:{u}"))).unwrap_or_default();
+        let object = format!("{}/{name}", ev.involved_object.kind.clone().unwrap_or_default());
         self.ctx.timeline.record_at(
             Event::KubeEvent {
                 object,

@@ -4,9 +4,7 @@
 
 use maud::{Markup, html};
 
-use super::{
-    Change, DrillHistory, History, PhaseColumn, REGRESSION_MIN_SECONDS, RunRow, change_text, date, objective_text,
-};
+use super::{Change, DrillHistory, History, PhaseColumn, RunRow, change_text, date, objective_text};
 use crate::phases::Verdict;
 use crate::report::Outcome;
 use crate::report::human_seconds;
@@ -17,9 +15,8 @@ pub fn render(h: &History) -> String {
         header {
             h1 { "Drill history" }
             p class="muted" {
-                "Durations on the tool's clock. A regression (" span class="regression" { "⚠" } ") is a phase more "
-                "than " (format!("{:.0}", h.regression_ratio * 100.0)) "% (and " (human_seconds(REGRESSION_MIN_SECONDS))
-                ") slower than in the previous run that measured it, over its objective, or not measured."
+                "Durations on the tool's clock. A regression (" span class="regression" { "⚠" } ") is a phase "
+                (super::rule_text(h.regression_ratio)) "."
             }
         }
         @for d in &h.drills { (drill(d)) }
@@ -51,23 +48,33 @@ fn drill(d: &DrillHistory) -> Markup {
                     (w[1].drill_sha256[..12]) "); figures before it measured another drill."
                 }
             }
-            div class="scroll" {
-                table class="runs" {
-                    thead {
-                        tr {
-                            th { "Run (UTC)" }
-                            th { "Verdict" }
-                            @for c in &d.phases {
-                                th class="num" {
-                                    (column_header(c))
-                                    @if let Some(o) = c.objective_seconds {
-                                        br; span class="muted" { "obj " (human_seconds(o)) }
+            // At most a page's width of phase columns per table, the run and verdict repeated: a wide table hides
+            // columns behind a scroll bar on screen and cuts them off on paper, with a flagged regression among them.
+            @for (part, columns) in d.phases.chunks(PHASES_PER_TABLE).enumerate() {
+                @let first = part * PHASES_PER_TABLE;
+                div class="scroll" {
+                    table class="runs" {
+                        @if d.phases.len() > PHASES_PER_TABLE {
+                            caption class="muted" {
+                                "Phases " (first + 1) " to " (first + columns.len()) " of " (d.phases.len())
+                            }
+                        }
+                        thead {
+                            tr {
+                                th { "Run (UTC)" }
+                                th { "Verdict" }
+                                @for c in columns {
+                                    th class="num" {
+                                        (column_header(c))
+                                        @if let Some(o) = c.objective_seconds {
+                                            br; span class="muted" { "obj " (human_seconds(o)) }
+                                        }
                                     }
                                 }
                             }
                         }
+                        tbody { @for r in &d.runs { (run_row(r, first, columns.len())) } }
                     }
-                    tbody { @for r in &d.runs { (run_row(r)) } }
                 }
             }
             h3 { "Regressions" }
@@ -81,13 +88,19 @@ fn drill(d: &DrillHistory) -> Markup {
     }
 }
 
-fn run_row(r: &RunRow) -> Markup {
+/// The phase columns of one table of the history: six fit an A4 page in portrait with the run and its verdict.
+const PHASES_PER_TABLE: usize = 6;
+
+/// One run's row of the table holding its phase columns `first..first + count`; the rows of the tables after the
+/// first are marked `continued`, so each run is counted once.
+fn run_row(r: &RunRow, first: usize, count: usize) -> Markup {
     let class = if r.outcome == Outcome::Passed { "passed" } else { "failed" };
+    let row = if first == 0 { "run" } else { "run continued" };
     html! {
-        tr class="run" {
+        tr class=(row) {
             td { (date(&r.started)) br; code class="muted" { (r.run_id) } }
             td { span class={ "badge " (class) } { (super::verdict_text(r)) } }
-            @for c in &r.phases { (cell(c)) }
+            @for c in r.phases.iter().skip(first).take(count) { (cell(c)) }
         }
     }
 }
@@ -247,6 +260,12 @@ mod tests {
             assert!(html.contains(&format!(r#"<figure class="trend" data-phase="{}">"#, c.name)), "{}", c.name);
         }
         assert_eq!(html.matches("<tr class=\"run\">").count(), 3);
+        let tables = html.matches("<table class=\"runs\">").count();
+        assert_eq!(tables, h.drills[0].phases.len().div_ceil(PHASES_PER_TABLE), "at most six phases a table");
+        for table in html.split("<table class=\"runs\">").skip(1) {
+            let head = table.split("</thead>").next().unwrap();
+            assert!(head.matches("<th class=\"num\">").count() <= PHASES_PER_TABLE, "{head}");
+        }
         let provisioning =
             html.split(r#"data-phase="provisioning">"#).nth(1).unwrap().split("</figure>").next().unwrap();
         assert_eq!(provisioning.matches("<circle class=\"point-").count(), 3, "{provisioning}");

@@ -8,11 +8,10 @@ use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, Color, ContentArrangement, Table};
 
 use super::{
-    Change, DrillHistory, History, REGRESSION_MIN_SECONDS, RunRow, change_text, date, header, objective_text,
-    value_text, verdict_text,
+    Change, DrillHistory, History, RunRow, change_text, date, header, objective_text, value_text, verdict_text,
 };
 use crate::phases::PhaseId;
-use crate::report::{Outcome, counted, human_seconds};
+use crate::report::{Outcome, counted};
 
 /// The width to fit: `COLUMNS` when set, else the terminal's, else 80.
 pub fn terminal_width() -> usize {
@@ -49,10 +48,8 @@ pub fn render_text(h: &History, width: usize) -> String {
         wrapped(
             &mut out,
             &format!(
-                "regressions (a phase over {:.0}% and {} slower than the previous drill, over its objective, or not \
-                 measured; an incident against the latest drill):",
-                h.regression_ratio * 100.0,
-                human_seconds(REGRESSION_MIN_SECONDS)
+                "regressions (a phase {}; an incident against the latest drill):",
+                super::rule_text(h.regression_ratio)
             ),
             width,
             "",

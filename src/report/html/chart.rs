@@ -83,7 +83,11 @@ pub(super) fn recovery_zoom(report: &Report, whole: Window) -> Option<Zoom> {
 
 /// The timeline section: the Gantt chart, then what `below` draws on its time axis (the SLIs' plots), then the
 /// recovery zoomed.
-pub(super) fn timeline(report: &Report, below: impl Fn(&Report, Window) -> Markup) -> Markup {
+pub(super) fn timeline(
+    report: &Report,
+    below: impl Fn(&Report, Window) -> Markup,
+    below_zoom: impl Fn(&Report, Window, &[Phase]) -> Markup,
+) -> Markup {
     let ends = report
         .phases
         .iter()
@@ -106,6 +110,7 @@ pub(super) fn timeline(report: &Report, below: impl Fn(&Report, Window) -> Marku
                     (human_seconds(zoom.to)) ")"
                 }
                 figure style="margin:0" { (chart(report, "gantt-recovery", zoom.window, &zoom.phases)) }
+                (below_zoom(report, zoom.window, &zoom.phases))
             }
             table {
                 thead {

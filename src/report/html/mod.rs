@@ -21,7 +21,7 @@ pub fn render(report: &Report) -> String {
     let body = html! {
         (header(report))
         (plain_legend())
-        (timeline(report, impact::plots))
+        (timeline(report, impact::plots, impact::zoomed_plots))
         (phases(report))
         (startup(report))
         (steps(report))
