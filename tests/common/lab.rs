@@ -198,10 +198,15 @@ pub fn on_instance(command: &mut Command, instance: u32) -> &mut Command {
     command.env("LAB_INSTANCE", instance.to_string()).env("KUBECONFIG", run_dir_of(instance).join("kubeconfig"))
 }
 
+/// The journal key every run and `recover` of the tests share, as a deployment's do (deploy/schedule.yaml): without
+/// it each process authenticates its journal lines under a key of its own, and `recover` would refuse to run the
+/// hooks of the run it recovers.
+pub const JOURNAL_KEY: &str = "e2e-journal-key-0123456789abcdef0123456789abcdef";
+
 /// The tool under test, run from the repository root (where the lab drills' hooks are), against the held instance.
 pub fn hybrid_drill() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_hybrid-drill"));
-    on_held_lab(&mut command).current_dir(repo());
+    on_held_lab(&mut command).current_dir(repo()).env("HYBRID_DRILL_JOURNAL_KEY", JOURNAL_KEY);
     command
 }
 

@@ -684,7 +684,13 @@ fn one_drill_at_a_time_a_second_is_refused_and_a_killed_runs_lock_is_taken_over_
     assert!(journal.contains(r#""state":"undone","action":"hold-lease""#), "the release is journalled:\n{journal}");
     // The killed run changed nothing: its recover finds nothing to do, and takes and frees the lock itself.
     let (code, text) = recover(&first_dir);
-    assert_eq!((code, text.trim()), (0, "nothing to recover"));
+    assert_eq!(code, 0, "{text}");
+    // Named, the crashed run is sealed with what recover found: nothing.
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("nothing to recover"), "{text}");
+    assert!(
+        lines.all(|l| l.starts_with(&format!("sealed: {} (crashed; restored by recover at ", first_dir.display())))
+    );
     assert_eq!(lock_holder(), "");
 }
 

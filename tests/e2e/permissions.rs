@@ -36,6 +36,8 @@ fn drills() -> Vec<PathBuf> {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        // The template is for a production cluster (its context is not the lab's); tests/runbooks.rs validates it.
+        .filter(|p| !p.ends_with("template.yaml"))
         .collect();
     files.sort();
     assert!(files.len() >= 4, "{files:?}");
