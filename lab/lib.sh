@@ -74,7 +74,13 @@ PUSHGATEWAY_PORT=$(( 29091 + PORT_OFFSET ))
 LAST_TIER_PORT=$(( 29097 + PORT_OFFSET ))
 # --- Object storage: versitygw, the S3-compatible server run directories are shipped to (lab/up's block of its own).
 S3_PORT=$(( 28070 + PORT_OFFSET ))
+# versitygw itself listens here; clients reach it on S3_PORT through lab/s3-lock-stand-in, which stamps the bucket's
+# default retention on each new object as S3 does.
+S3_BACKEND_PORT=$(( 28071 + PORT_OFFSET ))
 S3_BUCKET=hybrid-drill-evidence
+# The bucket's default retention (compliance mode), longer than the retention the tests ship with (1d), as a real
+# evidence bucket's default can be: an upload asking for less must not shorten it.
+S3_DEFAULT_RETENTION_DAYS=2
 # Its root access key, made by lab/up for this instance: AWS_ACCESS_KEY_ID=... and AWS_SECRET_ACCESS_KEY=... lines,
 # as `--s3-credentials` reads them.
 S3_CREDENTIALS_FILE=$RUN_DIR/s3-credentials
@@ -89,7 +95,7 @@ instance_ports() {
     "kwok $KWOK_PORT" "karpenter $KARPENTER_METRICS_PORT" "karpenter $KARPENTER_HEALTH_PORT" \
     "alertmanager $ALERTMANAGER_PORT" "pushgateway $PUSHGATEWAY_PORT" "last-tier $LAST_TIER_PORT" \
     "service $SERVICE_PORT" "prometheus $PROMETHEUS_PORT"
-  printf '%s\n' "versitygw $S3_PORT"
+  printf '%s\n' "versitygw $S3_BACKEND_PORT" "s3-lock $S3_PORT"
 }
 # The pid listening on a port; nothing when the port is free.
 port_pid() { # port
@@ -99,11 +105,12 @@ command_line() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | cut -c1-160; }
 # Start order; down stops them in reverse. host-firewall (lab/host-firewall-stand-in), token-webhook
 # (lab/token-webhook) and last-tier (lab/last-tier-stand-in) are lab stand-ins, scripts in lab/, not binaries.
 # service (lab/service-stand-in) is the stand-in for the inference gateway and its users.
-COMPONENTS="etcd token-webhook kube-apiserver kube-controller-manager kube-scheduler kwok karpenter host-firewall alertmanager pushgateway versitygw last-tier service prometheus"
+COMPONENTS="etcd token-webhook kube-apiserver kube-controller-manager kube-scheduler kwok karpenter host-firewall alertmanager pushgateway versitygw s3-lock last-tier service prometheus"
 STAND_IN_HOST_FIREWALL=$LAB_DIR/host-firewall-stand-in
 STAND_IN_TOKEN_WEBHOOK=$LAB_DIR/token-webhook
 STAND_IN_SERVICE=$LAB_DIR/service-stand-in
 STAND_IN_LAST_TIER=$LAB_DIR/last-tier-stand-in
+STAND_IN_S3_LOCK=$LAB_DIR/s3-lock-stand-in
 # Karpenter is built from lab/karpenter-kwok/main.go (kwok's main plus instance types that run out of capacity): the
 # binary's name carries that file's hash, so a change to it rebuilds Karpenter alone.
 KARPENTER_BIN=karpenter-kwok-$(sha256sum "$LAB_DIR/karpenter-kwok/main.go" | cut -c1-12)
@@ -148,7 +155,7 @@ alive() {
     cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
     if [ -n "$cmdline" ]; then
       grep -qF -e "$CACHE_ROOT/" -e "$STAND_IN_HOST_FIREWALL" -e "$STAND_IN_TOKEN_WEBHOOK" -e "$STAND_IN_SERVICE" \
-        -e "$STAND_IN_LAST_TIER" <<<"$cmdline"
+        -e "$STAND_IN_LAST_TIER" -e "$STAND_IN_S3_LOCK" <<<"$cmdline"
       return
     fi
     sleep 0.1

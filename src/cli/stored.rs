@@ -45,5 +45,8 @@ fn local_reports(reports_dir: &Path, connection: &Connection) -> Result<LocalRep
         EXIT_INVALID
     })?;
     eprintln!("read {} objects from {location}", fetched.objects);
+    for finding in &fetched.findings {
+        eprintln!("warning: {finding}");
+    }
     Ok(LocalReports::Fetched(fetched))
 }

@@ -1,11 +1,14 @@
 //! S3-compatible object storage, where run directories are kept for as long as evidence is kept: the location and
 //! the client (`location`), a run directory shipped there with its object-lock retention (`ship`, `retention`), and
-//! a location read back as a local reports directory (`fetch`).
+//! a location read back as a local reports directory (`fetch`), each key at the version its run shipped (`versions`);
+//! `request` signs what object_store has no call for.
 
 pub mod fetch;
 pub mod location;
+mod request;
 pub mod retention;
 pub mod ship;
+mod versions;
 
 pub use fetch::Fetched;
 pub use fetch::fetch;
@@ -24,6 +27,10 @@ pub enum StoreError {
     Io { action: &'static str, path: String, cause: std::io::Error },
     #[error("object-lock retention: {0}")]
     Retention(String),
+    #[error(
+        "{0} is already stored: a shipped run is never overwritten (ship it under another prefix, or leave the one there)"
+    )]
+    Exists(String),
 }
 
 impl StoreError {

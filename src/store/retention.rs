@@ -1,18 +1,12 @@
-//! Object-lock retention, set per object through S3's own requests (`GET ?object-lock` on the bucket, `PUT
-//! ?retention` on each object): object_store writes and reads objects but has no call for either, so they are signed
-//! with its SigV4 signer and sent as plain requests.
+//! Object-lock retention: the bucket's lock and its default retention (`GET ?object-lock`), and the headers that put
+//! an upload under retention from the moment it exists, never in a second request after it (a window in which the
+//! object is unlocked, and a request that a bucket whose default retention is longer refuses as a shortening).
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use chrono::{DateTime, SecondsFormat, Utc};
-use md5::Digest;
-use object_store::aws::AwsAuthorizer;
-use object_store::client::HttpRequestBody;
 
 use super::StoreError;
 use super::location::Bucket;
-
-const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+use super::request::{self, Request};
 
 /// The longest retention a run may ask for: 100 years, what AWS S3 object lock allows in days. A longer one is a typo
 /// (`110000000d`), and a date that far out does not fit the calendar the request is written in.
@@ -37,75 +31,67 @@ pub fn until(from: DateTime<Utc>, period: std::time::Duration) -> Option<DateTim
     from.checked_add_signed(chrono::Duration::from_std(period).ok()?)
 }
 
-/// Whether the bucket has object lock enabled: a bucket without it (or a server that does not implement it) answers
-/// with an error naming the missing configuration.
-pub(super) async fn bucket_has_lock(bucket: &Bucket) -> Result<bool, StoreError> {
-    let (status, body) = send(bucket, http::Method::GET, "", "object-lock", String::new()).await?;
-    match status.as_u16() {
-        200 => Ok(body.contains("<ObjectLockEnabled>Enabled</ObjectLockEnabled>")),
-        400 | 404 | 501 => Ok(false),
-        _ => Err(StoreError::Retention(format!(
-            "reading the bucket's object-lock configuration: {}",
-            answer(status, &body)
-        ))),
+/// A bucket's object lock: enabled, and the retention every new object gets unless its upload names one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectLock {
+    /// The default retention's mode (`COMPLIANCE` or `GOVERNANCE`) and period; none when the bucket has none.
+    pub default: Option<(String, std::time::Duration)>,
+}
+
+/// The bucket's object lock; none when the bucket has none (or the server does not implement it: it answers with an
+/// error naming the missing configuration).
+pub(super) async fn object_lock(bucket: &Bucket) -> Result<Option<ObjectLock>, StoreError> {
+    let answer = request::send(bucket, Request::get("", &[("object-lock", "")])).await?;
+    match answer.status.as_u16() {
+        200 => Ok(parse_object_lock(&answer.text())),
+        400 | 404 | 501 => Ok(None),
+        _ => {
+            Err(StoreError::Retention(format!("reading the bucket's object-lock configuration: {}", answer.describe())))
+        }
     }
 }
 
-/// Keeps `key` from being deleted or overwritten until `until` (compliance mode: nobody can shorten it).
-pub(super) async fn retain(bucket: &Bucket, key: &str, until: DateTime<Utc>) -> Result<(), StoreError> {
-    let body = format!(
-        "<Retention xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Mode>COMPLIANCE</Mode>\
-         <RetainUntilDate>{}</RetainUntilDate></Retention>",
-        until.to_rfc3339_opts(SecondsFormat::Secs, true)
-    );
-    let (status, answer_body) = send(bucket, http::Method::PUT, key, "retention", body).await?;
-    if status.is_success() {
-        Ok(())
-    } else {
-        Err(StoreError::Retention(format!("{key}: {}", answer(status, &answer_body))))
+fn parse_object_lock(xml: &str) -> Option<ObjectLock> {
+    if request::element(xml, "ObjectLockEnabled").as_deref() != Some("Enabled") {
+        return None;
     }
+    let days = |name: &str, per: u64| request::element(xml, name)?.trim().parse::<u64>().ok().map(|n| n * per);
+    let period = days("Days", 1).or_else(|| days("Years", 365)).map(|d| std::time::Duration::from_secs(d * 86_400));
+    let mode = request::element(xml, "Mode");
+    Some(ObjectLock { default: mode.zip(period) })
 }
 
-fn answer(status: http::StatusCode, body: &str) -> String {
-    let code = body.split("<Code>").nth(1).and_then(|rest| rest.split("</Code>").next()).unwrap_or_default();
-    format!("{status} {code}").trim_end().to_string()
+/// The headers that put an upload under compliance-mode retention until `until`, from its first byte: nobody,
+/// the account's root included, can shorten it or delete the object before then.
+pub(super) fn lock_headers(until: DateTime<Utc>) -> Vec<(&'static str, String)> {
+    vec![
+        ("x-amz-object-lock-mode", "COMPLIANCE".to_string()),
+        ("x-amz-object-lock-retain-until-date", until.to_rfc3339_opts(SecondsFormat::Secs, true)),
+    ]
 }
 
-/// One signed request to the bucket (`key` empty for the bucket itself) with a `?query` subresource.
-async fn send(
-    bucket: &Bucket,
-    method: http::Method,
-    key: &str,
-    query: &str,
-    body: String,
-) -> Result<(http::StatusCode, String), StoreError> {
-    let mut url = reqwest::Url::parse(&bucket.url).map_err(|e| StoreError::Client(e.to_string()))?;
-    if !key.is_empty()
-        && let Ok(mut segments) = url.path_segments_mut()
-    {
-        segments.pop_if_empty().extend(key.split('/'));
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_buckets_default_retention_is_read_in_days_or_years() {
+        let xml = |rule: &str| {
+            format!(
+                "<ObjectLockConfiguration><ObjectLockEnabled>Enabled</ObjectLockEnabled>{rule}</ObjectLockConfiguration>"
+            )
+        };
+        assert_eq!(parse_object_lock(&xml("")), Some(ObjectLock { default: None }));
+        let days = parse_object_lock(&xml(
+            "<Rule><DefaultRetention><Mode>COMPLIANCE</Mode><Days>2</Days></DefaultRetention></Rule>",
+        ));
+        assert_eq!(days.unwrap().default, Some(("COMPLIANCE".into(), std::time::Duration::from_secs(2 * 86_400))));
+        let years = parse_object_lock(&xml(
+            "<Rule><DefaultRetention><Mode>GOVERNANCE</Mode><Years>1</Years></DefaultRetention></Rule>",
+        ));
+        assert_eq!(years.unwrap().default, Some(("GOVERNANCE".into(), std::time::Duration::from_secs(365 * 86_400))));
+        assert_eq!(parse_object_lock("<ObjectLockConfiguration/>"), None);
+        let headers = lock_headers("2026-12-09T10:00:00Z".parse().unwrap());
+        assert_eq!(headers[1].1, "2026-12-09T10:00:00Z");
     }
-    url.set_query(Some(query));
-    // S3 signs `?retention` as `retention=`.
-    let signed_uri = url.as_str().replacen(&format!("?{query}"), &format!("?{query}="), 1);
-    let mut request = http::Request::builder()
-        .method(method.clone())
-        .uri(&signed_uri)
-        .header("content-md5", BASE64.encode(md5::Md5::digest(body.as_bytes())))
-        .body(HttpRequestBody::from(body.clone()))
-        .map_err(|e| StoreError::Client(e.to_string()))?;
-    let credential = bucket.client.credentials().get_credential().await.map_err(StoreError::client)?;
-    AwsAuthorizer::new(&credential, "s3", &bucket.region)
-        .try_authorize(&mut request, None)
-        .map_err(StoreError::client)?;
-    let client = crate::http::client(REQUEST_TIMEOUT).map_err(|e| StoreError::Client(e.to_string()))?;
-    let response = client
-        .request(method, signed_uri)
-        .headers(request.headers().clone())
-        .body(body)
-        .send()
-        .await
-        .map_err(|e| StoreError::Client(crate::secrets::redact(&e.to_string()).into_owned()))?;
-    let status = response.status();
-    Ok((status, response.text().await.unwrap_or_default()))
 }

@@ -6,10 +6,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use object_store::ObjectStoreExt;
-use object_store::path::Path as Key;
 
 use super::location::{Connection, Location};
+use super::request::{self, Request};
 use super::{StoreError, retention};
 
 /// Where and how a run ships: from the drill file's `spec.evidence.ship`, each field overridden by its flag.
@@ -57,6 +56,8 @@ pub struct Shipment {
     pub bytes: u64,
     /// When the objects' retention ends; none when none was asked for or the bucket has no object lock.
     pub retained_until: Option<DateTime<Utc>>,
+    /// Each file and the version id the bucket gave its object (empty where the bucket keeps no versions).
+    pub versions: Vec<(String, String)>,
 }
 
 /// The manifest and its signature (`evidence::manifest`'s files) go last, so a manifest in the bucket means every
@@ -69,36 +70,49 @@ const LAST: [&str; 2] = ["manifest.json", "manifest.sig"];
 pub struct Prepared {
     bucket: super::location::Bucket,
     retained_until: Option<DateTime<Utc>>,
+    /// Whether the uploads name their retention (the drill asks for one) or the bucket's default applies.
+    lock_headers: bool,
     pub warnings: Vec<String>,
 }
 
-/// Builds the client (reading the credentials) and, when retention is asked for, reads the bucket's object lock.
+/// Builds the client (reading the credentials) and reads the bucket's object lock: a retention the drill asks for
+/// is never shorter than the bucket's default (an upload that asked for less would shorten what the bucket's owner
+/// set, and S3 refuses to shorten a compliance-mode retention afterwards).
 pub async fn prepare(policy: &ShipPolicy) -> Result<Prepared, StoreError> {
     let bucket = policy.connection.bucket(&policy.location.bucket)?;
     let mut warnings = Vec::new();
-    let mut retained_until = None;
-    if let Some(period) = policy.retention {
-        if retention::bucket_has_lock(&bucket).await? {
-            retained_until = Some(retention::until(Utc::now(), period).ok_or_else(|| {
-                StoreError::Retention(retention::refuse(period).unwrap_or_else(|| "out of bounds".into()))
-            })?);
-        } else {
+    if let Some(period) = policy.retention
+        && let Some(why) = retention::refuse(period)
+    {
+        return Err(StoreError::Retention(why));
+    }
+    let lock = retention::object_lock(&bucket).await?;
+    let default = lock.as_ref().and_then(|l| l.default.as_ref()).map(|(_, period)| *period);
+    let retained_until = match (&lock, policy.retention) {
+        (Some(_), Some(asked)) => retention::until(Utc::now(), asked.max(default.unwrap_or_default())),
+        (Some(_), None) => default.and_then(|d| retention::until(Utc::now(), d)),
+        (None, Some(_)) => {
             warnings.push(format!(
                 "the bucket {} has no object lock: the run was shipped without its retention, and can be deleted",
                 policy.location.bucket
             ));
+            None
         }
-    }
-    Ok(Prepared { bucket, retained_until, warnings })
+        (None, None) => None,
+    };
+    let lock_headers = lock.is_some() && policy.retention.is_some();
+    Ok(Prepared { bucket, retained_until, lock_headers, warnings })
 }
 
-/// Uploads `run_dir` (a directory `<reports>/<drill>/<run>`) under the policy's location.
+/// Uploads `run_dir` (a directory `<reports>/<drill>/<run>`) under the policy's location. Each object is created,
+/// never replaced (`If-None-Match`): a key already there is an error, not a new version over a shipped run.
 pub async fn upload(run_dir: &Path, policy: &ShipPolicy, prepared: &Prepared) -> Result<Shipment, StoreError> {
     let bucket = &prepared.bucket;
     let location = Location { bucket: policy.location.bucket.clone(), prefix: policy.location.key(&run_name(run_dir)) };
     let mut files = files_under(run_dir)?;
     files.sort_by_key(|f| (LAST.iter().position(|l| l == f), f.clone()));
     let mut bytes = 0;
+    let mut versions = Vec::new();
     for relative in &files {
         let path = run_dir.join(relative);
         let body = std::fs::read(&path).map_err(|cause| StoreError::Io {
@@ -108,12 +122,21 @@ pub async fn upload(run_dir: &Path, policy: &ShipPolicy, prepared: &Prepared) ->
         })?;
         bytes += body.len() as u64;
         let key = location.key(relative);
-        bucket.client.put(&Key::from(key.as_str()), body.into()).await.map_err(StoreError::client)?;
-        if let Some(until) = prepared.retained_until {
-            retention::retain(bucket, &key, until).await?;
+        let mut headers = vec![("if-none-match", "*".to_string())];
+        if prepared.lock_headers {
+            headers.extend(prepared.retained_until.map(retention::lock_headers).unwrap_or_default());
         }
+        let request = Request { method: http::Method::PUT, key: &key, query: &[], headers, body };
+        let answer = request::send(bucket, request).await?;
+        match answer.status.as_u16() {
+            200..=299 => {}
+            409 | 412 => return Err(StoreError::Exists(format!("s3://{}/{key}", location.bucket))),
+            _ => return Err(StoreError::Client(format!("uploading {key}: {}", answer.describe()))),
+        }
+        let version = answer.headers.get("x-amz-version-id").and_then(|v| v.to_str().ok());
+        versions.push((relative.clone(), version.unwrap_or_default().to_string()));
     }
-    Ok(Shipment { location, objects: files.len(), bytes, retained_until: prepared.retained_until })
+    Ok(Shipment { location, objects: files.len(), bytes, retained_until: prepared.retained_until, versions })
 }
 
 /// `<drill>/<run>`: the run directory's place in a reports directory.

@@ -1,6 +1,7 @@
 //! End-to-end: run directories kept in the lab's object storage (versitygw, S3-compatible). A run whose drill file
 //! ships it lands whole in the lab's bucket, each object under object-lock retention, and `history` and `evidence`
-//! read it back from `s3://` into a bundle whose copy `verify` passes; with the server stopped, the run still ends
+//! read it back from `s3://` into a bundle whose copy `verify` passes, as shipped even after someone wrote over it or
+//! hid part of it (the later versions and delete markers named); with the server stopped, the run still ends
 //! as it would, its report carrying the failed shipment as a warning and a deviation, its local directory intact.
 
 use std::collections::BTreeSet;
@@ -66,17 +67,34 @@ fn text(out: &Output) -> String {
 
 /// A request to the lab's server as its root user, signed by curl: the body it answered.
 fn s3_get(path_and_query: &str) -> String {
+    s3_request("GET", path_and_query, "")
+}
+
+/// A request with a body (empty for none), as someone holding the bucket's write permission sends it.
+fn s3_request(method: &str, path_and_query: &str, body: &str) -> String {
     let file = std::fs::read_to_string(credentials()).unwrap();
     let value = |key: &str| file.lines().find_map(|l| l.strip_prefix(key)).unwrap().to_string();
     let user = format!("{}:{}", value("AWS_ACCESS_KEY_ID="), value("AWS_SECRET_ACCESS_KEY="));
-    let empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+    let sha = sha256_hex(body.as_bytes());
     let out = Command::new("curl")
-        .args(["-sS", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", &user])
-        .args(["-H", &format!("x-amz-content-sha256: {empty}")])
+        .args(["-sS", "-X", method, "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", &user])
+        .args(["-H", &format!("x-amz-content-sha256: {sha}")])
+        .args(if body.is_empty() { vec![] } else { vec!["--data-binary".to_string(), body.to_string()] })
         .arg(format!("{}/{BUCKET}{path_and_query}", endpoint()))
         .output()
         .unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The date a `?retention` answer keeps the object until.
+fn retained_until(answer: &str) -> chrono::DateTime<chrono::Utc> {
+    let date = answer.split("<RetainUntilDate>").nth(1).and_then(|r| r.split("</RetainUntilDate>").next());
+    date.unwrap_or_else(|| panic!("no retention date in {answer}")).parse().unwrap()
 }
 
 /// Every key under `prefix` in the lab's bucket.
@@ -138,6 +156,9 @@ fn a_shipped_run_lands_whole_under_retention_and_reads_back_from_s3() {
     assert_eq!(keys, expected, "the bucket holds exactly the run directory's files");
     let retention = s3_get(&format!("/{run_key}/report.json?retention="));
     assert!(retention.contains("<Mode>COMPLIANCE</Mode>"), "report.json is not retained: {retention}");
+    // The bucket's default retention (2 days, lab/lib.sh) is longer than the drill's 1d, and is kept, not shortened.
+    let kept = retained_until(&retention) - chrono::Utc::now();
+    assert!(kept > chrono::Duration::hours(47), "retained {kept:?} only: the bucket's default is 2 days");
 
     // `history` reads the run from the bucket as from a reports directory.
     let location = format!("s3://{BUCKET}/{prefix}");
@@ -168,6 +189,32 @@ fn a_shipped_run_lands_whole_under_retention_and_reads_back_from_s3() {
     let verified = hybrid_drill().arg("verify").arg(&copied).arg("--allow-unsigned").output().unwrap();
     assert_eq!(verified.status.code(), Some(0), "{}", text(&verified));
     assert!(text(&verified).contains("authenticity NOT proven"), "{}", text(&verified));
+
+    // Someone with write access to the bucket writes a new report over the locked run and hides its signature
+    // behind a delete marker: the readers say so and read the run as it was shipped.
+    s3_request("PUT", &format!("/{run_key}/report.json"), "{\"outcome\": \"passed\", \"forged\": true}");
+    s3_request("DELETE", &format!("/{run_key}/manifest.json"), "");
+    let history = hybrid_drill().args(["history", &location, "-o", "json"]).args(s3_flags()).output().unwrap();
+    assert_eq!(history.status.code(), Some(0), "{}", text(&history));
+    let warned = format!(
+        "warning: {location}/shipped-check/{} was written to after it was shipped",
+        run_dir.file_name().unwrap().to_str().unwrap()
+    );
+    assert!(text(&history).contains(&warned), "{}", text(&history));
+    assert!(text(&history).contains("report.json (1 later version)"), "{}", text(&history));
+    assert!(text(&history).contains("manifest.json (hidden by a delete marker)"), "{}", text(&history));
+    let second = dir.path().join("bundle-after");
+    let evidence = hybrid_drill()
+        .args(["evidence", &location, "--since", "2026-01-01", "--allow-unsigned", "--out"])
+        .arg(&second)
+        .args(s3_flags())
+        .output()
+        .unwrap();
+    assert_eq!(evidence.status.code(), Some(0), "{}", text(&evidence));
+    let copied = second.join("runs/shipped-check").join(run_dir.file_name().unwrap());
+    let read = std::fs::read(copied.join("report.json")).unwrap();
+    assert_eq!(read, std::fs::read(run_dir.join("report.json")).unwrap(), "the bundle holds the report as shipped");
+    assert!(copied.join("manifest.json").is_file(), "the manifest under the delete marker is read");
     let elapsed = started.elapsed().as_secs();
     assert!(elapsed <= 60, "took {elapsed}s: the budget is 60 s");
 }
