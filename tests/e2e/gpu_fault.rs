@@ -7,8 +7,8 @@ use std::process::Output;
 use std::time::Duration;
 
 use crate::common::lab::{
-    Repair, cordoned_or_marked, drill_run, eventually, hybrid_nodes, kubeconfig, kubectl_json, lab_tool, lock_lab,
-    reset_lab, workload_on_prem_and_fallback_empty,
+    Repair, cordoned_or_marked, drill_run, eventually, hybrid_nodes, kubeconfig, kubectl_json, kubectl_quiet, lab_tool,
+    lock_lab, reset_lab, workload_on_prem_and_fallback_empty,
 };
 use crate::common::repo;
 use serde_json::Value;
@@ -36,12 +36,20 @@ fn gpu_nodes() -> Vec<(String, String, String, bool)> {
         .collect()
 }
 
-/// Heals every hybrid node's GPUs whatever a failed test left: runs from a Drop guard.
+/// Sets the workload budget's unhealthyPodEvictionPolicy (`None`: the default, IfHealthyBudget).
+fn unhealthy_pod_eviction(policy: Option<&str>) -> bool {
+    let value = policy.map_or("null".to_string(), |p| format!("\"{p}\""));
+    let patch = format!(r#"{{"spec":{{"unhealthyPodEvictionPolicy":{value}}}}}"#);
+    kubectl_quiet(&["patch", "pdb", "llm-inference", "-n", "inference", "--type", "merge", "-p", &patch])
+}
+
+/// Heals every hybrid node's GPUs and puts the budget back whatever a failed test left: runs from a Drop guard.
 fn guard() -> Repair<impl FnMut()> {
     Repair(|| {
         for node in hybrid_nodes() {
             let _ = lab_tool("gpu-recover").arg(&node).output();
         }
+        unhealthy_pod_eviction(None);
     })
 }
 
@@ -84,6 +92,9 @@ fn a_remediated_gpu_fault_is_detected_quarantined_and_falls_back_then_the_gpus_c
     let _lab = lock_lab();
     reset_lab();
     let _repair = guard();
+    // Every on-prem GPU failed leaves every replica unready: under the default IfHealthyBudget the budget then refuses
+    // to evict them and the drainer is stuck (runbooks/gpu-fault.md); AlwaysAllow lets it evict unready pods.
+    assert!(unhealthy_pod_eviction(Some("AlwaysAllow")));
     let before = gpu_nodes();
     let dir = tempfile::tempdir().unwrap();
     let reports = tempfile::tempdir().unwrap();
