@@ -286,6 +286,7 @@ impl<'a> Run<'a> {
     }
 
     /// Runs the steps in order until one fails or refuses, a signal arrives, a guard trips or the deadline passes.
+    // Long: the step loop and every way it stops in one select; a GPU fault nothing remediated skips to its restore.
     async fn execute(&mut self, signals: JoinHandle<&'static str>) -> Stop {
         let Run {
             loaded,
