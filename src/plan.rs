@@ -351,6 +351,11 @@ async fn check_faults(cluster: &Cluster, drill: &Drill, nodes: &[String]) -> Res
                     check_hook(&step.id, hook)?;
                 }
             }
+            Action::GpuFault(fault) => {
+                for hook in [&fault.hooks.fail, &fault.hooks.recover] {
+                    check_hook(&step.id, hook)?;
+                }
+            }
             Action::Capacity(capacity) => {
                 for hook in [&capacity.remove, &capacity.give_back] {
                     check_hook(&step.id, hook)?;

@@ -52,6 +52,8 @@ pub enum RestoreTarget {
     Cut,
     /// Run the recovery hooks of the drill's `nodeFailure`: the nodes are powered back on.
     NodeFailure,
+    /// Run the recovery hooks of the drill's `gpuFault`: the GPUs are healthy again, the quarantine lifted.
+    GpuFault,
     /// Run the `giveBack` hooks of the drill's `capacity` steps: the instance types have capacity again.
     Capacity,
 }
@@ -61,6 +63,7 @@ impl fmt::Display for RestoreTarget {
         f.write_str(match self {
             RestoreTarget::Cut => "cut",
             RestoreTarget::NodeFailure => "node-failure",
+            RestoreTarget::GpuFault => "gpu-fault",
             RestoreTarget::Capacity => "capacity",
         })
     }
@@ -74,12 +77,14 @@ pub enum FaultKind {
     Drain,
     Cut(CutFidelity),
     NodeFailure,
+    /// GPUs failed on nodes that stay Ready.
+    GpuFault,
 }
 
 impl FaultKind {
-    /// Whether the fault can leave the on-prem nodes unreachable: a cut or a node failure, not a drain.
+    /// Whether the fault can leave the on-prem nodes unreachable: a cut or a node failure, not a drain or a GPU fault.
     pub fn loses_nodes(self) -> bool {
-        !matches!(self, FaultKind::Drain)
+        !matches!(self, FaultKind::Drain | FaultKind::GpuFault)
     }
 }
 
@@ -89,6 +94,7 @@ impl fmt::Display for FaultKind {
             FaultKind::Drain => f.write_str("drain"),
             FaultKind::Cut(fidelity) => write!(f, "cut ({fidelity})"),
             FaultKind::NodeFailure => f.write_str("node-failure"),
+            FaultKind::GpuFault => f.write_str("gpu-fault"),
         }
     }
 }
@@ -109,6 +115,7 @@ impl FromStr for FaultKind {
         match s {
             "drain" => Ok(FaultKind::Drain),
             "node-failure" => Ok(FaultKind::NodeFailure),
+            "gpu-fault" => Ok(FaultKind::GpuFault),
             "cut (host)" => Ok(FaultKind::Cut(CutFidelity::Host)),
             "cut (pod-network)" => Ok(FaultKind::Cut(CutFidelity::PodNetwork)),
             other => Err(UnknownFault(other.to_string())),
@@ -132,6 +139,7 @@ mod tests {
         for kind in [
             FaultKind::Drain,
             FaultKind::NodeFailure,
+            FaultKind::GpuFault,
             FaultKind::Cut(CutFidelity::Host),
             FaultKind::Cut(CutFidelity::PodNetwork),
         ] {

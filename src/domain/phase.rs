@@ -18,6 +18,13 @@ pub enum PhaseId {
     Taint,
     /// The taint to the first pod evicted: the pods' tolerationSeconds.
     Toleration,
+    /// A GPU fault (t0) to a faulty node reporting fewer GPUs allocatable: the device plugin's detection.
+    GpuDetection,
+    /// A GPU fault (t0) to a faulty node quarantined (cordoned or tainted) by a remediation.
+    Quarantine,
+    /// The first workload pod not Ready on a faulty node to the quarantine (or the fault's end): users served by a
+    /// degraded set of pods.
+    Degraded,
     /// From here to startup, the path of the last pod to become Ready on the fallback (the one the restore waited
     /// for): its creation (Pending) to its node's NodeClaim created.
     Pending,
@@ -50,6 +57,9 @@ impl PhaseId {
         PhaseId::Detection,
         PhaseId::Taint,
         PhaseId::Toleration,
+        PhaseId::GpuDetection,
+        PhaseId::Quarantine,
+        PhaseId::Degraded,
         PhaseId::Pending,
         PhaseId::Provisioning,
         PhaseId::Launched,
@@ -74,6 +84,9 @@ impl PhaseId {
             PhaseId::Detection => "detection",
             PhaseId::Taint => "taint",
             PhaseId::Toleration => "toleration",
+            PhaseId::GpuDetection => "gpu-detection",
+            PhaseId::Quarantine => "quarantine",
+            PhaseId::Degraded => "degraded",
             PhaseId::Pending => "pending",
             PhaseId::Provisioning => "provisioning",
             PhaseId::Launched => "launched",
@@ -96,6 +109,7 @@ impl PhaseId {
     pub fn title(self) -> &'static str {
         match self {
             PhaseId::Rto => "RTO",
+            PhaseId::GpuDetection => "GPU detection",
             other => other.as_str(),
         }
     }
@@ -104,6 +118,7 @@ impl PhaseId {
     pub fn parent(self) -> Option<PhaseId> {
         match self {
             PhaseId::Detection | PhaseId::Taint | PhaseId::Toleration => Some(PhaseId::Eviction),
+            PhaseId::GpuDetection | PhaseId::Quarantine => Some(PhaseId::Eviction),
             PhaseId::Launched | PhaseId::Registered | PhaseId::Initialized => Some(PhaseId::Provisioning),
             PhaseId::ImagePull | PhaseId::Load => Some(PhaseId::Startup),
             PhaseId::Revert | PhaseId::Rejoin => Some(PhaseId::Restore),

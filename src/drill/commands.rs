@@ -36,6 +36,10 @@ pub fn of(drill: &Drill) -> Vec<DrillCommand> {
                 add("fail hook", &f.fail);
                 add("recover hook", &f.recover);
             }
+            Action::GpuFault(g) => {
+                add("GPU fault hook", &g.hooks.fail);
+                add("GPU recover hook", &g.hooks.recover);
+            }
             Action::Capacity(c) => {
                 add("remove hook", &c.remove);
                 add("give-back hook", &c.give_back);

@@ -34,6 +34,11 @@ pub fn left_in_place(drill: &Drill) -> Vec<LeftInPlace> {
                 "recovers them (`restore: node-failure`)",
                 Kind::NodeFailure,
             )),
+            Action::GpuFault(_) => open.push(opened(
+                "fails GPUs of the on-prem nodes",
+                "recovers them (`restore: gpu-fault`)",
+                Kind::GpuFault,
+            )),
             Action::Capacity(_) => open.push(opened(
                 "takes instance types' capacity away",
                 "gives it back (`restore: capacity`)",
@@ -46,6 +51,7 @@ pub fn left_in_place(drill: &Drill) -> Vec<LeftInPlace> {
             Action::Return(ret) if ret.uncordon => open.retain(|(_, k)| *k != Kind::Cordon),
             Action::Restore(RestoreTarget::Cut) => open.retain(|(_, k)| *k != Kind::Cut),
             Action::Restore(RestoreTarget::NodeFailure) => open.retain(|(_, k)| *k != Kind::NodeFailure),
+            Action::Restore(RestoreTarget::GpuFault) => open.retain(|(_, k)| *k != Kind::GpuFault),
             Action::Restore(RestoreTarget::Capacity) => open.retain(|(_, k)| *k != Kind::Capacity),
             _ => {}
         }
@@ -58,6 +64,7 @@ enum Kind {
     Cordon,
     Cut,
     NodeFailure,
+    GpuFault,
     Capacity,
     Exec,
 }

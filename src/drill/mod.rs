@@ -11,6 +11,7 @@ pub mod parse;
 pub mod placeholders;
 pub mod promql;
 mod raw;
+mod raw_gpu_fault;
 mod raw_slo;
 pub mod ready;
 mod references;

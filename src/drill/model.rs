@@ -304,6 +304,7 @@ pub enum Action {
     Drain(DrainAction),
     Cut(CutAction),
     NodeFailure(NodeFailureAction),
+    GpuFault(GpuFaultAction),
     Restore(RestoreTarget),
     Cordon(NodeTargetRef),
     Uncordon(NodeTargetRef),
@@ -338,6 +339,7 @@ impl Action {
                 CutEnforcement::PodNetwork => format!("cut {}", c.fidelity()),
             },
             Action::NodeFailure(f) => format!("nodeFailure {}", f.fail.join(" ")),
+            Action::GpuFault(g) => format!("gpuFault {}", g.hooks.fail.join(" ")),
             Action::Restore(t) => format!("restore {t}"),
             Action::Cordon(_) => "cordon onPrem".into(),
             Action::Uncordon(_) => "uncordon onPrem".into(),
@@ -355,7 +357,7 @@ impl Action {
 
     /// Whether the action injects the drill's fault (t0).
     pub fn is_fault(&self) -> bool {
-        matches!(self, Action::Drain(_) | Action::Cut(_) | Action::NodeFailure(_))
+        matches!(self, Action::Drain(_) | Action::Cut(_) | Action::NodeFailure(_) | Action::GpuFault(_))
     }
 
     /// Whether the fault takes nodes NotReady: a node failure, or a cut at the host (a pod-network cut keeps the
@@ -627,6 +629,14 @@ impl NodeFailureAction {
     pub fn chosen(&self, on_prem: &[String]) -> Vec<String> {
         self.share.map_or_else(|| on_prem.to_vec(), |share| share.of(on_prem))
     }
+}
+
+/// A failed GPU on Ready nodes: the hooks (as a node failure's, `{node}` and the same placeholders) and how long a
+/// remediation may take to quarantine a faulty node before the drill calls the fallback never triggered.
+#[derive(Debug, Clone)]
+pub struct GpuFaultAction {
+    pub hooks: NodeFailureAction,
+    pub quarantine_within: Duration,
 }
 
 /// Move the workload back: uncordon the on-prem nodes, then restart the workload so it re-places on-prem.

@@ -563,6 +563,9 @@ pub struct Step {
     /// Fail the on-prem nodes with the drill's own hooks (a BMC power-off...): the fault, t0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_failure: Option<NodeFailureAction>,
+    /// Fail GPUs of the on-prem nodes while the nodes stay Ready (the fault, t0); `restore: gpu-fault` ends it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_fault: Option<super::raw_gpu_fault::GpuFaultAction>,
     /// End a fault: remove the cut's policies, or run the node failure's recovery hooks; then wait for the
     /// on-prem nodes to be Ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -602,6 +605,7 @@ pub const STEP_ACTIONS: &[&str] = &[
     "drain",
     "cut",
     "nodeFailure",
+    "gpuFault",
     "restore",
     "cordon",
     "uncordon",
@@ -621,6 +625,7 @@ impl Step {
             self.drain.is_some(),
             self.cut.is_some(),
             self.node_failure.is_some(),
+            self.gpu_fault.is_some(),
             self.restore.is_some(),
             self.cordon.is_some(),
             self.uncordon.is_some(),
@@ -796,7 +801,7 @@ pub enum LoseFallbackNode {
     Delete,
 }
 
-fn default_hook_timeout() -> HumanDuration {
+pub(super) fn default_hook_timeout() -> HumanDuration {
     HumanDuration(Duration::from_secs(120))
 }
 

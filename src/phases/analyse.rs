@@ -33,7 +33,7 @@ impl Analysis {
 
 /// The objective the drill sets for a phase, in seconds. The one place objectives are looked up.
 fn objective(drill: &Drill, id: PhaseId) -> Option<f64> {
-    drill.spec.objectives.get(id).map(|d| d.as_secs_f64())
+    drill.spec.objectives.get(id).map(|d| d.as_secs_f64()).or_else(|| super::gpu_fault::implied_objective(drill, id))
 }
 
 /// Who recorded the timeline: a drill's own watches from before its fault, or `hybrid-drill watch` meeting a real

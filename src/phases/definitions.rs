@@ -16,6 +16,14 @@ pub(super) enum Bound {
     NodeLost,
     /// The NoExecute taint on a lost on-prem node.
     LostNodeTainted,
+    /// A faulty node reporting fewer GPUs allocatable (phases/gpu_fault.rs finds the GPU fault's bounds).
+    GpusUnhealthy,
+    /// A faulty node cordoned or tainted NoSchedule/NoExecute by a remediation.
+    NodeQuarantined,
+    /// The first workload pod not Ready on a faulty node.
+    FirstPodDegraded,
+    /// The quarantine, else the fault's end.
+    DegradedEnded,
     /// The first workload pod evicted from on-prem while the fault lasted.
     FirstPodEvicted,
     /// The same, anywhere before the return: the milestone.
@@ -188,6 +196,25 @@ impl Bound {
                 Watch,
                 Some("the taint's timeAdded"),
             ),
+            Bound::GpusUnhealthy => (
+                "first faulty on-prem node Ready with fewer GPUs allocatable (the device plugin marked them unhealthy)"
+                    .into(),
+                Watch,
+                None,
+            ),
+            Bound::NodeQuarantined => (
+                "first faulty on-prem node cordoned or tainted NoSchedule/NoExecute (a remediation's quarantine)"
+                    .into(),
+                Watch,
+                None,
+            ),
+            Bound::FirstPodDegraded => ("first workload pod not Ready on a faulty node".into(), Watch, None),
+            Bound::DegradedEnded => (
+                "the quarantine, else the restore started (no remediation: the fault ended the degraded service)"
+                    .into(),
+                Watch,
+                None,
+            ),
             Bound::FirstPodEvicted | Bound::FirstPodEvictedBeforeReturn => {
                 ("first workload pod evicted from on-prem (Terminating)".into(), Watch, DELETION)
             }
@@ -301,6 +328,8 @@ pub(super) enum Shown {
     ImagePull,
     /// The drill has a `restore` step.
     Restore,
+    /// The fault is a GPU fault.
+    GpuFault,
 }
 
 /// One row of the phase table: a phase runs from one moment to another. Its parent is [`PhaseId::parent`].
@@ -325,6 +354,10 @@ pub(super) const PHASES: &[PhaseDef] = {
         def(PhaseId::Detection, FaultInjected, NodeLost, Shown::NodeLost),
         def(PhaseId::Taint, NodeLost, LostNodeTainted, Shown::NodeLost),
         def(PhaseId::Toleration, LostNodeTainted, FirstPodEvicted, Shown::NodeLost),
+        // The path of a failed GPU: the node stays Ready; only a remediation's quarantine starts the fallback.
+        def(PhaseId::GpuDetection, FaultInjected, GpusUnhealthy, Shown::GpuFault),
+        def(PhaseId::Quarantine, FaultInjected, NodeQuarantined, Shown::GpuFault),
+        def(PhaseId::Degraded, FirstPodDegraded, DegradedEnded, Shown::GpuFault),
         // From here to the service restored, the phases follow the pod the restore waited for, so that they add up
         // to the RTO with the eviction: a budget-paced drain brings the fallback in waves minutes apart, and a span
         // from the first wave's NodeClaim to the last wave's would count the budget's wait as provisioning.
@@ -354,6 +387,8 @@ pub(super) const MILESTONES: &[(Bound, MilestoneKey)] = {
         (FaultInjected, MilestoneKey::FaultInjected),
         (NodeLost, MilestoneKey::NodeLost),
         (LostNodeTainted, MilestoneKey::LostNodeTainted),
+        (GpusUnhealthy, MilestoneKey::GpusUnhealthy),
+        (NodeQuarantined, MilestoneKey::NodeQuarantined),
         (FirstPodEvictedBeforeReturn, MilestoneKey::FirstPodEvicted),
         (ReplacementPending, MilestoneKey::ReplacementPending),
         (FirstClaimCreated, MilestoneKey::FirstClaimCreated),

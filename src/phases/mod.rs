@@ -11,6 +11,7 @@ mod cost;
 mod definitions;
 mod eviction;
 pub mod fallback_faults;
+pub mod gpu_fault;
 pub mod last_tier;
 mod model;
 mod moments;

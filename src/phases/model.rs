@@ -42,6 +42,8 @@ pub enum MilestoneKey {
     FaultInjected,
     NodeLost,
     LostNodeTainted,
+    GpusUnhealthy,
+    NodeQuarantined,
     FirstPodEvicted,
     ReplacementPending,
     FirstClaimCreated,

@@ -129,6 +129,10 @@ impl<'a> Moments<'a> {
                     _ => Boundary::of("NoExecute taint", o),
                 });
             }
+            Bound::GpusUnhealthy => ("GPUs unhealthy on a faulty node", self.gpus_unhealthy()),
+            Bound::NodeQuarantined => ("faulty node quarantined", self.node_quarantined()),
+            Bound::FirstPodDegraded => ("first pod not Ready on a faulty node", self.first_pod_degraded()),
+            Bound::DegradedEnded => ("degraded service ended", self.degraded_ended()),
             Bound::FirstPodEvicted => ("first workload pod evicted from on-prem", self.first_pod_evicted(fault_end)),
             Bound::FirstPodEvictedBeforeReturn => {
                 ("first workload pod evicted from on-prem", self.first_pod_evicted(ret))
@@ -244,6 +248,7 @@ impl<'a> Moments<'a> {
             Shown::Always => true,
             Shown::NodeLost => self.loses_nodes || self.node_lost().is_some(),
             Shown::ImagePull => self.image_pull_started().is_some() || self.image_pulled().is_some(),
+            Shown::GpuFault => self.gpu_fault(),
             Shown::Restore => drill.spec.steps.iter().any(|s| matches!(s.action, crate::drill::Action::Restore(_))),
         }
     }

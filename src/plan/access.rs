@@ -164,7 +164,12 @@ pub fn needs(drill: &Drill, served: &Served) -> Vec<Need> {
 fn changes(action: &Action) -> bool {
     matches!(
         action,
-        Action::Drain(_) | Action::Cut(_) | Action::NodeFailure(_) | Action::Cordon(_) | Action::Uncordon(_)
+        Action::Drain(_)
+            | Action::Cut(_)
+            | Action::NodeFailure(_)
+            | Action::GpuFault(_)
+            | Action::Cordon(_)
+            | Action::Uncordon(_)
     ) || matches!(action, Action::Return(r) if r.restart.is_some() || r.uncordon)
 }
 
@@ -245,7 +250,9 @@ fn step_needs(drill: &Drill, action: &Action, served: &Served, out: &mut Vec<Nee
                 out.push(Need::new("apps", resource, "patch", why).within(ns).named(&target.name));
             }
         }
-        Action::NodeFailure(_) => out.push(Need::new("", "nodes", "get", "the hooks' placeholders read each node")),
+        Action::NodeFailure(_) | Action::GpuFault(_) => {
+            out.push(Need::new("", "nodes", "get", "the hooks' placeholders read each node"))
+        }
         // `instanceTypes: all` lists the NodePools, as the run's set-up already may.
         Action::Capacity(_) => {}
         Action::LoseFallbackNode => {

@@ -54,6 +54,8 @@ pub enum CheckId {
     StatefulsetFailover,
     /// The instance types, zones and capacity types the fallback NodePool allows, and what the drill takes away.
     FallbackDiversity,
+    /// A drill with a GPU fault: a remediation that can quarantine the hybrid nodes runs on them.
+    GpuRemediation,
     /// Each PromQL query of the drill's `spec.slo`, run once against its Prometheus (read-only): it answers a number.
     SliQueries,
 }
@@ -85,6 +87,7 @@ impl CheckId {
             CheckId::ZoneDisruption => "zone-disruption",
             CheckId::StatefulsetFailover => "statefulset-failover",
             CheckId::FallbackDiversity => "fallback-diversity",
+            CheckId::GpuRemediation => "gpu-remediation",
             CheckId::SliQueries => "sli-queries",
         }
     }

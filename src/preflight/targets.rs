@@ -113,6 +113,8 @@ pub struct Expectations {
     pub capacity_removed: Option<Option<Vec<String>>>,
     /// A node failure of part of the on-prem nodes: the share it fails (all when none).
     pub lost_share: Option<crate::drill::NodeShare>,
+    /// Whether the drill fails GPUs (`gpuFault`): a remediation must quarantine the nodes for any fallback.
+    pub gpu_fault: bool,
 }
 
 impl Default for Expectations {
@@ -128,6 +130,7 @@ impl Default for Expectations {
             ready_pods_count: None,
             capacity_removed: None,
             lost_share: None,
+            gpu_fault: false,
         }
     }
 }
@@ -162,6 +165,7 @@ impl Expectations {
                 Action::Capacity(c) => Some(c.instance_types.clone()),
                 _ => None,
             }),
+            gpu_fault: drill.spec.steps.iter().any(|s| matches!(s.action, Action::GpuFault(_))),
         }
     }
 }

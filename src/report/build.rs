@@ -114,6 +114,7 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         reclaim_blockers: super::blockers::reclaim_blockers(observations, reclaim_from_ms),
         fallback_faults,
         last_tier: super::last_tier::last_tier(drill, observations),
+        gpu_fault: crate::phases::gpu_fault::outcome(observations),
         gates_overridden: overridden_gates(observations),
         emergency_stop: emergency_stop(observations),
         last_resort: super::headline::last_resorts(drill, observations),

@@ -263,6 +263,10 @@ fn advice(phase: PhaseId) -> &'static str {
         PhaseId::Taint | PhaseId::Toleration => {
             "the pods waited out their tolerations: lower tolerationSeconds for not-ready and unreachable"
         }
+        PhaseId::GpuDetection => {
+            "the GPU was reported unhealthy late: check the device plugin's health checks and DCGM"
+        }
+        PhaseId::Quarantine | PhaseId::Degraded => crate::report::gpu_fault::QUARANTINE_ADVICE,
         PhaseId::Pending => "the NodeClaim came late: review Karpenter's batching and the fallback NodePool's limits",
         PhaseId::Provisioning | PhaseId::Launched => {
             "cloud capacity came slowly: widen the NodePool's instance types and zones, or keep warm capacity"

@@ -48,6 +48,9 @@ pub fn statement(drill: &Drill, observations: &[Observation]) -> String {
         Some(Action::NodeFailure(f)) => {
             NODE_FAILURE.replace("{fail}", &f.fail.join(" ")).replace("{recover}", &f.recover.join(" "))
         }
+        Some(Action::GpuFault(g)) => crate::report::gpu_fault::FIDELITY
+            .replace("{fail}", &g.hooks.fail.join(" "))
+            .replace("{recover}", &g.hooks.recover.join(" ")),
         _ => return "no fault step: the drill observed the cluster without injecting a failure".into(),
     };
     match observed(observations) {

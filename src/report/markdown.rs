@@ -13,7 +13,7 @@ type Section = fn(&mut String, &Report) -> fmt::Result;
 pub fn render(report: &Report) -> String {
     let mut md = String::new();
     // Writing to a String cannot fail: each section returns fmt::Result only so that `?` can carry its writes.
-    let sections: [Section; 18] = [
+    let sections: [Section; 19] = [
         head,
         plain_legend,
         phases,
@@ -21,6 +21,7 @@ pub fn render(report: &Report) -> String {
         startup,
         fallback,
         fallback_faults,
+        gpu_fault,
         last_tier,
         overlap,
         autoscaler,
@@ -227,6 +228,18 @@ fn fallback_faults(md: &mut String, report: &Report) -> fmt::Result {
     }
     writeln!(md, "\n## Fallback under failure\n")?;
     for line in report.fallback_faults.lines() {
+        writeln!(md, "- {line}")?;
+    }
+    Ok(())
+}
+
+/// The GPU fault's finding, when the drill injected one.
+fn gpu_fault(md: &mut String, report: &Report) -> fmt::Result {
+    let Some(fault) = &report.gpu_fault else {
+        return Ok(());
+    };
+    writeln!(md, "\n## GPU fault\n")?;
+    for line in fault.lines() {
         writeln!(md, "- {line}")?;
     }
     Ok(())

@@ -10,6 +10,7 @@ mod fallback_faults;
 pub mod fidelity;
 pub mod figures;
 pub mod fold;
+pub mod gpu_fault;
 pub mod headline;
 pub mod history;
 pub mod html;

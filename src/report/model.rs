@@ -161,6 +161,9 @@ pub struct Report {
     /// The fallback's own failures the drill caused (capacity, a lost node) and a partial on-prem loss.
     #[serde(default, skip_serializing_if = "crate::phases::fallback_faults::FallbackFaults::is_empty")]
     pub fallback_faults: crate::phases::fallback_faults::FallbackFaults,
+    /// The GPU fault's path: quarantined or not, the degraded time; absent for other faults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_fault: Option<crate::phases::gpu_fault::GpuFaultOutcome>,
     /// The service's last tier (Tier 3): when it served, the error window, its cost; absent without `lastTier`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_tier: Option<crate::phases::last_tier::LastTierOutcome>,

@@ -57,6 +57,9 @@ pub fn render(report: &Report, run_dir: &str, width: usize) -> String {
     for line in report.fallback_faults.lines() {
         out.push_str(&format!("fallback under failure: {line}\n"));
     }
+    for line in report.gpu_fault.iter().flat_map(|g| g.lines()) {
+        out.push_str(&format!("GPU fault: {line}\n"));
+    }
     for line in report.last_tier.iter().flat_map(|t| t.lines()) {
         out.push_str(&format!("last tier: {line}\n"));
     }

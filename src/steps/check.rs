@@ -45,8 +45,10 @@ pub fn steady_state(ctx: &StepContext<'_>, on_deviation: OnDeviation) -> Result<
     let message = deviations.join("; ");
     match on_deviation {
         OnDeviation::Fail => Err(StepError::Failed(format!("cluster is not in steady state: {message}"))),
-        OnDeviation::Warn => {
-            Ok(StepSuccess { message: format!("deviates from steady state: {message}"), warning: true })
-        }
+        OnDeviation::Warn => Ok(StepSuccess {
+            message: format!("deviates from steady state: {message}"),
+            warning: true,
+            skip_to_restore: false,
+        }),
     }
 }

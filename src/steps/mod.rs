@@ -6,6 +6,7 @@ pub mod collateral;
 pub mod cut;
 pub mod drain;
 pub mod fallback_faults;
+pub mod gpu_fault;
 pub mod node_failure;
 pub mod nodes;
 pub mod preflight;
@@ -57,11 +58,13 @@ pub enum StepError {
 pub struct StepSuccess {
     pub message: String,
     pub warning: bool,
+    /// The fault path ends here: the run skips the steps up to the next `restore` (a GPU fault nothing remediated).
+    pub skip_to_restore: bool,
 }
 
 impl StepSuccess {
     pub fn ok(message: impl Into<String>) -> StepSuccess {
-        StepSuccess { message: message.into(), warning: false }
+        StepSuccess { message: message.into(), warning: false, skip_to_restore: false }
     }
 }
 
@@ -74,6 +77,7 @@ pub async fn run_step(ctx: &mut StepContext<'_>, step: &Step) -> Result<StepSucc
         Action::Drain(d) => drain::drain(ctx, &step.id, d, deadline, timeout).await,
         Action::Cut(c) => cut::cut(ctx, &step.id, c, deadline).await,
         Action::NodeFailure(f) => node_failure::node_failure(ctx, &step.id, f).await,
+        Action::GpuFault(g) => gpu_fault::gpu_fault(ctx, &step.id, g).await,
         Action::Restore(t) => restore::restore(ctx, &step.id, *t, deadline, timeout).await,
         Action::Cordon(_) => nodes::cordon(ctx).await,
         Action::Uncordon(_) => nodes::uncordon(ctx).await,

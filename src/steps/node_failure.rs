@@ -52,15 +52,27 @@ pub async fn node_failure(
     step: &str,
     action: &NodeFailureAction,
 ) -> Result<StepSuccess, StepError> {
+    let targets = run_fault_hooks(ctx, step, action, FaultKind::NodeFailure).await?;
+    Ok(StepSuccess::ok(format!("failure hook ran for {targets}")))
+}
+
+/// Runs a fault's hooks on the chosen nodes, all at once, journalled with their recovery hooks (t0 recorded just
+/// before as `kind`); says which nodes they ran for.
+pub(super) async fn run_fault_hooks(
+    ctx: &StepContext<'_>,
+    step: &str,
+    action: &NodeFailureAction,
+    kind: FaultKind,
+) -> Result<String, StepError> {
     let runs = if action.per_node() {
         per_node_hooks(ctx, action).await?
     } else {
         vec![(None, action.fail.clone(), action.recover.clone())]
     };
-    ctx.timeline.record(Event::FaultInjected { step: step.into(), kind: FaultKind::NodeFailure });
+    ctx.timeline.record(Event::FaultInjected { step: step.into(), kind });
     if action.share.is_some() {
         let nodes = action.chosen(ctx.on_prem_nodes);
-        ctx.timeline.record(Event::PartialLoss { nodes, of: ctx.on_prem_nodes.len(), lost: true });
+        ctx.timeline.record(Event::PartialLoss { nodes, of: ctx.on_prem_nodes.len(), lost: kind.loses_nodes() });
     }
     ctx.progress.waiting(&format!("running the failure hook: {}", action.fail.join(" ")));
     // All at once, as a rack losing power would: a sequence would skew t0 across the nodes.
@@ -79,9 +91,7 @@ pub async fn node_failure(
     if !failed.is_empty() {
         return Err(StepError::Failed(failed.join("; ")));
     }
-    let targets =
-        if action.per_node() { action.chosen(ctx.on_prem_nodes).join(", ") } else { "the on-prem nodes".into() };
-    Ok(StepSuccess::ok(format!("failure hook ran for {targets}")))
+    Ok(if action.per_node() { action.chosen(ctx.on_prem_nodes).join(", ") } else { "the on-prem nodes".into() })
 }
 
 #[cfg(test)]

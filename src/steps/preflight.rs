@@ -21,5 +21,9 @@ pub async fn preflight(ctx: &StepContext<'_>, on_deviation: OnDeviation) -> Resu
     if notes.is_empty() {
         return Ok(StepSuccess::ok(format!("preflight: {counts}")));
     }
-    Ok(StepSuccess { message: format!("preflight: {counts}: {}", notes.join(" | ")), warning: true })
+    Ok(StepSuccess {
+        message: format!("preflight: {counts}: {}", notes.join(" | ")),
+        warning: true,
+        skip_to_restore: false,
+    })
 }

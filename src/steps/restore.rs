@@ -18,7 +18,7 @@ fn ends(target: RestoreTarget, m: &Mutation) -> bool {
         RestoreTarget::Cut => {
             matches!(m, Mutation::CreatePolicy { .. } | Mutation::LabelPod { .. } | Mutation::LabelNode { .. })
         }
-        RestoreTarget::NodeFailure => matches!(m, Mutation::FailNode { .. }),
+        RestoreTarget::NodeFailure | RestoreTarget::GpuFault => matches!(m, Mutation::FailNode { .. }),
         RestoreTarget::Capacity => matches!(m, Mutation::RemoveCapacity { .. }),
     }
 }
@@ -43,7 +43,9 @@ pub async fn restore(
     }
     let what = match target {
         RestoreTarget::Cut => format!("link restored: {}", outcome.undone.join(", ")),
-        RestoreTarget::NodeFailure => format!("recovery hooks ran: {}", outcome.undone.join(", ")),
+        RestoreTarget::NodeFailure | RestoreTarget::GpuFault => {
+            format!("recovery hooks ran: {}", outcome.undone.join(", "))
+        }
         RestoreTarget::Capacity => format!("capacity given back: {}", outcome.undone.join(", ")),
     };
     ctx.timeline.record(Event::FaultRemoved { step: step.into(), what: what.clone() });
@@ -67,6 +69,9 @@ pub async fn restore(
                 });
             }
         }
+    }
+    if target == RestoreTarget::GpuFault {
+        super::gpu_fault::await_gpus_back(ctx, deadline).await?;
     }
     ctx.timeline.record(Event::OnPremReady { nodes: ctx.on_prem_nodes.len() });
     // Ready is not restored: a node can be Ready and still cordoned, marked or under a policy of the run.

@@ -1,5 +1,6 @@
 //! The drill's timeline: observations with two clocks, appended to disk as they arrive.
 
+pub mod gpu;
 pub mod view;
 pub mod watch;
 
@@ -249,6 +250,19 @@ pub enum Event {
         of: usize,
         #[serde(default)]
         lost: bool,
+    },
+    /// A `gpuFault` failed the GPUs of these on-prem nodes (they stay Ready); a remediation has
+    /// `quarantine_within_seconds` to quarantine one (steps/gpu_fault.rs, phases/gpu_fault.rs).
+    GpuFaulted {
+        nodes: Vec<String>,
+        quarantine_within_seconds: f64,
+        /// Each faulty node as it was before the fault: what the restore must bring back.
+        before: std::collections::BTreeMap<String, gpu::NodeMarks>,
+    },
+    /// No remediation quarantined a faulty node within the bound: the fallback never triggered.
+    GpuFaultUnremediated {
+        nodes: Vec<String>,
+        waited_seconds: f64,
     },
     /// The drill deleted a fallback NodeClaim whose node ran `pods` workload pods.
     FallbackNodeLost {
@@ -757,6 +771,11 @@ impl Event {
                 format!("capacity taken away: {}", instance_types.join(", "))
             }
             Event::PartialLoss { nodes, of, .. } => format!("partial loss: {} of {of} on-prem nodes", nodes.len()),
+            Event::GpuFaulted { nodes, .. } => format!("GPUs failed on {} (nodes stay Ready)", nodes.join(", ")),
+            Event::GpuFaultUnremediated { nodes, waited_seconds } => format!(
+                "fallback never triggered: no remediation quarantined {} within {waited_seconds:.0} s",
+                nodes.join(", ")
+            ),
             Event::FallbackNodeLost { nodeclaim, node, pods } => {
                 format!("fallback NodeClaim {nodeclaim} deleted (node {node}, {pods} workload pods)")
             }

@@ -16,6 +16,7 @@ mod drills;
 mod dry_run;
 mod evidence;
 mod gates;
+mod gpu_fault;
 mod image;
 mod lease;
 mod permissions;

@@ -13,7 +13,7 @@ use crate::drill::raw;
 const COMPARED: &[&str] = &["spec.steps", "spec.objectives", "spec.guards", "spec.cluster"];
 
 /// The step actions that inject the fault, t0 of every phase.
-const FAULTS: &[&str] = &["drain", "cut", "nodeFailure"];
+const FAULTS: &[&str] = &["drain", "cut", "nodeFailure", "gpuFault"];
 
 /// Why an objective's phase would not be measured: never, or only if the run happens to last long enough.
 enum Gap {
@@ -49,7 +49,7 @@ impl Validator<'_> {
             if !objectives.is_empty() {
                 self.warn("spec.objectives", |at| {
                     Diagnostic::new(
-                        "no step injects a fault (`drain`, `cut` or `nodeFailure`), the start of every phase: none of \
+                        "no step injects a fault (`drain`, `cut`, `nodeFailure` or `gpuFault`), the start of every phase: none of \
                          these objectives will be measured",
                         at,
                     )
@@ -147,6 +147,11 @@ fn gap(after: &[raw::Step], phase: PhaseId) -> Option<Gap> {
              a drain or a pod-network cut leaves them Ready"
                 .into(),
         )),
+        PhaseId::GpuDetection | PhaseId::Quarantine | PhaseId::Degraded
+            if !after.iter().any(|s| s.gpu_fault.is_some()) =>
+        {
+            Some(Gap::Never("it needs a `gpuFault` step".into()))
+        }
         PhaseId::Restore | PhaseId::Revert | PhaseId::Rejoin if !after.iter().any(|s| s.restore.is_some()) => {
             Some(Gap::Never("it starts at a `restore` step, and the drill has none".into()))
         }

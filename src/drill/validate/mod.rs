@@ -7,6 +7,7 @@
 mod coverage;
 mod fallback_faults;
 mod gates;
+mod gpu_fault;
 mod guards;
 mod last_tier;
 mod notify;

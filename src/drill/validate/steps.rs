@@ -87,6 +87,9 @@ impl Validator<'_> {
         if let Some(failure) = &step.node_failure {
             actions.push(self.node_failure(steps, i, &join(path, "nodeFailure"), failure).map(Action::NodeFailure));
         }
+        if let Some(fault) = &step.gpu_fault {
+            actions.push(self.gpu_fault(steps, i, &join(path, "gpuFault"), fault).map(Action::GpuFault));
+        }
         if let Some(target) = step.restore {
             actions.push(self.restore(steps, i, &join(path, "restore"), target).map(Action::Restore));
         }
@@ -228,6 +231,18 @@ impl Validator<'_> {
         at: &str,
         failure: &raw::NodeFailureAction,
     ) -> Option<NodeFailureAction> {
+        self.fault_hooks(steps, i, at, failure, RestoreTarget::NodeFailure)
+    }
+
+    /// A fault's hooks: both name a program and `{node}` both or neither, and a later `restore: TARGET` ends it.
+    pub(super) fn fault_hooks(
+        &mut self,
+        steps: &[raw::Step],
+        i: usize,
+        at: &str,
+        failure: &raw::NodeFailureAction,
+        target: RestoreTarget,
+    ) -> Option<NodeFailureAction> {
         let problems_before = self.problems.len();
         for (key, hook) in [("fail", &failure.fail), ("recover", &failure.recover)] {
             if hook.first().is_none_or(|p| p.trim().is_empty()) {
@@ -254,11 +269,12 @@ impl Validator<'_> {
         if failure.hook_timeout.0.is_zero() {
             self.problem(&join(at, "hookTimeout"), "hookTimeout must be longer than zero");
         }
-        if !restored_later(steps, i, RestoreTarget::NodeFailure) {
+        if !restored_later(steps, i, target) {
+            let id = if target == RestoreTarget::NodeFailure { "power-on" } else { "recover" };
             self.problem(
                 at,
                 format!(
-                    "step `{}` fails the nodes but no later step brings them back; add `- {{id: power-on, restore: node-failure}}`",
+                    "step `{}` fails the nodes but no later step brings them back; add `- {{id: {id}, restore: {target}}}`",
                     steps[i].id
                 ),
             );
@@ -287,12 +303,14 @@ impl Validator<'_> {
         let ended = steps[..i].iter().any(|s| match target {
             RestoreTarget::Cut => s.cut.is_some(),
             RestoreTarget::NodeFailure => s.node_failure.is_some(),
+            RestoreTarget::GpuFault => s.gpu_fault.is_some(),
             RestoreTarget::Capacity => s.capacity.is_some(),
         });
         if !ended {
             let fault = match target {
                 RestoreTarget::Cut => "cut",
                 RestoreTarget::NodeFailure => "nodeFailure",
+                RestoreTarget::GpuFault => "gpuFault",
                 RestoreTarget::Capacity => "capacity",
             };
             self.problem(at, format!("`restore: {target}` needs an earlier `{fault}` step to end"));
@@ -356,7 +374,7 @@ impl Validator<'_> {
     }
 }
 
-fn restored_later(steps: &[raw::Step], i: usize, target: RestoreTarget) -> bool {
+pub(super) fn restored_later(steps: &[raw::Step], i: usize, target: RestoreTarget) -> bool {
     steps[i + 1..].iter().any(|s| s.restore == Some(target))
 }
 

@@ -8,6 +8,7 @@ mod disruption;
 mod diversity;
 mod karpenter;
 mod node_pool;
+mod remediation;
 mod rto;
 mod stateful;
 mod support;
@@ -41,7 +42,7 @@ pub fn reads_node(node: &Node, on_prem: &BTreeSet<String>, node_pool: &str) -> b
 
 /// Whether a check reads this DaemonSet: only the NVIDIA device plugin's family is judged.
 pub fn reads_daemonset(ds: &DaemonSet) -> bool {
-    device_plugin::family_member(ds).is_some()
+    device_plugin::family_member(ds).is_some() || remediation::remediation(ds).is_some()
 }
 
 /// Every check against one snapshot, in the order they are reported.
@@ -64,6 +65,7 @@ pub fn evaluate(s: &Snapshot, targets: &PreflightTargets, expect: &Expectations)
     budget::drain_pods(s, expect, &mut out);
     zones::zone_disruption(s, expect, &mut out);
     stateful::statefulset_failover(s, expect, &mut out);
+    remediation::gpu_remediation(s, &on_prem, expect, &mut out);
     diversity::fallback_diversity(s, targets, expect, &mut out);
     out.0
 }
