@@ -183,20 +183,9 @@ impl Slo {
             slis.push(impact::sli(sli, &points, used, &windows, budget));
             bounds.push((sli.objective, points));
         }
+        let counted = async |c| requests::count(&self.prometheus, c, run.started, run.finished, &windows, budget).await;
         let requests = match &self.spec.requests {
-            Some(counters) => {
-                let counted =
-                    requests::count(&self.prometheus, counters, run.started, run.finished, &windows, budget).await;
-                counted
-                    .map_err(|e| {
-                        errors.push(model::PrometheusError {
-                            at: Utc::now(),
-                            message: format!("request counts at the end: {e}"),
-                            action: "report without the requests".into(),
-                        })
-                    })
-                    .ok()
-            }
+            Some(counters) => requests::or_note(counted(counters).await, &mut errors),
             None => None,
         };
         let t0 = impact::t0(run.phases);

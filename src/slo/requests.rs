@@ -40,6 +40,22 @@ pub async fn count(
     })
 }
 
+/// The counts, or a note among the Prometheus errors that the report goes without them.
+pub fn or_note(
+    counted: Result<RequestImpact, QueryError>,
+    errors: &mut Vec<crate::domain::impact::PrometheusError>,
+) -> Option<RequestImpact> {
+    counted
+        .map_err(|e| {
+            errors.push(crate::domain::impact::PrometheusError {
+                at: Utc::now(),
+                message: format!("request counts at the end: {e}"),
+                action: "report without the requests".into(),
+            })
+        })
+        .ok()
+}
+
 /// One counter's increase over the `seconds` before `at`; no series at all is no request.
 async fn requests(prometheus: &Prometheus, counter: &str, at: DateTime<Utc>, seconds: f64) -> Result<f64, QueryError> {
     Ok(prometheus.instant(&increase(counter, seconds), at).await?.unwrap_or(0.0))
