@@ -15,6 +15,13 @@ pub struct Impact {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stand_in: Option<String>,
     pub interval_seconds: f64,
+    /// The longest scrape interval of the targets the SLIs read (Prometheus's `/api/v1/targets`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scrape_interval_seconds: Option<f64>,
+    /// How long after users the SLIs and stop conditions show a change, at most: a scrape, half the widest rate
+    /// window, and the drill's reading interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detection_lag_seconds: Option<f64>,
     /// The step of each SLI's `series`.
     pub resolution_seconds: f64,
     pub error_budget: BudgetBasis,
@@ -80,6 +87,10 @@ pub struct Stats {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<f64>,
     pub seconds_outside_objective: f64,
+    /// Seconds with no value at all (no series, NaN): not inside the objective, not counted as outside it either;
+    /// reports show it as `no data`.
+    #[serde(default)]
+    pub seconds_no_data: f64,
     /// The time outside the objective as a share of the error budget's bad time (`(1 - objective) * window`), in %.
     pub budget_burned_percent: f64,
 }
@@ -124,11 +135,18 @@ pub struct StopRecord {
     pub value: Option<f64>,
     pub since: DateTime<Utc>,
     pub at: DateTime<Utc>,
+    /// The condition held because its query returned no number (`onNoData: breach`), not on a value.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_data: bool,
 }
 
 impl StopRecord {
     pub fn describe(&self) -> String {
-        let value = self.value.map(|v| format!(" (value {})", round(v))).unwrap_or_default();
+        let value = match self.value {
+            Some(v) => format!(" (value {})", round(v)),
+            None if self.no_data => " (no data)".into(),
+            None => String::new(),
+        };
         format!(
             "`{}` held{value} since {}, at {}",
             self.condition,

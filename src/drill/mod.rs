@@ -2,6 +2,7 @@
 //! form serde reads stays in here; the crate sees only the validated [`Drill`].
 
 pub mod commands;
+pub mod counter;
 pub mod diagnostics;
 pub mod duration;
 pub mod freeze;
@@ -18,6 +19,7 @@ mod references;
 pub mod slo;
 mod typecheck;
 pub mod validate;
+pub mod windows;
 
 use std::path::{Path, PathBuf};
 

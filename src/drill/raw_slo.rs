@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::duration::HumanDuration;
-use crate::drill::slo::OnPrometheusError;
+use crate::drill::slo::{OnNoData, OnPrometheusError};
 
 /// What users see: SLIs read from Prometheus, checked before the fault (steady state), watched while the drill runs
 /// (stop conditions) and reported as the users' impact.
@@ -130,9 +130,11 @@ pub struct SliSection {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 #[schemars(rename = "RequestCounters")]
 pub struct RequestsSection {
-    /// PromQL: the counter of every request, summed to one series (`sum(http_requests_total)`).
+    /// PromQL: the counter of every request, alone or summed (`sum(http_requests_total)`). The tool counts it with
+    /// Prometheus's `sum(increase(counter[window]))` for the drill and each phase, so per-pod series that leave
+    /// with their pods are not read as counter resets; anything else is refused.
     pub total: String,
-    /// PromQL: the counter of failed requests (`sum(http_requests_total{code=~"5.."})`).
+    /// PromQL: the counter of failed requests, alone or summed (`sum(http_requests_total{code=~"5.."})`).
     pub failed: String,
 }
 
@@ -154,6 +156,10 @@ pub struct StopSection {
     /// How long the condition must hold; default 0s (the first reading).
     #[serde(default, rename = "for", skip_serializing_if = "Option::is_none")]
     pub for_: Option<HumanDuration>,
+    /// The query returns no number (no series, NaN): `breach` (default) counts it as past the threshold, as it is
+    /// when the serving pods that export the SLI are all gone; `ignore` for a query that is empty when all is well.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_no_data: Option<OnNoData>,
     /// Or an alert by name (`alertname`) firing in `alertmanager`, silenced or not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alert: Option<String>,

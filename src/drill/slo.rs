@@ -26,6 +26,19 @@ impl OnPrometheusError {
     }
 }
 
+/// What a stop condition makes of a query that returns no number (no series, or NaN): model servers export their
+/// SLIs from the serving pods, so a full outage empties the query exactly while users get errors.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnNoData {
+    /// No data holds the condition, as a breached value would.
+    #[default]
+    Breach,
+    /// No data neither holds the condition nor resets how long it has held: for a query that is empty when all
+    /// is well (a sum of errors with no error series).
+    Ignore,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct SloSpec {
     pub prometheus: PrometheusEndpoint,
@@ -108,14 +121,18 @@ pub struct Sli {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestCounters {
+    /// The queries as written.
     pub total: String,
     pub failed: String,
+    /// Their counter selectors (`drill::counter`), counted by `sum(increase(...))` per window.
+    pub total_counter: String,
+    pub failed_counter: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum StopCondition {
     /// `query` is past its threshold (`breached` holds) for `hold` in a row.
-    Query { name: String, query: String, breached: Bound, hold: Duration },
+    Query { name: String, query: String, breached: Bound, hold: Duration, on_no_data: OnNoData },
     /// An alert of this name is firing in this Alertmanager.
     Alert { name: String, alertmanager: reqwest::Url },
 }
@@ -123,8 +140,9 @@ pub enum StopCondition {
 impl StopCondition {
     pub fn describe(&self) -> String {
         match self {
-            StopCondition::Query { name, breached, hold, .. } => {
-                format!("{name} {} for {}", breached.describe(), humantime::format_duration(*hold))
+            StopCondition::Query { name, breached, hold, on_no_data, .. } => {
+                let empty = if *on_no_data == OnNoData::Breach { " or no data" } else { "" };
+                format!("{name} {}{empty} for {}", breached.describe(), humantime::format_duration(*hold))
             }
             StopCondition::Alert { name, .. } => format!("alert {name} firing"),
         }

@@ -27,7 +27,7 @@ pub use definitions::{
     EndDefinition, PhaseDefinition, Receipt, SERVER_BOUND_S, TOOL_BOUND_MS, definition, definitions,
 };
 pub use model::{Boundary, MilestoneKey, Phase, Verdict};
-pub use startup::{PodStartup, Startup, StartupPart};
+pub use startup::{PodStartup, Startup, StartupPart, per_pod};
 
 #[cfg(test)]
 pub(crate) mod tests;

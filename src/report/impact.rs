@@ -20,15 +20,7 @@ pub fn junit_cases(report: &Report, classname: &str) -> Vec<TestCase> {
             } else {
                 let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
                 s.set_type("slo-breached");
-                s.set_message(format!(
-                    "{} was outside its objective {} for {:.0}s (min {}, p99 {}), {:.4}% of the error budget",
-                    sli.name,
-                    sli.objective,
-                    sli.whole.seconds_outside_objective,
-                    sli.whole.min.map_or("-".into(), |v| v.to_string()),
-                    sli.whole.p99.map_or("-".into(), |v| v.to_string()),
-                    sli.whole.budget_burned_percent
-                ));
+                s.set_message(outside(sli));
                 s
             };
             let mut case = TestCase::new(format!("SLO {} {}", sli.name, sli.objective), status);
@@ -62,6 +54,11 @@ pub fn gauges(report: &Report) -> Vec<(&'static str, &'static str, Samples)> {
             "sli_seconds_outside_objective",
             "Seconds each SLI spent outside its objective during the drill.",
             per_sli(&|s| Some(s.whole.seconds_outside_objective)),
+        ),
+        (
+            "sli_seconds_no_data",
+            "Seconds each SLI had no value during the drill (no series: the serving pods that export it gone).",
+            per_sli(&|s| Some(s.whole.seconds_no_data)),
         ),
         (
             "sli_error_budget_burned_percent",
@@ -109,8 +106,15 @@ pub fn objective_with_unit(sli: &SliImpact) -> String {
 pub const NO_DATA: &str = "no data";
 
 /// The time an SLI spent outside its objective in a window, or `no data` when the window had no sample.
+/// Time with no data is said beside it (`4.0s, no data 12.0s`), never folded into a `0.0s` that reads as met.
 pub fn outside_text(stats: &crate::domain::impact::Stats) -> String {
-    if stats.samples == 0 { NO_DATA.into() } else { super::human_seconds(stats.seconds_outside_objective) }
+    let no_data = format!("{NO_DATA} {}", super::human_seconds(stats.seconds_no_data));
+    match (stats.samples, stats.seconds_no_data > 0.0) {
+        (0, false) => NO_DATA.into(),
+        (0, true) => no_data,
+        (_, true) => format!("{}, {no_data}", super::human_seconds(stats.seconds_outside_objective)),
+        (_, false) => super::human_seconds(stats.seconds_outside_objective),
+    }
 }
 
 /// The error budget a window burned, or `no data`.
@@ -120,8 +124,12 @@ pub fn burned_text(stats: &crate::domain::impact::Stats) -> String {
 
 /// How long an SLI was outside its objective, how far, and what it cost the error budget.
 fn outside(sli: &SliImpact) -> String {
+    let no_data = match sli.whole.seconds_no_data {
+        s if s > 0.0 => format!(" and had no data for {s:.0} s"),
+        _ => String::new(),
+    };
     format!(
-        "{} was outside its objective {} for {:.0} s (min {}, max {}), {:.4}% of the error budget",
+        "{} was outside its objective {} for {:.0} s{no_data} (min {}, max {}), {:.4}% of the error budget",
         sli.name,
         sli.objective,
         sli.whole.seconds_outside_objective,
@@ -164,8 +172,8 @@ pub fn action_items(report: &Report, owner: &str) -> Vec<ActionItem> {
             source: ActionSource::MissedSlo,
             objective: format!("SLO {} {}", s.name, s.objective),
             measured: format!(
-                "{:.0} s outside, min {}, max {}",
-                s.whole.seconds_outside_objective,
+                "{} outside, min {}, max {}",
+                outside_text(&s.whole),
                 figure(s.whole.min),
                 figure(s.whole.max)
             ),
@@ -190,6 +198,19 @@ fn worst_phase(sli: &SliImpact) -> String {
                 )
             },
         )
+}
+
+/// How late the SLIs show what users see, from the scrape interval and the rate windows.
+pub fn lag_text(impact: &crate::domain::impact::Impact) -> Option<String> {
+    let lag = impact.detection_lag_seconds?;
+    let scrape = impact.scrape_interval_seconds.map(|s| format!("a {} scrape, ", super::human_seconds(s)));
+    Some(format!(
+        "Detection lag: the SLIs show a change up to {} after users see it ({}half the widest rate window and the \
+         drill's {} reading interval): stop conditions fire and users are seen served again that much later.",
+        super::human_seconds(lag),
+        scrape.unwrap_or_default(),
+        super::human_seconds(impact.interval_seconds)
+    ))
 }
 
 /// The Markdown report's section on the users: each SLI over the drill, the requests, when users were served again
@@ -232,6 +253,9 @@ pub fn markdown(md: &mut String, report: &Report) -> std::fmt::Result {
     let served = impact.users_served_again_seconds.map_or("not within the drill".into(), super::human_seconds);
     let rto = impact.rto_seconds.map_or("not measured".into(), super::human_seconds);
     writeln!(md, "\nUsers served again after the fault: {served} (RTO: {rto}).")?;
+    if let Some(lag) = lag_text(impact) {
+        writeln!(md, "\n{lag}")?;
+    }
     for a in &impact.ready_to_first_good_answer {
         let at = a.location.as_deref().map(|l| format!(" ({l})")).unwrap_or_default();
         writeln!(md, "- {}{at}: first good answer {} after Ready", a.pod, super::human_seconds(a.seconds))?;
@@ -279,6 +303,7 @@ mod tests {
                 value: Some(0.69),
                 since: at,
                 at,
+                no_data: false,
             }),
             ..Impact::default()
         };

@@ -591,7 +591,8 @@ impl<'a> Run<'a> {
         if let Some(slo) = self.slo.take() {
             // The impact is read once the drill's span is known, then kept in the timeline so that the report (its
             // headline, deviations and action items) and any rebuild of it see the same figures.
-            let span = crate::slo::RunSpan::of(&report.started, &report.finished, &report.phases, &report.startup);
+            let observations = self.timeline.observations();
+            let span = crate::slo::RunSpan::of(&report.started, &report.finished, &report.phases, &observations);
             let impact = slo.finish(span).await;
             self.timeline.record(Event::SloImpact { impact: Box::new(impact) });
             let meta = RunMeta { provenance: Some(provenance), ..run_meta(self.loaded, &self.cluster, &self.version) };

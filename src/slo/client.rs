@@ -100,6 +100,12 @@ impl Prometheus {
     }
 
     async fn get(&self, path: &str, params: &[(&str, &str)]) -> Result<Vec<Series>, QueryError> {
+        let (shown, body) = self.text(path, params).await?;
+        parse_result(&body).map_err(|reason| QueryError::Answer { url: shown, reason })
+    }
+
+    /// The body of a successful GET of `path` under the base URL, with the URL as shown.
+    pub(super) async fn text(&self, path: &str, params: &[(&str, &str)]) -> Result<(String, String), QueryError> {
         let mut url = self.base.clone();
         if !url.path().ends_with('/') {
             url.set_path(&format!("{}/", url.path()));
@@ -120,7 +126,7 @@ impl Prometheus {
             let body = crate::secrets::redact(body.trim()).chars().take(300).collect();
             return Err(QueryError::Rejected { url: shown, status: status.as_u16(), body });
         }
-        parse_result(&body).map_err(|reason| QueryError::Answer { url: shown, reason })
+        Ok((shown, body))
     }
 }
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::domain::impact::{PhaseRequests, PhaseStats, RequestImpact, SliImpact, Stats};
+use crate::domain::impact::{PhaseStats, SliImpact, Stats};
 use crate::drill::slo::{Bound, ErrorBudget, Sli};
 use crate::phases::{Phase, PhaseId};
 
@@ -34,7 +34,27 @@ pub fn t0(phases: &[Phase]) -> Option<f64> {
     Some(rto.from.as_ref()?.t_ms as f64 / 1000.0)
 }
 
-/// One SLI's impact from its points (seconds since the run started, value), `step` apart.
+/// The points on the range query's grid (0, step, 2 step ... up to `span`), a step Prometheus left out (no series
+/// then) as NaN: no data is a fact about the drill, not a gap to close over.
+pub fn on_grid(points: &[(f64, f64)], span: f64, step: Duration) -> Vec<(f64, f64)> {
+    let step = step.as_secs_f64();
+    if step <= 0.0 || span < 0.0 {
+        return points.to_vec();
+    }
+    let mut grid: Vec<(f64, f64)> = (0..=(span / step).floor() as usize).map(|k| (k as f64 * step, f64::NAN)).collect();
+    for &(t, v) in points {
+        let k = (t / step).round();
+        match grid.get_mut(k as usize) {
+            Some(slot) if k >= 0.0 && (t - slot.0).abs() < step / 2.0 => *slot = (t, v),
+            _ => grid.push((t, v)),
+        }
+    }
+    grid.sort_by(|a, b| a.0.total_cmp(&b.0));
+    grid
+}
+
+/// One SLI's impact from its points (seconds since the run started, value), `step` apart; a point without a number
+/// (see [`on_grid`]) is time with no data.
 pub fn sli(sli: &Sli, points: &[(f64, f64)], step: Duration, windows: &[Window], budget: ErrorBudget) -> SliImpact {
     let all = stats(points, sli.objective, step, budget);
     SliImpact {
@@ -42,7 +62,7 @@ pub fn sli(sli: &Sli, points: &[(f64, f64)], step: Duration, windows: &[Window],
         query: sli.query.clone(),
         objective: sli.objective.describe(),
         unit: sli.unit.clone(),
-        met: all.seconds_outside_objective == 0.0,
+        met: all.seconds_outside_objective == 0.0 && all.seconds_no_data == 0.0,
         whole: all,
         by_phase: windows
             .iter()
@@ -52,14 +72,15 @@ pub fn sli(sli: &Sli, points: &[(f64, f64)], step: Duration, windows: &[Window],
                 PhaseStats { phase: w.name.clone(), stats: stats(&inside, sli.objective, step, budget) }
             })
             .collect(),
-        series: points.iter().map(|(t, v)| [round3(*t), round6(*v)]).collect(),
+        series: points.iter().filter(|(_, v)| v.is_finite()).map(|(t, v)| [round3(*t), round6(*v)]).collect(),
     }
 }
 
 fn stats(points: &[(f64, f64)], objective: Bound, step: Duration, budget: ErrorBudget) -> Stats {
     let mut values: Vec<f64> = points.iter().map(|p| p.1).filter(|v| v.is_finite()).collect();
+    let no_data = (points.len() - values.len()) as f64 * step.as_secs_f64();
     if values.is_empty() {
-        return Stats::default();
+        return Stats { seconds_no_data: no_data, ..Stats::default() };
     }
     values.sort_by(f64::total_cmp);
     let n = values.len();
@@ -72,64 +93,20 @@ fn stats(points: &[(f64, f64)], objective: Bound, step: Duration, budget: ErrorB
         p99: Some(round6(values[((n as f64 * 0.99).ceil() as usize).clamp(1, n) - 1])),
         max: Some(round6(values[n - 1])),
         seconds_outside_objective: outside,
+        seconds_no_data: no_data,
         budget_burned_percent: if bad_time > 0.0 { round6(outside / bad_time * 100.0) } else { 0.0 },
     }
 }
 
-/// Requests counted by two counters' points over the drill and per phase, and the budget their failures burned.
-pub fn requests(total: &[(f64, f64)], failed: &[(f64, f64)], windows: &[Window], budget: ErrorBudget) -> RequestImpact {
-    let span = |points: &[(f64, f64)]| match (points.first(), points.last()) {
-        (Some(a), Some(b)) => b.0 - a.0,
-        _ => 0.0,
-    };
-    let (all, bad) = (increase(total), increase(failed));
-    let seconds = span(total);
-    let budget_requests =
-        if seconds > 0.0 { all / seconds * budget.window.as_secs_f64() * (1.0 - budget.objective) } else { 0.0 };
-    let within = |points: &[(f64, f64)], w: &Window| -> f64 {
-        let inside: Vec<(f64, f64)> = points.iter().copied().filter(|(t, _)| *t >= w.from && *t <= w.to).collect();
-        increase(&inside)
-    };
-    RequestImpact {
-        total: all.round(),
-        failed: bad.round(),
-        budget_burned_percent: if budget_requests > 0.0 { round6(bad / budget_requests * 100.0) } else { 0.0 },
-        by_phase: windows
-            .iter()
-            .map(|w| PhaseRequests {
-                phase: w.name.clone(),
-                total: within(total, w).round(),
-                failed: within(failed, w).round(),
-            })
-            .collect(),
-    }
-}
-
-/// A counter's increase over its points, a reset (a restarted process) counted from zero.
-fn increase(points: &[(f64, f64)]) -> f64 {
-    points
-        .windows(2)
-        .map(|w| {
-            let (a, b) = (w[0].1, w[1].1);
-            if !a.is_finite() || !b.is_finite() {
-                0.0
-            } else if b >= a {
-                b - a
-            } else {
-                b
-            }
-        })
-        .sum()
-}
-
-/// Seconds from t0 until every SLI that left its objective after t0 was back within it; 0 when none left it;
-/// `None` when one never came back.
+/// Seconds from t0 until every SLI that left its objective (or had no data) after t0 was back within it; 0 when none
+/// left it; `None` when one never came back.
 pub fn served_again(slis: &[(Bound, Vec<(f64, f64)>)], t0: f64) -> Option<f64> {
     let mut latest = 0.0_f64;
+    let within = |objective: &Bound, v: f64| v.is_finite() && objective.holds(v);
     for (objective, points) in slis {
-        let after: Vec<&(f64, f64)> = points.iter().filter(|(t, v)| *t >= t0 && v.is_finite()).collect();
-        let Some(first_bad) = after.iter().position(|(_, v)| !objective.holds(*v)) else { continue };
-        let back = after[first_bad..].iter().find(|(_, v)| objective.holds(*v))?;
+        let after: Vec<&(f64, f64)> = points.iter().filter(|(t, _)| *t >= t0).collect();
+        let Some(first_bad) = after.iter().position(|(_, v)| !within(objective, *v)) else { continue };
+        let back = after[first_bad..].iter().find(|(_, v)| within(objective, *v))?;
         latest = latest.max(back.0 - t0);
     }
     Some(round3(latest))
@@ -175,13 +152,18 @@ mod tests {
     }
 
     #[test]
-    fn requests_failed_survive_a_counter_reset() {
-        let total = [(0.0, 100.0), (10.0, 200.0), (20.0, 50.0)];
-        let failed = [(0.0, 0.0), (10.0, 20.0), (20.0, 20.0)];
-        let budget = ErrorBudget { objective: 0.99, window: Duration::from_secs(20) };
-        let r = requests(&total, &failed, &[], budget);
-        assert_eq!((r.total, r.failed), (150.0, 20.0));
-        // 150 requests in 20 s, 1% of the window's 150: 1.5 allowed, 20 failed.
-        assert!((r.budget_burned_percent - 1333.333333).abs() < 0.001);
+    fn steps_without_a_series_are_no_data_not_time_within_the_objective() {
+        // The SLI at 0..4 s, then nothing from 6 to 10 s (every serving pod gone), back at 12 s.
+        let read = [(0.0, 1.0), (2.0, 1.0), (4.0, 1.0), (12.0, 1.0), (14.0, 1.0)];
+        let points = on_grid(&read, 14.5, Duration::from_secs(2));
+        assert_eq!(points.len(), 8);
+        let budget = ErrorBudget { objective: 0.999, window: Duration::from_secs(6000) };
+        let w = [Window { name: "rto".into(), from: 5.0, to: 13.0 }];
+        let impact = sli(&success(), &points, Duration::from_secs(2), &w, budget);
+        assert_eq!((impact.whole.seconds_outside_objective, impact.whole.seconds_no_data), (0.0, 6.0));
+        assert_eq!(impact.by_phase[0].stats.seconds_no_data, 6.0);
+        assert!(!impact.met, "an SLI with no data for 6 s is not met");
+        assert_eq!(impact.series.len(), 5, "no data is left out of the series, not written as a value");
+        assert_eq!(served_again(&[(Bound::AtLeast(0.99), points)], 3.0), Some(9.0));
     }
 }

@@ -5,8 +5,12 @@
 
 pub mod client;
 pub mod impact;
+pub mod requests;
+pub mod scrape;
 pub mod trial;
 pub mod watch;
+
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
@@ -31,9 +35,14 @@ pub struct Slo {
     steady: Vec<Reading>,
     watch: Option<SloWatch>,
     stand_in: Option<String>,
+    /// The SLIs' windows against their targets' scrape intervals, as read at the start.
+    windows: Vec<scrape::WindowCheck>,
 }
 
 /// What the report needs of the run besides the SLIs: its span, its phases and the pods that replaced the evicted.
+/// The replacements are every workload pod Ready on a fallback node from t0 to the run's end, not only those Ready
+/// before the service was restored: a stop condition that aborts the drill early (while no replacement is Ready
+/// yet) still leaves users waiting for the replacements' first good answers, which come during the restore.
 pub struct RunSpan<'a> {
     pub started: DateTime<Utc>,
     pub finished: DateTime<Utc>,
@@ -46,13 +55,18 @@ impl<'a> RunSpan<'a> {
         started: &DateTime<Utc>,
         finished: &DateTime<Utc>,
         phases: &'a [Phase],
-        startup: &crate::phases::Startup,
+        observations: &[crate::timeline::Observation],
     ) -> RunSpan<'a> {
+        let t0 = phases.iter().find(|p| p.name == crate::phases::PhaseId::Rto).and_then(|p| p.from.as_ref());
+        let replacements = match t0 {
+            Some(t0) => crate::phases::per_pod(observations, t0.seq, u64::MAX).pods,
+            None => Vec::new(),
+        };
         RunSpan {
             started: *started,
             finished: *finished,
             phases,
-            replacements: startup.pods.iter().map(|p| p.pod.clone()).collect(),
+            replacements: replacements.into_iter().map(|p| p.pod).collect(),
         }
     }
 }
@@ -68,6 +82,7 @@ pub async fn begin(
 ) -> Result<(Slo, tokio::sync::watch::Receiver<Option<String>>), String> {
     let mut slo =
         Slo::connect(spec, reader, lab).await.map_err(|e| format!("the SLIs' steady state cannot be checked: {e}"))?;
+    slo.check_windows(progress).await?;
     slo.steady_state().await?;
     let read: Vec<String> = slo.steady.iter().map(|r| format!("{} {}", r.sli, r.value)).collect();
     progress.line(&format!("SLIs within their objectives before the fault: {}", read.join(", ")));
@@ -85,7 +100,33 @@ impl Slo {
             steady: Vec::new(),
             watch: None,
             stand_in: lab.then(|| LAB_STAND_IN.to_string()),
+            windows: Vec::new(),
         })
+    }
+
+    /// Reads the targets' scrape intervals; a window too short for its scrape refuses the drill, naming it (rather
+    /// than the empty SLI it causes). Targets that cannot be read leave the windows unchecked, with a line saying so.
+    pub async fn check_windows(&mut self, progress: &crate::progress::Progress) -> Result<(), String> {
+        match scrape::windows(&self.spec, &self.prometheus).await {
+            Ok(windows) => self.windows = windows,
+            Err(e) => progress.line(&format!("the SLIs' windows are not checked against the scrape interval: {e}")),
+        }
+        match self.windows.iter().find(|w| w.fit() == scrape::Fit::TooShort) {
+            Some(w) => Err(format!(
+                "{}: rate() needs two samples in its window, so the SLI is empty; widen it to at least four scrape \
+                 intervals",
+                w.describe()
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// The longest scrape interval behind the SLIs, and how late after users the stop conditions see a change:
+    /// a window's lag (a scrape and half the window) plus the tool's own reading interval.
+    fn detection_lag(&self) -> (Option<f64>, Option<f64>) {
+        let scrape = self.windows.iter().map(|w| w.scrape).max();
+        let lag = self.windows.iter().map(|w| w.lag()).max().map(|l| l + self.spec.interval);
+        (scrape.map(|s| s.as_secs_f64()), lag.map(|l| l.as_secs_f64()))
     }
 
     /// Every SLI within its objective now, or why the drill must not start.
@@ -105,6 +146,7 @@ impl Slo {
 
     /// Stops the watch and reads the drill's span back: one range query per SLI (and per request counter).
     pub async fn finish(self, run: RunSpan<'_>) -> Impact {
+        let (scrape_interval_seconds, detection_lag_seconds) = self.detection_lag();
         let readings = self.watch.map(SloWatch::stop).unwrap_or_default();
         let span = (run.finished - run.started).to_std().unwrap_or_default();
         let step = watch::step_for(span, self.spec.interval);
@@ -137,25 +179,27 @@ impl Slo {
                     (impact::relative(&fallback, run.started), self.spec.interval)
                 }
             };
+            let points = impact::on_grid(&points, span.as_secs_f64(), used);
             slis.push(impact::sli(sli, &points, used, &windows, budget));
             bounds.push((sli.objective, points));
         }
+        let counted = async |c| requests::count(&self.prometheus, c, run.started, run.finished, &windows, budget).await;
         let requests = match &self.spec.requests {
-            Some(counters) => match (range(&counters.total).await, range(&counters.failed).await) {
-                (Some(total), Some(failed)) => Some(impact::requests(&total, &failed, &windows, budget)),
-                _ => None,
-            },
+            Some(counters) => requests::or_note(counted(counters).await, &mut errors),
             None => None,
         };
         let t0 = impact::t0(run.phases);
+        let wait = FIRST_ANSWER_WAIT.max(Duration::from_secs_f64(scrape_interval_seconds.unwrap_or(0.0)) * 2);
         let answers = match &self.spec.first_good_answer {
-            Some(query) => first_answers(&self.prometheus, query, self.spec.interval, &run.replacements).await,
+            Some(query) => first_answers(&self.prometheus, query, self.spec.interval, wait, &run.replacements).await,
             None => Vec::new(),
         };
         Impact {
             prometheus: self.prometheus.shown(),
             stand_in: self.stand_in,
             interval_seconds: self.spec.interval.as_secs_f64(),
+            scrape_interval_seconds,
+            detection_lag_seconds,
             resolution_seconds: step.as_secs_f64(),
             error_budget: model::BudgetBasis {
                 objective: budget.objective,
@@ -175,17 +219,19 @@ impl Slo {
 
 /// How long the end of a drill waits for replacement pods that were Ready but had not answered well yet: a pod that
 /// came up just before the drill ended is still in its cold start, and its first good answer is what users waited for.
-const FIRST_ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+/// Never less than two scrape intervals: the answer must be scraped before it can be read.
+const FIRST_ANSWER_WAIT: Duration = Duration::from_secs(20);
 
 /// The replacement pods' seconds from Ready to their first good answer, as the drill's query gives them per `pod`:
 /// read again every interval, up to [`FIRST_ANSWER_WAIT`], while a replacement has none yet.
 async fn first_answers(
     prometheus: &Prometheus,
     query: &str,
-    interval: std::time::Duration,
+    interval: Duration,
+    wait: Duration,
     pods: &[String],
 ) -> Vec<PodAnswer> {
-    let deadline = tokio::time::Instant::now() + FIRST_ANSWER_WAIT;
+    let deadline = tokio::time::Instant::now() + wait;
     loop {
         let answers = first_answers_now(prometheus, query, pods).await;
         if answers.len() >= pods.len() || tokio::time::Instant::now() + interval > deadline {

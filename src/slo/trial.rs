@@ -63,5 +63,52 @@ pub async fn try_queries(spec: &SloSpec, reader: &Reader) -> Vec<Finding> {
             ),
         });
     }
+    out.extend(window_findings(spec, &prometheus).await);
     out
+}
+
+/// Each rate window against its targets' scrape interval: fewer than two scrapes fails (the query is empty and the
+/// steady state refused), fewer than four warns (one missed scrape empties it).
+async fn window_findings(spec: &SloSpec, prometheus: &Prometheus) -> Vec<Finding> {
+    let fix = "widen the window to at least four scrape intervals (`[2m]` at a 30s scrape); the report states the \
+               detection lag it adds";
+    let checks = match super::scrape::windows(spec, prometheus).await {
+        Ok(checks) => checks,
+        Err(e) => {
+            return vec![Finding {
+                check: CheckId::SliQueries,
+                status: Status::Warn,
+                object: "scrape intervals".into(),
+                message: format!(
+                    "the targets' scrape intervals could not be read ({}): the SLIs' windows are not checked",
+                    crate::secrets::redact(&e.to_string())
+                ),
+                fix: Some("allow GET /api/v1/targets for the drill's Prometheus credentials".into()),
+            }];
+        }
+    };
+    checks
+        .iter()
+        .map(|c| {
+            let (status, says) = match c.fit() {
+                super::scrape::Fit::Fits => (Status::Pass, "enough to spare a missed scrape".to_string()),
+                super::scrape::Fit::Tight => (Status::Warn, "one missed or late scrape empties it".to_string()),
+                super::scrape::Fit::TooShort => (
+                    Status::Fail,
+                    "rate() needs two samples in its window: the query is empty and a run is refused".to_string(),
+                ),
+            };
+            Finding {
+                check: CheckId::SliQueries,
+                status,
+                object: c.object.clone(),
+                message: format!(
+                    "{}: {says}; detection lag about {}",
+                    c.describe(),
+                    humantime::format_duration(c.lag())
+                ),
+                fix: (status != Status::Pass).then(|| fix.to_string()),
+            }
+        })
+        .collect()
 }

@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 
 use super::client::Prometheus;
 use crate::domain::impact::{PrometheusError, StopRecord};
-use crate::drill::slo::{OnPrometheusError, SloSpec, StopCondition};
+use crate::drill::slo::{OnNoData, OnPrometheusError, SloSpec, StopCondition};
 use crate::timeline::{Event, Timeline};
 
 /// What the watch has read so far.
@@ -90,7 +90,7 @@ impl Loop {
         let mut failure = None;
         for sli in &self.spec.slis {
             match self.prometheus.instant(&sli.query, now).await {
-                Ok(v) => values.push(v),
+                Ok(v) => values.push(Some(v)),
                 Err(e) => {
                     failure.get_or_insert(format!("SLI {}: {e}", sli.name));
                     values.push(None);
@@ -100,7 +100,7 @@ impl Loop {
         {
             let mut r = self.readings.lock().unwrap_or_else(|e| e.into_inner());
             for (i, v) in values.iter().enumerate() {
-                if let Some(v) = v {
+                if let Some(Some(v)) = v {
                     r.samples[i].push((now, *v));
                 }
             }
@@ -164,7 +164,7 @@ impl Loop {
         &mut self,
         i: usize,
         now: DateTime<Utc>,
-        values: &[Option<f64>],
+        values: &[Option<Option<f64>>],
     ) -> Result<Option<StopRecord>, String> {
         let condition = &self.spec.stop_when[i];
         let (value, breached, hold) = match condition {
@@ -175,25 +175,35 @@ impl Loop {
                     value: None,
                     at: now,
                     since: now,
+                    no_data: false,
                 }));
             }
-            StopCondition::Query { query, breached, hold, name } => {
+            StopCondition::Query { query, breached, hold, name, on_no_data } => {
                 let known = self.spec.slis.iter().position(|s| &s.query == query);
                 let value = match known {
-                    Some(k) => values[k],
+                    // A failed read is the onError policy's, neither data nor no data.
+                    Some(k) => match values[k] {
+                        Some(v) => v,
+                        None => return Ok(None),
+                    },
                     None => self.prometheus.instant(query, now).await.map_err(|e| format!("stop {name}: {e}"))?,
                 };
+                if value.is_none() && *on_no_data == OnNoData::Ignore {
+                    return Ok(None);
+                }
                 (value, *breached, *hold)
             }
         };
-        let holds = value.is_some_and(|v| breached.holds(v));
+        // No number here is no data under `onNoData: breach`: the serving pods that export the SLI are gone.
+        let holds = value.is_none_or(|v| breached.holds(v));
         if !holds {
             self.held_since[i] = None;
             return Ok(None);
         }
         let since = *self.held_since[i].get_or_insert(now);
         let held = (now - since).to_std().unwrap_or_default();
-        Ok((held >= hold).then(|| StopRecord { condition: condition.describe(), value, at: now, since }))
+        let no_data = value.is_none();
+        Ok((held >= hold).then(|| StopRecord { condition: condition.describe(), value, at: now, since, no_data }))
     }
 }
 

@@ -38,13 +38,13 @@ fn run(file: &PathBuf, reports: &tempfile::TempDir) -> (Output, Value) {
 /// The drill's success-ratio SLI read from the held instance's Prometheus now; `None` while it has no answer.
 fn success_ratio() -> Option<f64> {
     let url = format!("http://127.0.0.1:{}/api/v1/query", lab_port(29090));
-    let query = r#"query=sum(rate(inference_gateway_requests_total{code!~"5.."}[20s])) / sum(rate(inference_gateway_requests_total[20s]))"#;
+    let query = r#"query=sum(rate(inference_server_requests_total{code!~"5.."}[8s])) / sum(rate(inference_server_requests_total[8s]))"#;
     let out = std::process::Command::new("curl").args(["-sf", &url, "--data-urlencode", query]).output().ok()?;
     let answer: Value = serde_json::from_slice(&out.stdout).ok()?;
     answer["data"]["result"][0]["value"][1].as_str()?.parse().ok()
 }
 
-/// The lab reset, and the users' steady state back: a drill before them left the SLI's 20 s window low.
+/// The lab reset, and the users' steady state back: the serving pods' SLI has a value again.
 fn reset_with_users_served() {
     reset_lab();
     eventually("the success ratio back to 1", Duration::from_secs(60), || success_ratio().is_some_and(|r| r >= 0.999));
@@ -86,33 +86,35 @@ fn slo_a_service_outside_its_objective_refuses_the_drill_with_nothing_touched() 
 fn slo_a_stop_condition_aborts_the_drain_restores_and_the_report_carries_the_impact() {
     let _lab = lock_lab();
     reset_with_users_served();
-    // Every replica evicted at once: no endpoint is Ready until the cloud replacements are.
+    // Every replica evicted at once: no endpoint is Ready until the cloud replacements are, and the SLI, which the
+    // serving pods export themselves, has no series at all meanwhile (the gateway answers users 503).
     assert!(set_max_unavailable(4));
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
-    // Any failed request keeps the ratio (a 20 s rate) under 0.995 for longer than the condition's 4 s: the fast lab's
-    // outage is shorter than that window, so a lower threshold could miss it.
-    let file = drill_file(&dir, &[("below: 0.2\n        for: 30s", "below: 0.995\n        for: 4s")]);
+    // No data holds the condition (`onNoData: breach`, the default): the SLI never reads a low value, it goes empty,
+    // once the last pod's samples leave its window. The fast lab's outage (last pod evicted to first replacement
+    // Ready) is 10 to 15 s: a 6 s window (three scrapes) and a 2 s hold leave it time to act.
+    let file = drill_file(
+        &dir,
+        &[
+            ("below: 0.2\n        for: 30s\n        onNoData: breach", "below: 0.995\n        for: 2s"),
+            ("[8s]", "[6s]"),
+        ],
+    );
     let (out, report) = run(&file, &dir);
     let stderr = String::from_utf8_lossy(&out.stderr);
     set_max_unavailable(2);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     let impact = &report["impact"];
     let stop = &impact["stop"];
-    assert!(stop["condition"].as_str().unwrap().contains("success-ratio"), "{impact:#}");
-    assert!(stop["value"].as_f64().unwrap() <= 0.995, "{stop:#}");
+    assert!(stop["condition"].as_str().unwrap().contains("success-ratio <= 0.995 or no data"), "{impact:#}");
+    assert_eq!(stop["no_data"], true, "the condition held on no data: {stop:#}");
     let held = (time(&stop["at"]) - time(&stop["since"])).num_milliseconds();
-    assert!(held >= 4000, "the condition stopped the drill after holding {held} ms, short of its `for`: {stop:#}");
-    // From the timeline: the SLI crossed the threshold (its series, on the run's clock) and the drill aborted and
-    // began its restore within the condition's `for` (4 s) plus two scrape intervals (2 s each).
-    let success = &impact["slis"][0];
-    let crossed = success["series"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p[1].as_f64().unwrap() <= 0.995)
-        .map(|p| p[0].as_f64().unwrap())
-        .unwrap_or_else(|| panic!("the success ratio never went below 0.995: {success:#}"));
+    assert!(held >= 2000, "the condition stopped the drill after holding {held} ms, short of its `for`: {stop:#}");
+    // From the timeline: the SLI went empty (when the condition began to hold) and the drill aborted and began its
+    // restore within the condition's `for` (2 s) plus two reading intervals (2 s each) and a margin for load.
+    let started_at = time(&report["started"]);
+    let empty = (time(&stop["since"]) - started_at).num_milliseconds() as f64 / 1000.0;
     let events = timeline(&run_dir(&dir));
     let aborted = first(&events, "aborted").expect("an aborted event");
     // The fast lab may have reached the return before the condition held: the restore then has nothing to undo, and
@@ -122,39 +124,48 @@ fn slo_a_stop_condition_aborts_the_drain_restores_and_the_report_carries_the_imp
     let checked = checked.unwrap_or_else(|| panic!("no restore check after the abort"));
     assert_eq!(checked["held"], true, "{checked:#}");
     let restored = checked["t_ms"].as_f64().unwrap() / 1000.0;
-    eprintln!("SLI below 0.995 at +{crossed:.1} s, aborted at +{aborted:.1} s, restore checked at +{restored:.1} s");
-    assert!(aborted - crossed <= 8.0, "aborted {:.1} s after the SLI crossed: {stop:#}", aborted - crossed);
-    assert!(restored - crossed <= 8.0 + 10.0, "restored {:.1} s after the SLI crossed", restored - crossed);
+    eprintln!("SLI empty from +{empty:.1} s, aborted at +{aborted:.1} s, restore checked at +{restored:.1} s");
+    assert!(aborted - empty <= 8.0, "aborted {:.1} s after the SLI went empty: {stop:#}", aborted - empty);
+    assert!(restored - empty <= 8.0 + 10.0, "restored {:.1} s after the SLI went empty", restored - empty);
     assert!(report["rollback"]["failed"].as_array().unwrap().is_empty(), "{report:#}");
     assert!(cordoned_or_marked().is_empty(), "not restored: {:?}", cordoned_or_marked());
-    // The users' impact: both SLIs, requests failed while no endpoint was Ready, the stand-in named.
+    // The users' impact: both SLIs, the time with no data counted as such (never as time within the objective), the
+    // requests failed while no endpoint was Ready, the stand-in named.
     let names: Vec<&str> = impact["slis"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["success-ratio", "p99-latency"], "{impact:#}");
-    assert!(
-        !success["met"].as_bool().unwrap() && success["whole"]["seconds_outside_objective"].as_f64().unwrap() > 0.0
-    );
+    let success = &impact["slis"][0];
+    let no_data = success["whole"]["seconds_no_data"].as_f64().unwrap();
+    assert!(no_data >= 2.0 && !success["met"].as_bool().unwrap(), "{success:#}");
     assert!(!success["series"].as_array().unwrap().is_empty() && success["series"].as_array().unwrap().len() <= 240);
     assert!(impact["requests"]["failed"].as_f64().unwrap() > 0.0, "{impact:#}");
+    // The stand-in's users send 20 requests/s. The gateway's counters are per backend pod and the evicted pods'
+    // series leave the sum: counted client-side on sum() that drop was a reset and the total came out several
+    // times too high (11502 for a 80 s drill); Prometheus's increase() per series counts what was sent.
+    let span = (time(&report["finished"]) - started_at).num_milliseconds() as f64 / 1000.0;
+    let total = impact["requests"]["total"].as_f64().unwrap();
+    assert!((total - 20.0 * span).abs() <= 0.15 * 20.0 * span, "{total} requests in {span:.1} s: {impact:#}");
+    // A 2 s scrape, half the 6 s window and the 2 s reading interval.
+    assert_eq!(impact["detection_lag_seconds"].as_f64(), Some(7.0), "{impact:#}");
+    assert_eq!(impact["scrape_interval_seconds"].as_f64(), Some(2.0), "{impact:#}");
     // The real end of startup: each cloud replacement's first good answer, after the stand-in's cold start (3 s fast).
     let answers = impact["ready_to_first_good_answer"].as_array().cloned().unwrap_or_default();
-    // The end of the drill waits at most 20 s for replacements still in their cold start; under load none may answer
-    // in that time. Known gap: this failed three times in a row on the merged main, to be explained.
-    if answers.is_empty() {
-        eprintln!("no replacement's first good answer within the end-of-drill wait: {impact:#}");
-    }
+    assert!(!answers.is_empty(), "no replacement's first good answer: {impact:#}");
     assert!(answers.iter().all(|a| a["seconds"].as_f64().unwrap() >= 3.0 && a["location"] == "cloud"), "{answers:?}");
     let latency = &impact["slis"][1];
     assert!(latency["whole"]["samples"].as_u64().unwrap() > 0 && latency["whole"]["max"].is_number(), "{latency:#}");
     // The report's verdict says what users saw, and the fired condition is a deviation, the missed SLO an action item.
     let headline = report["headline"].to_string();
     assert!(headline.contains("users: success-ratio was outside its objective"), "{headline}");
-    assert!(report["deviations"].to_string().contains("stop condition"), "{:#}", report["deviations"]);
+    assert!(headline.contains("had no data for"), "{headline}");
+    assert!(report["deviations"].to_string().contains("(no data)"), "{:#}", report["deviations"]);
     assert!(report["action_items"].as_array().unwrap().iter().any(|a| a["source"] == "missed-slo"), "{report:#}");
     assert!(impact["stand_in"].as_str().unwrap().contains("stand-in"), "{impact:#}");
+    let markdown = std::fs::read_to_string(run_dir(&dir).join("report.md")).unwrap();
+    assert!(markdown.contains("no data ") && markdown.contains("Detection lag"), "{markdown}");
     let junit = std::fs::read_to_string(run_dir(&dir).join("junit.xml")).unwrap();
     assert!(junit.contains("SLO success-ratio"), "{junit}");
     let metrics = std::fs::read_to_string(run_dir(&dir).join("metrics.prom")).unwrap();
-    assert!(metrics.contains("hybrid_drill_sli_seconds_outside_objective{"), "{metrics}");
+    assert!(metrics.contains("hybrid_drill_sli_seconds_no_data{"), "{metrics}");
     reset_lab();
     eprintln!("held the lab {:.0} s", started.elapsed().as_secs_f64());
 }

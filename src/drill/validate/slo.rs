@@ -41,12 +41,29 @@ impl Validator<'_> {
             on_error: slo.on_error,
             error_budget,
             slis,
-            requests: slo
-                .requests
-                .as_ref()
-                .map(|r| RequestCounters { total: r.total.trim().into(), failed: r.failed.trim().into() }),
+            requests: slo.requests.as_ref().and_then(|r| self.requests(r)),
             first_good_answer: slo.first_good_answer.as_ref().map(|q| q.trim().to_string()),
             stop_when,
+        })
+    }
+
+    /// The request counters, each one Prometheus can count per window (a counter, alone or summed).
+    fn requests(&mut self, r: &raw::RequestsSection) -> Option<RequestCounters> {
+        let mut counter = |key: &str, query: &str| match crate::drill::counter::selector(query.trim()) {
+            Ok(selector) => Some(selector),
+            // Invalid PromQL is located and reported with every other query's (drill/promql.rs).
+            Err(crate::drill::counter::NotACounter::Invalid(_)) => None,
+            Err(e) => {
+                self.problem(&join(PATH, &format!("requests.{key}")), e.to_string());
+                None
+            }
+        };
+        let (total, failed) = (counter("total", &r.total), counter("failed", &r.failed));
+        Some(RequestCounters {
+            total: r.total.trim().into(),
+            failed: r.failed.trim().into(),
+            total_counter: total?,
+            failed_counter: failed?,
         })
     }
 
@@ -134,8 +151,11 @@ impl Validator<'_> {
         for (i, stop) in stops.iter().enumerate() {
             let path = index(&join(PATH, "stopWhen"), i);
             if let Some(alert) = &stop.alert {
-                let by_query =
-                    stop.sli.is_some() || stop.query.is_some() || stop.below.is_some() || stop.above.is_some();
+                let by_query = stop.sli.is_some()
+                    || stop.query.is_some()
+                    || stop.below.is_some()
+                    || stop.above.is_some()
+                    || stop.on_no_data.is_some();
                 if by_query {
                     self.problem(&path, "an `alert` stop condition takes only `alertmanager` besides it");
                 }
@@ -166,7 +186,8 @@ impl Validator<'_> {
             };
             let Some(breached) = self.bound(&path, stop.above, stop.below, "above", "below") else { continue };
             // Read as when the condition holds: `above: x` is a value of at least x, `below: x` at most x.
-            valid.push(StopCondition::Query { name, query, breached, hold: stop.for_.map_or(Duration::ZERO, |d| d.0) });
+            let (hold, on_no_data) = (stop.for_.map_or(Duration::ZERO, |d| d.0), stop.on_no_data.unwrap_or_default());
+            valid.push(StopCondition::Query { name, query, breached, hold, on_no_data });
         }
         valid
     }

@@ -154,6 +154,7 @@ fn figures(impact: &Impact) -> Markup {
                 (a.pod) ": first good answer " (human_seconds(a.seconds)) " after Ready. "
             }
         }
+        @if let Some(lag) = crate::report::impact::lag_text(impact) { p class="muted" { (lag) } }
         @if let Some(stop) = &impact.stop { p { strong { "Stopped: " } (stop.describe()) } }
         @for e in &impact.prometheus_errors { p class="muted" { (crate::timeline::rfc3339(&e.at)) " Prometheus: " (e.message) " (" (e.action) ")" } }
     }
