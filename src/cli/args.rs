@@ -19,6 +19,8 @@ Examples:
   hybrid-drill status                            is anything left over, who holds the drill lock? (reads only)
   hybrid-drill report reports/onprem-gpu-drain/20261202T101500Z -o html > drill.html
   hybrid-drill history reports                   every run of each drill, changes and regressions
+  hybrid-drill whatif RUN_DIR                    what each change would cut from the RTO, and its cost
+  hybrid-drill predict drills/drain.yaml         the RTO forecast with an interval, before the drill
   hybrid-drill run drills/drain.yaml --change CHG-1 --approved-by alice
   hybrid-drill verify reports/onprem-gpu-drain/20261202T101500Z
   hybrid-drill evidence reports --since 2026-01-01 --out evidence-2026
@@ -343,6 +345,14 @@ pub enum Command {
         #[command(flatten)]
         cluster: ClusterFlags,
     },
+    /// What a recorded run's RTO would have been with each knob turned (budget, tolerations, warm nodes, caches,
+    /// instance types, consolidateAfter, replicas), what each costs a month, ranked by minutes saved per dollar.
+    #[command(after_help = with_exit_codes(super::whatif::WHATIF_HELP, Some("whatif")))]
+    Whatif(super::whatif::WhatifArgs),
+    /// Forecast a drill's RTO and phases with an interval before running it, from the cluster's objects (read-only)
+    /// and the drill's earlier runs.
+    #[command(after_help = with_exit_codes(super::whatif::PREDICT_HELP, Some("predict")))]
+    Predict(super::whatif::PredictArgs),
     /// Print the JSON Schema of the drill file format, for editors.
     #[command(after_help = with_exit_codes(SCHEMA_HELP, Some("schema")))]
     Schema,

@@ -13,10 +13,11 @@ type Section = fn(&mut String, &Report) -> fmt::Result;
 pub fn render(report: &Report) -> String {
     let mut md = String::new();
     // Writing to a String cannot fail: each section returns fmt::Result only so that `?` can carry its writes.
-    let sections: [Section; 18] = [
+    let sections: [Section; 19] = [
         head,
         plain_legend,
         phases,
+        super::forecast::markdown,
         super::impact::markdown,
         startup,
         fallback,

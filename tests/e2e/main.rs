@@ -26,3 +26,4 @@ mod slo;
 mod status;
 mod tiers;
 mod watch;
+mod whatif;
