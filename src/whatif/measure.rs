@@ -78,7 +78,7 @@ pub fn measure(obs: &[Observation]) -> Option<Measured> {
     let end = obs.iter().find(|o| matches!(o.event, Event::ReturnStarted { .. } | Event::RestoreStarted { .. }));
     let end_ms = end.map_or(u64::MAX, |o| o.t_ms);
     let window: Vec<&Observation> = obs.iter().filter(|o| o.t_ms >= t0 && o.t_ms <= end_ms).collect();
-    let losses = losses(&window, t0, fault);
+    let losses = losses(obs, &window, t0, fault);
     let pods = pod_paths(&window, t0, &losses);
     let first_wave = losses.iter().take_while(|t| **t - losses[0] <= WAVE_GAP).count();
     let mut readies: Vec<f64> = pods.iter().map(|p| p.ready).collect();
@@ -103,8 +103,16 @@ pub fn measure(obs: &[Observation]) -> Option<Measured> {
     Some(m)
 }
 
-/// Each on-prem workload pod lost after t0: evicted by the drain, or taken by the taint manager on a lost node.
-fn losses(window: &[&Observation], t0: u64, fault: FaultKind) -> Vec<f64> {
+/// Each on-prem workload pod lost after t0: evicted by the drain, or taken by the taint manager on a lost node. The
+/// drain evicts every pod of the nodes; only the workload's (the baseline's on-prem pods) count.
+fn losses(obs: &[Observation], window: &[&Observation], t0: u64, fault: FaultKind) -> Vec<f64> {
+    let workload: std::collections::BTreeSet<&str> = obs
+        .iter()
+        .find_map(|o| match &o.event {
+            Event::Baseline { on_prem_pods, .. } => Some(on_prem_pods.iter().map(String::as_str).collect()),
+            _ => None,
+        })
+        .unwrap_or_default();
     let mut seen = std::collections::BTreeSet::new();
     let mut out = Vec::new();
     for o in window {
@@ -113,6 +121,9 @@ fn losses(window: &[&Observation], t0: u64, fault: FaultKind) -> Vec<f64> {
             (Event::PodTerminating { pod, role: NodeRole::OnPrem, .. }, f) if f.loses_nodes() => pod.as_str(),
             _ => continue,
         };
+        if !workload.is_empty() && !workload.contains(pod) {
+            continue;
+        }
         if seen.insert(pod.to_string()) {
             out.push(secs(o, t0));
         }
