@@ -294,7 +294,7 @@ impl Model {
         let pods = self.pods.value.round().max(1.0) as u32;
         let waves = if self.fault.loses_nodes() { 1 } else { pods.div_ceil(self.slots()) };
         let reclaim = (self.return_seconds.source != Source::Default || self.reclaim_rest.source == Source::Measured)
-            .then(|| self.return_seconds.value + self.consolidate_after.value + self.reclaim_rest.value);
+            .then_some(self.return_seconds.value + self.consolidate_after.value + self.reclaim_rest.value);
         Prediction {
             rto_seconds: rto,
             low_seconds: low.min(rto),
