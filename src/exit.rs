@@ -42,6 +42,8 @@ const EVERY_COMMAND: &[&str] = &[
     "recover",
     "report",
     "history",
+    "whatif",
+    "predict",
     "verify",
     "evidence",
     "watch",
@@ -145,6 +147,8 @@ fn meaning_for(command: &str, code: u8) -> Option<&'static str> {
         ("evidence", EXIT_PASSED) => "the evidence was written (its index says which runs are intact)",
         ("watch", EXIT_PASSED) => "the watch stopped cleanly",
         ("identify", EXIT_PASSED) => "the cluster's identity was printed",
+        ("whatif", EXIT_PASSED) => "the knobs were printed",
+        ("predict", EXIT_PASSED) => "the forecast was printed (or why there is none)",
         ("schema" | "completions" | "man", EXIT_PASSED) => "printed or written",
         _ => return None,
     })

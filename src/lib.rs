@@ -27,3 +27,4 @@ pub mod status;
 pub mod steps;
 pub mod store;
 pub mod timeline;
+pub mod whatif;

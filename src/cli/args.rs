@@ -19,6 +19,8 @@ Examples:
   hybrid-drill status                            is anything left over, who holds the drill lock? (reads only)
   hybrid-drill report reports/onprem-gpu-drain/20261202T101500Z -o html > drill.html
   hybrid-drill history reports                   every run of each drill, changes and regressions
+  hybrid-drill whatif RUN_DIR                    what each change would cut from the RTO, and its cost
+  hybrid-drill predict drills/drain.yaml         the RTO forecast with an interval, before the drill
   hybrid-drill run drills/drain.yaml --change CHG-1 --approved-by alice
   hybrid-drill verify reports/onprem-gpu-drain/20261202T101500Z
   hybrid-drill evidence reports --since 2026-01-01 --out evidence-2026
@@ -343,6 +345,14 @@ pub enum Command {
         #[command(flatten)]
         cluster: ClusterFlags,
     },
+    /// What a recorded run's RTO would have been with each knob turned (budget, tolerations, warm nodes, caches,
+    /// instance types, consolidateAfter, replicas), what each costs a month, ranked by minutes saved per dollar.
+    #[command(after_help = with_exit_codes(WHATIF_HELP, Some("whatif")))]
+    Whatif(WhatifArgs),
+    /// Forecast a drill's RTO and phases with an interval before running it, from the cluster's objects (read-only)
+    /// and the drill's earlier runs.
+    #[command(after_help = with_exit_codes(PREDICT_HELP, Some("predict")))]
+    Predict(PredictArgs),
     /// Print the JSON Schema of the drill file format, for editors.
     #[command(after_help = with_exit_codes(SCHEMA_HELP, Some("schema")))]
     Schema,
@@ -650,4 +660,64 @@ fn parse_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
     chrono::DateTime::parse_from_rfc3339(text)
         .map(|t| t.with_timezone(&chrono::Utc))
         .map_err(|e| format!("{e}: expected RFC 3339, e.g. 2026-12-08T14:00:00Z"))
+}
+
+const WHATIF_HELP: &str = "\
+Examples:
+  hybrid-drill whatif reports/onprem-gpu-drain/20261202T101500Z
+  hybrid-drill whatif RUN_DIR --set pdb.max-unavailable=4 --set image-cached=true
+  hybrid-drill whatif RUN_DIR --storage-price 0.05 --weights-gb 140 -o json
+
+Knobs: pdb.max-unavailable, pdb.min-available, toleration-seconds, warm-nodes, image-cached, weights-cached, \
+instance-types, consolidate-after, replicas. Each is turned on its own one step the way that shortens the RTO; \
+--set turns several together. A warm GPU node costs its hourly price from the drill's `pricing` times 730 a month; \
+a cache costs its size times --storage-price. Reads the run directory only; touches no cluster.";
+
+const PREDICT_HELP: &str = "\
+Examples:
+  hybrid-drill predict drills/drain.yaml
+  hybrid-drill predict drills/drain.yaml -o json | jq .rto
+
+Reads the workload's PodDisruptionBudget, replicas and tolerations and the fallback NodePool's consolidateAfter \
+(read-only), and the drill's earlier runs under --reports-dir on the same cluster and profile; the model is the \
+latest run's, the interval is widened by how far the model missed each earlier run. `run` records the same forecast \
+in the run directory (forecast.json) before its fault, and the reports show it against the measured phases.";
+
+/// `whatif`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct WhatifArgs {
+    /// The run directory (reports/<drill>/<UTC timestamp>/).
+    pub run_dir: PathBuf,
+    /// Turn knobs together, KNOB=VALUE (repeatable): e.g. pdb.max-unavailable=4, toleration-seconds=30s.
+    #[arg(long = "set", value_name = "KNOB=VALUE", value_parser = set_flag)]
+    pub set: Vec<crate::whatif::Setting>,
+    /// $ per GB-month of a snapshot or cache volume, to price image-cached and weights-cached.
+    #[arg(long, value_name = "DOLLARS")]
+    pub storage_price: Option<f64>,
+    /// The model weights' size in GB, to price weights-cached.
+    #[arg(long, value_name = "GB")]
+    pub weights_gb: Option<f64>,
+    /// `text` prints the tables; `json` one object (`knobs[]` with name, value, rto_seconds, delta_seconds,
+    /// monthly_cost, assumptions).
+    #[arg(long, short = 'o', value_enum, default_value = "text")]
+    pub output: OutputFormat,
+}
+
+/// `predict`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct PredictArgs {
+    /// The drill file (YAML).
+    pub file: PathBuf,
+    /// Where the drill's earlier runs are (reports/<drill>/<run>/).
+    #[arg(long, value_name = "DIR", default_value = "reports", env = "HYBRID_DRILL_REPORTS")]
+    pub reports_dir: PathBuf,
+    /// `text` prints the phases; `json` the forecast (`rto.seconds`, `rto.low_seconds`, `rto.high_seconds`).
+    #[arg(long, short = 'o', value_enum, default_value = "text")]
+    pub output: OutputFormat,
+    #[command(flatten)]
+    pub cluster: ClusterFlags,
+}
+
+fn set_flag(text: &str) -> Result<crate::whatif::Setting, String> {
+    crate::whatif::Setting::parse(text).map_err(|e| e.to_string())
 }

@@ -9,6 +9,7 @@ mod recover;
 mod status;
 mod stored;
 mod validate_json;
+mod whatif;
 
 use std::process::ExitCode;
 
@@ -134,6 +135,8 @@ fn dispatch(command: Command) -> u8 {
             EXIT_PASSED
         }
         Command::Man { dir } => man_command(dir.as_deref()),
+        Command::Whatif(args) => whatif::whatif_command(args),
+        Command::Predict(args) => whatif::predict_command(args),
     }
 }
 

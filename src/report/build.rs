@@ -92,6 +92,7 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
         exit_code: crate::exit::exit_code(outcome),
         abort_reason,
         headline: Vec::new(),
+        forecast: None,
         crashed: None,
         fidelity: incident.as_ref().map_or_else(|| fidelity::statement(drill, observations), IncidentFacts::statement),
         // A drill the watch saw is a drill, whoever recorded it: never an incident in history or alerts.

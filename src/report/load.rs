@@ -30,6 +30,7 @@ pub fn load(run_dir: &Path) -> Result<Report, LoadError> {
     let observations =
         crate::timeline::read(&report_file(run_dir).with_file_name("timeline.jsonl")).unwrap_or_default();
     report.headline = headline::qualifiers(&report, headline::on_prem_nodes(&observations));
+    super::forecast::attach(run_dir, &mut report);
     Ok(report)
 }
 

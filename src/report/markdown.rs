@@ -17,6 +17,7 @@ pub fn render(report: &Report) -> String {
         head,
         plain_legend,
         phases,
+        super::forecast::markdown,
         super::impact::markdown,
         startup,
         fallback,

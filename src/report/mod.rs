@@ -10,6 +10,7 @@ mod fallback_faults;
 pub mod fidelity;
 pub mod figures;
 pub mod fold;
+pub mod forecast;
 pub mod gpu_fault;
 pub mod headline;
 pub mod history;
@@ -95,6 +96,7 @@ pub enum RenderError {
 
 /// Writes every format of the report into the run directory.
 pub fn write_all(dir: &Path, report: &Report) -> std::io::Result<Vec<PathBuf>> {
+    let report = &forecast::with_forecast(dir, report);
     let mut written = Vec::new();
     for format in Format::ALL {
         let text = format.render(report).map_err(std::io::Error::other)?;

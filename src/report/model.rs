@@ -118,6 +118,9 @@ pub struct Report {
     /// What qualifies the verdict, the most serious first: every format opens with these.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub headline: Vec<Qualifier>,
+    /// The forecast `run` recorded before the fault against the measured phases (forecast.json), if it made one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forecast: Option<crate::whatif::ForecastCheck>,
     /// Set when the run stopped without writing its report: this one is rebuilt from its timeline and journal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crashed: Option<Crashed>,

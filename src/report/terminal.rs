@@ -36,7 +36,7 @@ pub fn render(report: &Report, run_dir: &str, width: usize) -> String {
     for q in &report.headline {
         out.push_str(&format!("  {}: {}\n", q.kind.tag(), q.text));
     }
-    out.push_str(&format!("{table}\n"));
+    out.push_str(&format!("{table}\n{}", super::forecast::terminal(report)));
     for note in [super::figures::rto_breakdown(report), super::figures::startup_note(report)].into_iter().flatten() {
         out.push_str(&format!("{note}\n"));
     }

@@ -190,6 +190,7 @@ impl<'a> Run<'a> {
                 return Err(e.into());
             }
         };
+        crate::whatif::forecast::record(&cluster, drill, &opts.reports_dir, &dir).await;
         let emergency = StopWatch::start(&cluster, &drill.spec.lock, &timeline);
         let progress = Progress::new(opts.json);
         let follow = progress.follow(&timeline);

@@ -27,3 +27,4 @@ mod slo;
 mod status;
 mod tiers;
 mod watch;
+mod whatif;

@@ -23,6 +23,7 @@ pub fn render(report: &Report) -> String {
         (plain_legend())
         (timeline(report, impact::plots, impact::zoomed_plots))
         (phases(report))
+        (crate::report::forecast::html(report))
         (startup(report))
         (steps(report))
         (deviations_and_actions(report))
