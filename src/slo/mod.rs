@@ -4,6 +4,7 @@
 //! `trial` tries each query once for `plan` and `preflight`.
 
 pub mod client;
+mod error;
 pub mod impact;
 pub mod trial;
 pub mod watch;
@@ -13,6 +14,7 @@ use chrono::{DateTime, Utc};
 use crate::domain::impact as model;
 pub use crate::domain::impact::{Impact, PodAnswer, Reading, StopRecord};
 pub use client::{Prometheus, QueryError, Series};
+pub use error::{SteadyStateError, StopError};
 pub use watch::SloWatch;
 
 use crate::cluster::Reader;
@@ -65,9 +67,8 @@ pub async fn begin(
     lab: bool,
     timeline: &Timeline,
     progress: &crate::progress::Progress,
-) -> Result<(Slo, tokio::sync::watch::Receiver<Option<String>>), String> {
-    let mut slo =
-        Slo::connect(spec, reader, lab).await.map_err(|e| format!("the SLIs' steady state cannot be checked: {e}"))?;
+) -> Result<(Slo, tokio::sync::watch::Receiver<Option<String>>), SteadyStateError> {
+    let mut slo = Slo::connect(spec, reader, lab).await.map_err(SteadyStateError::Connect)?;
     slo.steady_state().await?;
     let read: Vec<String> = slo.steady.iter().map(|r| format!("{} {}", r.sli, r.value)).collect();
     progress.line(&format!("SLIs within their objectives before the fault: {}", read.join(", ")));
@@ -89,7 +90,7 @@ impl Slo {
     }
 
     /// Every SLI within its objective now, or why the drill must not start.
-    pub async fn steady_state(&mut self) -> Result<(), String> {
+    pub async fn steady_state(&mut self) -> Result<(), SteadyStateError> {
         let read = watch::steady_state(&self.spec, &self.prometheus).await?;
         self.steady = read.into_iter().map(|(sli, value)| Reading { sli, value: watch::round(value) }).collect();
         Ok(())
