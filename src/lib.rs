@@ -18,6 +18,8 @@ pub mod plan;
 pub mod preflight;
 pub mod progress;
 mod pushgateway;
+pub mod record;
+pub mod recover;
 pub mod report;
 pub mod run;
 pub mod safety;

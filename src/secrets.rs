@@ -28,6 +28,27 @@ pub enum SecretError {
         "`{0}` holds one of hybrid-drill's own keys, which no drill file may read: give the drill a secret of its own"
     )]
     ToolOwn(String),
+    /// A key or credentials file that could not be read: why, never its content.
+    #[error("{0}")]
+    Read(String),
+}
+
+/// A key or credentials given inline where a path or a reference belongs: the one refusal every reader of one says.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "given inline (not shown), where shell history and process lists keep it: pass a file's path or a reference \
+     `${{env:NAME}}` or `${{file:/path}}`"
+)]
+pub struct GivenInline;
+
+/// Refuses `spec` when it reads as the secret itself rather than a path or a reference (and names no file that
+/// exists); the value is remembered first, so nothing prints it later.
+pub fn refuse_inline(spec: &str) -> Result<(), GivenInline> {
+    if looks_inline(spec) && !std::path::Path::new(spec.trim()).exists() {
+        remember(spec);
+        return Err(GivenInline);
+    }
+    Ok(())
 }
 
 /// A reference found in a text: its byte range and the error reading it, if any.
@@ -115,11 +136,11 @@ pub fn resolve(text: &str) -> Result<String, SecretError> {
 
 /// What `spec` holds: a secret reference resolved, or else the file it names read (a key or credentials file given
 /// by path or by reference alike). The error says why, never the value.
-pub fn read_reference_or_file(spec: &str) -> Result<String, String> {
+pub fn read_reference_or_file(spec: &str) -> Result<String, SecretError> {
     if has_reference(spec) {
-        resolve(spec).map_err(|e| e.to_string())
+        resolve(spec)
     } else {
-        std::fs::read_to_string(spec).map_err(|e| e.to_string())
+        std::fs::read_to_string(spec).map_err(|e| SecretError::Read(e.to_string()))
     }
 }
 
@@ -128,7 +149,7 @@ static OWN_KEY_FILES: RwLock<Vec<std::path::PathBuf>> = RwLock::new(Vec::new());
 
 /// Reads one of the tool's own keys as [`read_reference_or_file`] does, then keeps the file it came from out of every
 /// later reference, so a drill's webhook URL or hook argument cannot send the key anywhere.
-pub fn read_own_key(spec: &str) -> Result<String, String> {
+pub fn read_own_key(spec: &str) -> Result<String, SecretError> {
     let text = read_reference_or_file(spec)?;
     let path = spec.strip_prefix("${file:").and_then(|p| p.strip_suffix('}')).unwrap_or(spec).trim();
     if !has_reference(spec) || spec.starts_with("${file:") {
@@ -218,11 +239,9 @@ pub fn looks_inline(spec: &str) -> bool {
 /// How an error names a key or credentials given by `spec`: the reference or the path as written, or, when `spec`
 /// reads as the secret itself given inline, only that (the value is remembered, so nothing prints it later).
 pub fn describe_spec(spec: &str) -> String {
-    if looks_inline(spec) {
-        remember(spec);
-        "given inline (not shown): pass a file's path or a reference `${env:NAME}` or `${file:/path}`".to_string()
-    } else {
-        format!("`{spec}`")
+    match refuse_inline(spec) {
+        Err(inline) => inline.to_string(),
+        Ok(()) => format!("`{spec}`"),
     }
 }
 

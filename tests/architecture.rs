@@ -587,3 +587,221 @@ fn no_function_is_long_without_saying_why() {
         long.join("\n")
     );
 }
+
+/// The longest a source file may be, in lines of code: blank lines, comment lines and test code left out.
+const LONGEST_FILE: usize = 700;
+
+/// A file's lines of code: neither blank nor a comment, outside its `#[cfg(test)]` items.
+fn code_lines(module: &Module, text: &str) -> usize {
+    use syn::spanned::Spanned;
+    let tests: Vec<(usize, usize)> = module
+        .syntax
+        .items
+        .iter()
+        .filter(|item| is_test_only(item_attrs(item)))
+        .map(|item| (item.span().start().line, item.span().end().line))
+        .collect();
+    text.lines()
+        .enumerate()
+        .filter(|(i, _)| !tests.iter().any(|(from, to)| (*from..=*to).contains(&(i + 1))))
+        .map(|(_, line)| line.trim())
+        .filter(|line| !line.is_empty() && !line.starts_with("//"))
+        .count()
+}
+
+#[test]
+fn no_file_is_over_700_code_lines() {
+    let tree = source_tree();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut long: Vec<String> = tree
+        .modules
+        .values()
+        .filter_map(|module| {
+            let text = std::fs::read_to_string(root.join(&module.file)).unwrap();
+            let n = code_lines(module, &text);
+            (n > LONGEST_FILE).then(|| format!("{}: {n} lines of code", module.file.display()))
+        })
+        .collect();
+    long.sort();
+    assert!(
+        long.is_empty(),
+        "files over {LONGEST_FILE} lines of code (split them by what they own):\n{}",
+        long.join("\n")
+    );
+}
+
+/// Whether a type is `Result<_, String>`.
+fn is_string_result(ty: &syn::TypePath) -> bool {
+    let Some(last) = ty.path.segments.last() else { return false };
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else { return false };
+    let types: Vec<&syn::Type> = args
+        .args
+        .iter()
+        .filter_map(|a| match a {
+            syn::GenericArgument::Type(t) => Some(t),
+            _ => None,
+        })
+        .collect();
+    last.ident == "Result" && types.len() == 2 && matches!(types[1], syn::Type::Path(p) if p.path.is_ident("String"))
+}
+
+/// Every `Result<_, String>` in a file's code (test code left out), with the function it is in.
+#[derive(Default)]
+struct StringResults {
+    function: Vec<String>,
+    /// The trait of the impl the visitor is in.
+    trait_of_impl: Option<String>,
+    found: Vec<(usize, Option<String>, Option<String>)>,
+}
+
+impl<'ast> Visit<'ast> for StringResults {
+    fn visit_item(&mut self, item: &'ast syn::Item) {
+        if !is_test_only(item_attrs(item)) {
+            syn::visit::visit_item(self, item);
+        }
+    }
+
+    fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
+        let previous = self.trait_of_impl.take();
+        self.trait_of_impl =
+            i.trait_.as_ref().and_then(|(_, path, _)| path.segments.last()).map(|s| s.ident.to_string());
+        syn::visit::visit_item_impl(self, i);
+        self.trait_of_impl = previous;
+    }
+
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        self.function.push(f.sig.ident.to_string());
+        syn::visit::visit_item_fn(self, f);
+        self.function.pop();
+    }
+
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        if is_test_only(&f.attrs) {
+            return;
+        }
+        self.function.push(f.sig.ident.to_string());
+        syn::visit::visit_impl_item_fn(self, f);
+        self.function.pop();
+    }
+
+    fn visit_type_path(&mut self, ty: &'ast syn::TypePath) {
+        use syn::spanned::Spanned;
+        if is_string_result(ty) {
+            self.found.push((ty.span().start().line, self.function.last().cloned(), self.trait_of_impl.clone()));
+        }
+        syn::visit::visit_type_path(self, ty);
+    }
+}
+
+/// The functions src/cli/args.rs names as clap's value parsers (`value_parser = NAME`), by their last segment.
+fn value_parsers(args: &str) -> BTreeSet<String> {
+    args.split("value_parser = ")
+        .skip(1)
+        .filter_map(|rest| rest.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')).next())
+        .filter_map(|path| path.rsplit("::").next())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn no_result_of_a_string_outside_clap_value_parsers() {
+    let tree = source_tree();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let parsers = value_parsers(&std::fs::read_to_string(root.join("src/cli/args.rs")).unwrap());
+    assert!(parsers.contains("parse_flag"), "the value parsers of src/cli/args.rs are not found: {parsers:?}");
+    let mut found = vec![];
+    for module in tree.modules.values() {
+        if module.file == Path::new("src/cli/args.rs") {
+            continue;
+        }
+        let mut visitor = StringResults::default();
+        visitor.visit_file(&module.syntax);
+        for (line, function, trait_of_impl) in visitor.found {
+            // clap parses a flag's value with a named function or the type's `FromStr`.
+            let parser = function.as_ref().is_some_and(|f| parsers.contains(f))
+                || (trait_of_impl.as_deref() == Some("FromStr") && function.as_deref() == Some("from_str"));
+            if !parser {
+                let within = function.map(|f| format!(" in `{f}`")).unwrap_or_default();
+                found.push(format!("{}:{line}{within}", module.file.display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "`Result<_, String>` outside clap's value parsers (give the error a small thiserror enum):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_incident_room_does_not_import_the_run() {
+    let tree = source_tree();
+    let wrong: Vec<String> = tree
+        .edges()
+        .into_iter()
+        .filter(|(from, _)| from.first().is_some_and(|m| m == "incident"))
+        .flat_map(|(from, imports)| {
+            let name = tree.name(&from);
+            imports
+                .into_iter()
+                .filter(|(to, _)| to.first().is_some_and(|m| m == "run"))
+                .map(move |(_, written)| format!("{name} imports `{written}`"))
+        })
+        .collect();
+    assert!(wrong.is_empty(), "incident/ shares the run record (record/), never run/:\n{}", wrong.join("\n"));
+}
+
+/// The first sentence of a file's `//!` comment.
+fn owns(text: &str) -> String {
+    let doc: Vec<&str> =
+        text.lines().take_while(|l| l.starts_with("//!")).map(|l| l.trim_start_matches("//!").trim()).collect();
+    let doc = doc.join(" ");
+    let end = doc.find(". ").map_or(doc.len(), |i| i + 1);
+    doc[..end].trim_end_matches('.').replace('|', "\\|")
+}
+
+/// The file index docs/development.md holds between its markers: every module file of src/ and every module of the
+/// end-to-end tests, each with the first sentence of its `//!` comment.
+fn file_index(tree: &Tree) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files: Vec<PathBuf> = tree.modules.values().map(|m| m.file.clone()).collect();
+    files.extend(
+        std::fs::read_dir(root.join("tests/e2e"))
+            .unwrap()
+            .map(|e| e.unwrap().path().strip_prefix(root).unwrap().to_path_buf())
+            .filter(|p| p.extension().is_some_and(|e| e == "rs")),
+    );
+    files.sort();
+    let mut out = String::from("| file | what it owns |\n|---|---|\n");
+    for file in files {
+        let text = std::fs::read_to_string(root.join(&file)).unwrap();
+        out.push_str(&format!("| `{}` | {} |\n", file.display(), owns(&text)));
+    }
+    out
+}
+
+const INDEX_START: &str = "<!-- file index: written by tests/architecture.rs (HYBRID_DRILL_BLESS=1 to rewrite) -->\n";
+const INDEX_END: &str = "<!-- end of the file index -->";
+
+#[test]
+fn docs_development_names_every_module_file() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/development.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let start = text.find(INDEX_START).expect("docs/development.md holds the file index's start marker");
+    let end = text.find(INDEX_END).expect("docs/development.md holds the file index's end marker");
+    let index = file_index(&source_tree());
+    if text[start + INDEX_START.len()..end] == index {
+        return;
+    }
+    if std::env::var_os("HYBRID_DRILL_BLESS").is_some() {
+        let written = format!("{}{INDEX_START}{index}{}", &text[..start], &text[end..]);
+        std::fs::write(&path, written).unwrap();
+        return;
+    }
+    let missing: Vec<&str> = index.lines().skip(2).filter(|line| !text[start..end].contains(*line)).take(20).collect();
+    panic!(
+        "docs/development.md's file index is not the source tree's (a file added, moved or its `//!` line changed); \
+         rewrite it with `HYBRID_DRILL_BLESS=1 cargo test --test architecture`. Not in it as they are:\n{}",
+        missing.join("\n")
+    );
+}

@@ -1,5 +1,5 @@
 //! The body of each command but `recover`: load and validate, plan, preflight, run, watch, report, history,
-//! identify, completions and man pages, each returning its exit code.
+//! identify, completions and man pages, each returning its exit code or the failure `failure::report` prints.
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +15,7 @@ use crate::report::{Format, terminal};
 use crate::run::{self, RunOptions};
 
 use super::args::{Cli, HistoryFormat, OutputFormat};
+use super::failure::{Failure, Outcome};
 
 /// The completion script for `shell`. clap_complete 4.6 names the bash case labels of a hyphenated binary's
 /// subcommands differently from the states it sets (`hybrid__subcmd__drill__subcmd__run` against
@@ -29,27 +30,29 @@ pub(super) fn completions(shell: clap_complete::Shell) -> String {
     }
 }
 
-pub(super) fn block_on<F: std::future::Future<Output = u8>>(f: F) -> u8 {
+pub(super) fn block_on<F: std::future::Future<Output = Outcome>>(f: F) -> Outcome {
     let _ = rustls::crypto::ring::default_provider().install_default();
     match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt.block_on(f),
-        Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
-            EXIT_INVALID
-        }
+        Err(e) => Err(Failure::invalid(format!("cannot start the runtime: {e}"))),
     }
 }
 
-pub(super) fn load(file: &Path) -> Result<drill::LoadedDrill, u8> {
+/// The drill file, or its located errors; the JSON line names the command that lists each.
+pub(super) fn load(file: &Path) -> Result<drill::LoadedDrill, Failure> {
     drill::load(file).map_err(|e| {
-        eprint!("{}", e.render());
-        EXIT_INVALID
+        let summary = format!(
+            "{} is not a valid drill: `hybrid-drill validate -o json {}` lists each problem",
+            file.display(),
+            file.display()
+        );
+        Failure::rendered(e.render(), summary)
     })
 }
 
 /// Each file checked on its own, and against `--context` when given; warnings do not change the exit code. With
 /// `-o json` the one object is all that is printed.
-pub(super) fn validate(files: &[PathBuf], output: OutputFormat, context: Option<&str>) -> u8 {
+pub(super) fn validate(files: &[PathBuf], output: OutputFormat, context: Option<&str>) -> Outcome {
     let checked: Vec<(&PathBuf, Result<drill::LoadedDrill, drill::DrillError>)> =
         files.iter().map(|file| (file, drill::load_expecting(file, drill::validate::Expected { context }))).collect();
     if output == OutputFormat::Json {
@@ -79,10 +82,15 @@ pub(super) fn validate(files: &[PathBuf], output: OutputFormat, context: Option<
             }
         }
     }
-    code
+    Ok(code)
 }
 
-pub(super) async fn plan_command(file: &Path, target: &KubeContext, reports_dir: &Path, output: OutputFormat) -> u8 {
+pub(super) async fn plan_command(
+    file: &Path,
+    target: &KubeContext,
+    reports_dir: &Path,
+    output: OutputFormat,
+) -> Outcome {
     plan_overriding(file, target, reports_dir, output, &[]).await
 }
 
@@ -93,11 +101,8 @@ async fn plan_overriding(
     reports_dir: &Path,
     output: OutputFormat,
     overrides: &[crate::gates::Override],
-) -> u8 {
-    let loaded = match load(file) {
-        Ok(l) => l,
-        Err(c) => return c,
-    };
+) -> Outcome {
+    let loaded = load(file)?;
     match run::plan_only(&loaded, target, reports_dir).await {
         Ok(mut planned) => {
             planned.overrides = overrides.to_vec();
@@ -110,12 +115,9 @@ async fn plan_overriding(
                     )
                 ),
             }
-            planned.exit_code(&loaded.drill)
+            Ok(planned.exit_code(&loaded.drill))
         }
-        Err(e) => {
-            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
-            e.exit_code()
-        }
+        Err(e) => Err(Failure::new(&e, e.exit_code())),
     }
 }
 
@@ -126,19 +128,10 @@ pub(super) async fn preflight_command(
     target: &KubeContext,
     (output, strict): (OutputFormat, bool),
     at: Option<chrono::DateTime<chrono::Utc>>,
-) -> u8 {
-    let loaded = match file.map(load).transpose() {
-        Ok(l) => l,
-        Err(c) => return c,
-    };
+) -> Outcome {
+    let loaded = file.map(load).transpose()?;
     let drill = loaded.as_ref().map(|l| &l.drill);
-    let targets = match preflight::PreflightTargets::resolve(drill, flags) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
-            return EXIT_INVALID;
-        }
-    };
+    let targets = preflight::PreflightTargets::resolve(drill, flags).map_err(Failure::invalid)?;
     // A drill names its cluster; without one, the kubeconfig's context (or --context) is the one checked.
     let connected = match drill {
         Some(d) => cluster::connect(target, &d.spec.cluster).await.map(|(c, _)| c),
@@ -147,24 +140,12 @@ pub(super) async fn preflight_command(
             Err(e) => Err(e),
         },
     };
-    let cluster = match connected {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
-            return EXIT_INVALID;
-        }
-    };
+    let cluster = connected.map_err(Failure::invalid)?;
     let mut expect = drill.map(preflight::Expectations::of).unwrap_or_default();
     expect.drain_flags.force |= drain.force;
     expect.drain_flags.delete_empty_dir_data |= drain.delete_empty_dir_data;
     expect.at = at;
-    let mut report = match preflight::run(&cluster.reader(), &targets, &expect).await {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
-            return EXIT_INVALID;
-        }
-    };
+    let mut report = preflight::run(&cluster.reader(), &targets, &expect).await.map_err(Failure::invalid)?;
     if let Some(slo) = drill.and_then(|d| d.spec.slo.as_ref()) {
         report = report.with_findings(crate::slo::trial::try_queries(slo, &cluster.reader()).await);
     }
@@ -172,91 +153,44 @@ pub(super) async fn preflight_command(
         OutputFormat::Json => println!("{}", preflight::render::json(&report)),
         OutputFormat::Text => print!("{}", preflight::render::table(&report)),
     }
-    crate::exit::preflight_code(report.passed(strict))
+    Ok(crate::exit::preflight_code(report.passed(strict)))
 }
 
-pub(super) async fn run_command(file: &Path, opts: RunOptions) -> u8 {
+pub(super) async fn run_command(file: &Path, opts: RunOptions) -> Outcome {
     // With `-o json` a run that never started still leaves one object on stdout: a CI step reading it gets the
     // reason, not an empty file.
-    let json_error = |message: &str, code: u8| {
-        if opts.json {
-            println!("{}", serde_json::json!({ "error": crate::secrets::redact(message), "exit_code": code }));
-        }
-    };
-    let loaded = match drill::load(file) {
-        Ok(l) => l,
-        Err(e) => {
-            eprint!("{}", e.render());
-            let what = format!(
-                "{} is not a valid drill: `hybrid-drill validate -o json {}` lists each problem",
-                file.display(),
-                file.display()
-            );
-            json_error(&what, EXIT_INVALID);
-            return EXIT_INVALID;
-        }
-    };
+    let loaded = load(file).map_err(|f| f.json_too(opts.json))?;
     if opts.dry_run {
         let output = if opts.json { OutputFormat::Json } else { OutputFormat::Text };
         return plan_overriding(file, &opts.target, &opts.reports_dir, output, &opts.overrides).await;
     }
-    match run::run(&loaded, &opts).await {
-        Ok(result) => {
-            if opts.json {
-                let json = serde_json::to_string_pretty(&result.report).unwrap_or_default();
-                println!("{}", crate::secrets::redact(&json));
-            } else {
-                let run_dir = result.run_dir.display().to_string();
-                let table = terminal::render(&result.report, &run_dir, history::terminal_width());
-                print!("{}", crate::secrets::redact(&table));
-            }
-            result.report.exit_code as u8
-        }
-        Err(e) => {
-            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
-            json_error(&e.to_string(), e.exit_code());
-            e.exit_code()
-        }
+    let result = run::run(&loaded, &opts).await.map_err(|e| Failure::new(&e, e.exit_code()).json_too(opts.json))?;
+    if opts.json {
+        let json = serde_json::to_string_pretty(&result.report).unwrap_or_default();
+        println!("{}", crate::secrets::redact(&json));
+    } else {
+        let run_dir = result.run_dir.display().to_string();
+        let table = terminal::render(&result.report, &run_dir, history::terminal_width());
+        print!("{}", crate::secrets::redact(&table));
     }
+    Ok(result.report.exit_code as u8)
 }
 
-pub(super) async fn watch_command(file: &Path, opts: crate::incident::WatchOptions) -> u8 {
-    let loaded = match load(file) {
-        Ok(l) => l,
-        Err(c) => return c,
-    };
-    match crate::incident::watch(&loaded, &opts).await {
-        Ok(()) => EXIT_PASSED,
-        Err(e) => {
-            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
-            EXIT_INVALID
-        }
-    }
+pub(super) async fn watch_command(file: &Path, opts: crate::incident::WatchOptions) -> Outcome {
+    let loaded = load(file)?;
+    crate::incident::watch(&loaded, &opts).await.map_err(Failure::invalid)?;
+    Ok(EXIT_PASSED)
 }
 
-pub(super) fn report_command(run_dir: &Path, format: Format, pushgateway: Option<&str>) -> u8 {
-    let report = match crate::report::load(run_dir) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
-            return EXIT_INVALID;
-        }
-    };
-    match format.render(&report) {
-        Ok(text) => print!("{}", crate::secrets::redact(&text)),
-        Err(e) => {
-            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
-            return EXIT_INVALID;
-        }
-    }
+pub(super) fn report_command(run_dir: &Path, format: Format, pushgateway: Option<&str>) -> Outcome {
+    let report = crate::report::load(run_dir).map_err(Failure::invalid)?;
+    let text = format.render(&report).map_err(Failure::invalid)?;
+    print!("{}", crate::secrets::redact(&text));
     if let Some(url) = pushgateway {
-        if let Err(e) = block_on_result(crate::pushgateway::push(url, &report)) {
-            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
-            return EXIT_INVALID;
-        }
+        block_on_result(crate::pushgateway::push(url, &report)).map_err(Failure::invalid)?;
         eprintln!("pushed the metrics of {} to {}", report.run_id, crate::secrets::redact(url));
     }
-    EXIT_PASSED
+    Ok(EXIT_PASSED)
 }
 
 /// Why async work run from synchronous code failed: no runtime, or the work itself.
@@ -276,7 +210,7 @@ pub(super) fn block_on_result<T, E: std::error::Error + 'static>(
     rt.block_on(f).map_err(BlockingError::Failed)
 }
 
-pub(super) async fn identify_command(target: &KubeContext, output: OutputFormat) -> u8 {
+pub(super) async fn identify_command(target: &KubeContext, output: OutputFormat) -> Outcome {
     let identity = async {
         let cluster = Cluster::connect(target).await?;
         let version = cluster.ping().await?;
@@ -284,8 +218,9 @@ pub(super) async fn identify_command(target: &KubeContext, output: OutputFormat)
         Ok::<_, cluster::ClusterError>((cluster, version, uid))
     };
     let json = output == OutputFormat::Json;
-    match identity.await {
-        Ok((cluster, version, uid)) if json => {
+    let (cluster, version, uid) = identity.await.map_err(|e| Failure::invalid(e).json_too(json))?;
+    match json {
+        true => {
             let value = serde_json::json!({
                 "context": (!cluster.in_cluster).then_some(&cluster.context),
                 "in_cluster": cluster.in_cluster,
@@ -294,25 +229,16 @@ pub(super) async fn identify_command(target: &KubeContext, output: OutputFormat)
                 "kube_system_uid": uid,
             });
             println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
-            EXIT_PASSED
         }
-        Ok((cluster, version, uid)) => {
+        false => {
             println!("context: {}", cluster.context);
             println!("server: {} (Kubernetes {version})", cluster.server);
             println!("kube-system UID: {uid}");
             let context = if cluster.in_cluster { String::new() } else { format!("context: {}, ", cluster.context) };
             println!("in a drill file: spec: {{cluster: {{{context}kubeSystemUID: {uid}}}}}");
-            EXIT_PASSED
-        }
-        Err(e) => {
-            let message = crate::secrets::redact(&e.to_string()).into_owned();
-            if json {
-                println!("{}", serde_json::json!({ "error": message, "exit_code": EXIT_INVALID }));
-            }
-            eprintln!("error: {message}");
-            EXIT_INVALID
         }
     }
+    Ok(EXIT_PASSED)
 }
 
 pub(super) fn history_command(
@@ -320,14 +246,8 @@ pub(super) fn history_command(
     format: HistoryFormat,
     fail_on_regression: Option<f64>,
     joins: &[history::Join],
-) -> u8 {
-    let (runs, warnings) = match history::collect(reports_dir) {
-        Ok(found) => found,
-        Err(e) => {
-            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
-            return EXIT_INVALID;
-        }
-    };
+) -> Outcome {
+    let (runs, warnings) = history::collect(reports_dir).map_err(Failure::invalid)?;
     for w in warnings {
         eprintln!("warning: {w}");
     }
@@ -344,10 +264,10 @@ pub(super) fn history_command(
     );
     let regressed = history::latest_regressions(&h);
     if fail_on_regression.is_none() || regressed.is_empty() {
-        return EXIT_PASSED;
+        return Ok(EXIT_PASSED);
     }
     for r in regressed {
         eprintln!("regression: {r}");
     }
-    EXIT_REGRESSION
+    Ok(EXIT_REGRESSION)
 }

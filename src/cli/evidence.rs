@@ -5,15 +5,13 @@ use std::path::{Path, PathBuf};
 
 use crate::evidence::bundle::{self, BundleOptions};
 use crate::evidence::{self, TrustedKeys, Verification};
-use crate::exit::{EXIT_INVALID, EXIT_PASSED, EXIT_TAMPERED};
+use crate::exit::{EXIT_PASSED, EXIT_TAMPERED};
 
 use super::args::{OutputFormat, TrustFlags};
+use super::failure::{Failure, Outcome};
 
-fn trusted_keys(flags: &TrustFlags) -> Result<TrustedKeys, u8> {
-    TrustedKeys::load(flags.public_key.as_deref(), flags.trusted_keys.as_deref()).map_err(|e| {
-        eprintln!("error: {e}");
-        EXIT_INVALID
-    })
+fn trusted_keys(flags: &TrustFlags) -> Result<TrustedKeys, Failure> {
+    TrustedKeys::load(flags.public_key.as_deref(), flags.trusted_keys.as_deref()).map_err(Failure::invalid)
 }
 
 /// The last line of `verify`: the verdict, and what it does not prove.
@@ -40,24 +38,14 @@ fn verdict_line(found: &Verification, flags: &TrustFlags, trusted: &TrustedKeys)
     format!("NOT INTACT: {dir}: authenticity not proven: {how}; --allow-unsigned checks the files alone")
 }
 
-pub(super) fn verify_command(run_dir: &Path, flags: &TrustFlags, output: OutputFormat) -> u8 {
-    let trusted = match trusted_keys(flags) {
-        Ok(k) => k,
-        Err(code) => return code,
-    };
+pub(super) fn verify_command(run_dir: &Path, flags: &TrustFlags, output: OutputFormat) -> Outcome {
+    let trusted = trusted_keys(flags)?;
     let crashed = crate::report::crashed::state(run_dir);
     // A crashed run has no manifest until `recover` seals it: say so rather than list a missing manifest.
     if let Some(state) = crashed.as_deref().filter(|_| !run_dir.join(evidence::manifest::MANIFEST_FILE).exists()) {
-        eprintln!("error: {}: {}", run_dir.display(), crate::report::crashed::unsealed(state));
-        return EXIT_INVALID;
+        return Err(Failure::invalid(format!("{}: {}", run_dir.display(), crate::report::crashed::unsealed(state))));
     }
-    let found = match evidence::verify(run_dir, &trusted) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_INVALID;
-        }
-    };
+    let found = evidence::verify(run_dir, &trusted).map_err(Failure::invalid)?;
     let intact = found.intact(flags.allow_unsigned);
     match output {
         OutputFormat::Json => {
@@ -77,7 +65,7 @@ pub(super) fn verify_command(run_dir: &Path, flags: &TrustFlags, output: OutputF
             println!("{}", verdict_line(&found, flags, &trusted));
         }
     }
-    if intact { EXIT_PASSED } else { EXIT_TAMPERED }
+    Ok(if intact { EXIT_PASSED } else { EXIT_TAMPERED })
 }
 
 pub(super) struct EvidenceFlags {
@@ -90,15 +78,12 @@ pub(super) struct EvidenceFlags {
     pub output: OutputFormat,
 }
 
-pub(super) fn evidence_command(flags: EvidenceFlags) -> u8 {
-    let trusted = match trusted_keys(&flags.trust) {
-        Ok(k) => k,
-        Err(code) => return code,
-    };
+pub(super) fn evidence_command(flags: EvidenceFlags) -> Outcome {
+    let trusted = trusted_keys(&flags.trust)?;
     let until = flags.until.unwrap_or_else(chrono::Utc::now);
     if until < flags.since {
-        eprintln!("error: --until {} is before --since {}", until.date_naive(), flags.since.date_naive());
-        return EXIT_INVALID;
+        let message = format!("--until {} is before --since {}", until.date_naive(), flags.since.date_naive());
+        return Err(Failure::invalid(message));
     }
     let out = flags
         .out
@@ -112,8 +97,9 @@ pub(super) fn evidence_command(flags: EvidenceFlags) -> u8 {
         trusted,
         allow_unsigned: flags.trust.allow_unsigned,
     };
-    match bundle::write(&opts) {
-        Ok((bundle, archive)) => {
+    let (bundle, archive) = bundle::write(&opts).map_err(Failure::invalid)?;
+    {
+        {
             for w in &bundle.warnings {
                 eprintln!("warning: {w}");
             }
@@ -140,11 +126,7 @@ pub(super) fn evidence_command(flags: EvidenceFlags) -> u8 {
             if !said.is_empty() {
                 eprintln!("{said}");
             }
-            if failed > 0 { EXIT_TAMPERED } else { EXIT_PASSED }
-        }
-        Err(e) => {
-            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
-            EXIT_INVALID
+            Ok(if failed > 0 { EXIT_TAMPERED } else { EXIT_PASSED })
         }
     }
 }

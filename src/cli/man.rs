@@ -9,21 +9,17 @@ use clap_mangen::Man;
 use clap_mangen::roff::{Roff, bold, roman};
 
 use super::args::Cli;
-use crate::exit::{self, EXIT_INVALID, EXIT_PASSED};
+use super::failure::{Failure, Outcome};
+use crate::exit::{self, EXIT_PASSED};
 
 /// The manual page on stdout, or every page (one per command) written into `dir`.
-pub(super) fn man_command(dir: Option<&Path>) -> u8 {
+pub(super) fn man_command(dir: Option<&Path>) -> Outcome {
     let written = match dir {
         None => render(Cli::command(), None, &mut std::io::stdout()),
         Some(dir) => std::fs::create_dir_all(dir).and_then(|()| write_all(dir)),
     };
-    match written {
-        Ok(()) => EXIT_PASSED,
-        Err(e) => {
-            eprintln!("error: cannot write the manual page: {e}");
-            EXIT_INVALID
-        }
-    }
+    written.map_err(|e| Failure::invalid(format!("cannot write the manual page: {e}")))?;
+    Ok(EXIT_PASSED)
 }
 
 /// hybrid-drill.1 and hybrid-drill-COMMAND.1 for each command, as clap_mangen's `generate_to` names them.

@@ -1,11 +1,12 @@
-//! Command-line interface: the argument definitions (`args`), the dispatch here, and one body per command
-//! (`commands`, `recover`, `status`), the manual pages (`man`); exit codes come from `exit`.
+//! Command-line interface: the argument definitions (`args`), the dispatch here, one body per command (`commands`,
+//! `evidence`, `status`), the manual pages (`man`), and the one place a failure is printed (`failure`); exit codes
+//! come from `exit`.
 
 mod args;
 mod commands;
 mod evidence;
+mod failure;
 mod man;
-mod recover;
 mod status;
 mod stored;
 mod validate_json;
@@ -27,21 +28,31 @@ use commands::{
     run_command, validate, watch_command,
 };
 use evidence::{EvidenceFlags, evidence_command, verify_command};
+use failure::{Failure, Outcome};
 use man::man_command;
-use recover::recover_command;
 use status::status_command;
 
 /// Each `--override-gate` with the `--reason` given for it, in order.
-fn overrides(gates: Vec<crate::domain::GateKind>, reasons: Vec<String>) -> Result<Vec<crate::gates::Override>, String> {
+fn overrides(
+    gates: Vec<crate::domain::GateKind>,
+    reasons: Vec<String>,
+) -> Result<Vec<crate::gates::Override>, Unpaired> {
     if gates.len() != reasons.len() || reasons.iter().any(|r| r.trim().is_empty()) {
-        return Err(format!(
-            "each --override-gate needs a --reason saying why (got {} gates and {} reasons); e.g. --override-gate \
-             alert --reason \"the alert is the drill's own\"",
-            gates.len(),
-            reasons.iter().filter(|r| !r.trim().is_empty()).count()
-        ));
+        let reasons = reasons.iter().filter(|r| !r.trim().is_empty()).count();
+        return Err(Unpaired { gates: gates.len(), reasons });
     }
     Ok(gates.into_iter().zip(reasons).map(|(gate, reason)| crate::gates::Override { gate, reason }).collect())
+}
+
+/// `--override-gate` flags without a `--reason` each.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "each --override-gate needs a --reason saying why (got {gates} gates and {reasons} reasons); e.g. --override-gate \
+     alert --reason \"the alert is the drill's own\""
+)]
+struct Unpaired {
+    gates: usize,
+    reasons: usize,
 }
 
 pub fn main() -> ExitCode {
@@ -56,16 +67,16 @@ pub fn main() -> ExitCode {
     if !matches!(cli.command, Command::Run { .. } | Command::Watch { .. } | Command::Recover { .. }) {
         exit_quietly_on_a_closed_pipe();
     }
-    ExitCode::from(dispatch(cli.command))
+    ExitCode::from(failure::report(dispatch(cli.command)))
 }
 
-/// Runs one command and returns its exit code.
-fn dispatch(command: Command) -> u8 {
+/// Runs one command: its exit code, or why it failed.
+fn dispatch(command: Command) -> Outcome {
     match command {
         Command::Validate { files, output, context } => validate(&files, output, context.as_deref()),
         Command::Schema => {
             println!("{}", serde_json::to_string_pretty(&drill::json_schema()).unwrap_or_default());
-            EXIT_PASSED
+            Ok(EXIT_PASSED)
         }
         run @ Command::Run { .. } => run_from_flags(run),
         Command::Verify { run_dir, trust, output } => verify_command(&run_dir, &trust, output),
@@ -119,20 +130,14 @@ fn dispatch(command: Command) -> u8 {
             let drain = DrainFlags { force, delete_empty_dir_data: delete_emptydir_data };
             block_on(preflight_command(file.as_deref(), flags, drain, &cluster.target(), (output, strict), at))
         }
-        Command::Recover { run_dir, reports_dir, signing_key, trust_journal, cluster } => block_on(recover_command(
-            run_dir,
-            &reports_dir,
-            trust_journal.as_deref(),
-            &cluster.target(),
-            signing_key.as_deref(),
-        )),
+        recover @ Command::Recover { .. } => recover_from_flags(recover),
         Command::Status { reports_dir, lock, output, cluster } => {
             block_on(status_command(&reports_dir, lock.as_deref(), &cluster.target(), output))
         }
         Command::Identify { output, cluster } => block_on(identify_command(&cluster.target(), output)),
         Command::Completions { shell } => {
             print!("{}", completions(shell));
-            EXIT_PASSED
+            Ok(EXIT_PASSED)
         }
         Command::Man { dir } => man_command(dir.as_deref()),
         Command::Whatif(args) => whatif::whatif_command(args),
@@ -164,7 +169,7 @@ fn exit_quietly_on_a_closed_pipe() {
 }
 
 /// `run`: the flags as the run's options (each `--override-gate` paired with its `--reason`), then the drill.
-fn run_from_flags(run: Command) -> u8 {
+fn run_from_flags(run: Command) -> Outcome {
     let Command::Run {
         file,
         yes,
@@ -183,19 +188,10 @@ fn run_from_flags(run: Command) -> u8 {
         cluster,
     } = run
     else {
-        return crate::exit::EXIT_INVALID;
+        return Ok(crate::exit::EXIT_INVALID);
     };
     let json = output == OutputFormat::Json;
-    let overrides = match overrides(override_gate, reason) {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("error: {e}");
-            if json {
-                println!("{}", serde_json::json!({ "error": e.to_string(), "exit_code": crate::exit::EXIT_INVALID }));
-            }
-            return crate::exit::EXIT_INVALID;
-        }
-    };
+    let overrides = overrides(override_gate, reason).map_err(|e| Failure::invalid(e).json_too(json))?;
     let approval = crate::evidence::Approval { change, approved_by };
     let ship = ship.overrides();
     let opts = RunOptions {
@@ -213,6 +209,22 @@ fn run_from_flags(run: Command) -> u8 {
         ship,
     };
     block_on(run_command(&file, opts))
+}
+
+/// `recover`: the flags as its options, then the restore.
+fn recover_from_flags(recover: Command) -> Outcome {
+    let Command::Recover { run_dir, reports_dir, signing_key, trust_journal, cluster } = recover else {
+        return Ok(crate::exit::EXIT_INVALID);
+    };
+    let target = cluster.target();
+    let opts = crate::recover::RecoverOptions {
+        run_dir,
+        reports_dir: &reports_dir,
+        trust_journal: trust_journal.as_deref(),
+        target: &target,
+        signing_key: signing_key.as_deref(),
+    };
+    block_on(async { crate::recover::recover(opts).await.map_err(|e| Failure::new(&e, e.exit_code())) })
 }
 
 /// Prints clap's refusal of the command line with the values of the tool's secret variables masked: clap quotes a

@@ -4,43 +4,27 @@ use std::path::Path;
 
 use crate::cluster::lease::LeaseRef;
 use crate::cluster::{Cluster, KubeContext};
-use crate::exit::{EXIT_INVALID, EXIT_LEFT_OVER, EXIT_PASSED};
+use crate::exit::{EXIT_LEFT_OVER, EXIT_PASSED};
 use crate::status;
 
 use super::args::OutputFormat;
+use super::failure::{Failure, Outcome};
 
 pub(super) async fn status_command(
     reports_dir: &Path,
     lock: Option<&str>,
     target: &KubeContext,
     output: OutputFormat,
-) -> u8 {
-    let lease = match lock.map(status::parse_lease).transpose() {
-        Ok(lease) => lease.unwrap_or_else(LeaseRef::default),
-        Err(e) => {
-            eprintln!("error: --lock {e}");
-            return EXIT_INVALID;
-        }
-    };
+) -> Outcome {
+    let lease = lock.map(status::parse_lease).transpose().map_err(|e| Failure::invalid(format!("--lock {e}")))?;
+    let lease = lease.unwrap_or_else(LeaseRef::default);
     let connected = async {
         let cluster = Cluster::connect(target).await?;
         cluster.ping().await?;
         Ok::<_, crate::cluster::ClusterError>(cluster)
     };
-    let cluster = match connected.await {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
-            return EXIT_INVALID;
-        }
-    };
-    let found = match status::gather(&cluster.reader(), reports_dir, lease).await {
-        Ok(found) => found,
-        Err(e) => {
-            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
-            return EXIT_INVALID;
-        }
-    };
+    let cluster = connected.await.map_err(Failure::invalid)?;
+    let found = status::gather(&cluster.reader(), reports_dir, lease).await.map_err(Failure::invalid)?;
     match output {
         OutputFormat::Text => print!("{}", crate::secrets::redact(&status::text(&found))),
         OutputFormat::Json => println!(
@@ -48,5 +32,5 @@ pub(super) async fn status_command(
             crate::secrets::redact(&serde_json::to_string_pretty(&status::json(&found)).unwrap_or_default())
         ),
     }
-    if found.clean() { EXIT_PASSED } else { EXIT_LEFT_OVER }
+    Ok(if found.clean() { EXIT_PASSED } else { EXIT_LEFT_OVER })
 }

@@ -40,9 +40,26 @@ pub enum Recurrence {
     Weekly { days: Vec<Weekday>, from: civil::Time, until: civil::Time },
 }
 
+/// A freeze window's time zone, time or day that cannot be read: the message says what was expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FreezeError {
+    #[error("`{0}` is not an IANA time zone name such as `Europe/Berlin`")]
+    ZoneName(String),
+    #[error("unknown time zone `{name}` ({path}: {cause}); use an IANA name such as `Europe/Berlin`")]
+    UnknownZone { name: String, path: String, cause: String },
+    #[error("cannot read time zone `{name}`: {cause}")]
+    ZoneData { name: String, cause: String },
+    #[error("`{0}` is not a local date and time such as `2026-12-19T18:00`")]
+    Local(String),
+    #[error("`{0}` is not a time of day such as `16:00`")]
+    Time(String),
+    #[error("`{0}` is not a day of the week: `mon` to `sun`")]
+    Day(String),
+}
+
 impl Zone {
     /// Reads the zone from the system's tz database (`$TZDIR`, else /usr/share/zoneinfo); `UTC` needs none.
-    pub fn load(name: &str) -> Result<Zone, String> {
+    pub fn load(name: &str) -> Result<Zone, FreezeError> {
         if name == "UTC" || name == "Etc/UTC" {
             return Ok(Zone { name: name.into(), tz: TimeZone::UTC });
         }
@@ -50,14 +67,17 @@ impl Zone {
             && !name.starts_with('/')
             && name.split('/').all(|part| !part.is_empty() && part != "." && part != "..");
         if !valid {
-            return Err(format!("`{name}` is not an IANA time zone name such as `Europe/Berlin`"));
+            return Err(FreezeError::ZoneName(name.into()));
         }
         let dir = std::env::var_os("TZDIR").unwrap_or_else(|| "/usr/share/zoneinfo".into());
         let path = std::path::Path::new(&dir).join(name);
-        let data = std::fs::read(&path).map_err(|e| {
-            format!("unknown time zone `{name}` ({}: {e}); use an IANA name such as `Europe/Berlin`", path.display())
+        let data = std::fs::read(&path).map_err(|e| FreezeError::UnknownZone {
+            name: name.into(),
+            path: path.display().to_string(),
+            cause: e.to_string(),
         })?;
-        let tz = TimeZone::tzif(name, &data).map_err(|e| format!("cannot read time zone `{name}`: {e}"))?;
+        let tz = TimeZone::tzif(name, &data)
+            .map_err(|e| FreezeError::ZoneData { name: name.into(), cause: e.to_string() })?;
         Ok(Zone { name: name.into(), tz })
     }
 
@@ -71,17 +91,17 @@ impl Zone {
 }
 
 /// A local date and time as a freeze window writes it: `2026-12-19T18:00` (seconds optional).
-pub fn parse_local(text: &str) -> Result<civil::DateTime, String> {
-    text.trim().parse().map_err(|_| format!("`{text}` is not a local date and time such as `2026-12-19T18:00`"))
+pub fn parse_local(text: &str) -> Result<civil::DateTime, FreezeError> {
+    text.trim().parse().map_err(|_| FreezeError::Local(text.into()))
 }
 
 /// A local time of day: `16:00`.
-pub fn parse_time(text: &str) -> Result<civil::Time, String> {
-    text.trim().parse().map_err(|_| format!("`{text}` is not a time of day such as `16:00`"))
+pub fn parse_time(text: &str) -> Result<civil::Time, FreezeError> {
+    text.trim().parse().map_err(|_| FreezeError::Time(text.into()))
 }
 
 /// A day of the week: `mon` to `sun`, or its full name.
-pub fn parse_day(text: &str) -> Result<Weekday, String> {
+pub fn parse_day(text: &str) -> Result<Weekday, FreezeError> {
     Ok(match text.trim().to_ascii_lowercase().as_str() {
         "mon" | "monday" => Weekday::Monday,
         "tue" | "tuesday" => Weekday::Tuesday,
@@ -90,7 +110,7 @@ pub fn parse_day(text: &str) -> Result<Weekday, String> {
         "fri" | "friday" => Weekday::Friday,
         "sat" | "saturday" => Weekday::Saturday,
         "sun" | "sunday" => Weekday::Sunday,
-        _ => return Err(format!("`{text}` is not a day of the week: `mon` to `sun`")),
+        _ => return Err(FreezeError::Day(text.into())),
     })
 }
 
@@ -193,7 +213,7 @@ mod tests {
 
     #[test]
     fn zones_and_days_are_checked() {
-        assert!(Zone::load("Mars/Olympus").unwrap_err().starts_with("unknown time zone `Mars/Olympus`"));
+        assert!(Zone::load("Mars/Olympus").unwrap_err().to_string().starts_with("unknown time zone `Mars/Olympus`"));
         assert!(Zone::load("../etc/passwd").is_err());
         assert!(Zone::load("UTC").is_ok());
         assert_eq!(parse_day("Friday"), Ok(Weekday::Friday));

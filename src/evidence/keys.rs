@@ -16,11 +16,8 @@ pub enum KeyError {
     Read { what: String, cause: String },
     #[error("the key {what} is neither PKCS#8 PEM nor 32 bytes in base64 or hex")]
     Format { what: String },
-    #[error(
-        "the key is given inline (not shown), where shell history and process lists keep it: pass a file's path or a \
-         reference `${{env:NAME}}` or `${{file:/path}}`"
-    )]
-    Literal,
+    #[error("the key is {0}")]
+    Literal(#[from] crate::secrets::GivenInline),
 }
 
 /// A private key that signs manifests.
@@ -38,13 +35,7 @@ impl SigningKey {
     /// Reads the key `spec` names: a secret reference, or else a file's path. The key is masked in whatever the
     /// tool writes from then on.
     pub fn load(spec: &str) -> Result<SigningKey, KeyError> {
-        let given_as_value = !crate::secrets::has_reference(spec)
-            && !std::path::Path::new(spec.trim()).exists()
-            && (spec.contains("-----BEGIN") || raw32(spec).is_some());
-        if given_as_value {
-            crate::secrets::remember(spec);
-            return Err(KeyError::Literal);
-        }
+        crate::secrets::refuse_inline(spec)?;
         let text = material(spec)?;
         crate::secrets::remember(&text);
         let what = describe(spec);
@@ -82,9 +73,10 @@ impl PublicKey {
         ed25519_dalek::VerifyingKey::from_bytes(&raw).map(PublicKey).map_err(|_| KeyError::Format { what })
     }
 
-    pub fn from_raw(bytes: Vec<u8>) -> Result<PublicKey, String> {
-        let raw: [u8; 32] = bytes.try_into().map_err(|_| "not 32 bytes".to_string())?;
-        ed25519_dalek::VerifyingKey::from_bytes(&raw).map(PublicKey).map_err(|e| e.to_string())
+    /// The key of 32 raw bytes; `None` when they are not 32 or not a point of the curve.
+    pub fn from_raw(bytes: Vec<u8>) -> Option<PublicKey> {
+        let raw: [u8; 32] = bytes.try_into().ok()?;
+        ed25519_dalek::VerifyingKey::from_bytes(&raw).map(PublicKey).ok()
     }
 
     pub fn as_bytes(&self) -> &[u8; 32] {
@@ -127,7 +119,7 @@ impl TrustedKeys {
                 }
                 let field = line.split_whitespace().next().unwrap_or_default();
                 let key = raw32(field)
-                    .and_then(|raw| PublicKey::from_raw(raw.to_vec()).ok())
+                    .and_then(|raw| PublicKey::from_raw(raw.to_vec()))
                     .ok_or_else(|| KeyError::Format { what: format!("on line {} of the {what}", n + 1) })?;
                 keys.push(key);
             }
@@ -151,7 +143,8 @@ pub fn key_id(key: &PublicKey) -> String {
 
 /// The text a key spec holds: a secret reference resolved, or a file read.
 fn material(spec: &str) -> Result<String, KeyError> {
-    let text = crate::secrets::read_own_key(spec).map_err(|cause| KeyError::Read { what: describe(spec), cause })?;
+    let text = crate::secrets::read_own_key(spec)
+        .map_err(|cause| KeyError::Read { what: describe(spec), cause: cause.to_string() })?;
     Ok(text.trim().to_string())
 }
 
@@ -180,7 +173,7 @@ mod tests {
     fn a_key_given_as_its_value_is_refused_without_showing_it() {
         let seed = "0101010101010101010101010101010101010101010101010101010101010101";
         let err = SigningKey::load(seed).err().unwrap();
-        assert_eq!(err, KeyError::Literal);
+        assert_eq!(err, KeyError::Literal(crate::secrets::GivenInline));
         assert!(!err.to_string().contains(seed));
     }
 

@@ -314,8 +314,9 @@ fn signature_status(dir: &Path, manifest: &[u8], trusted: &TrustedKeys) -> Signa
     if signature.algorithm != SIGNATURE_ALGORITHM {
         return invalid(format!("unknown algorithm `{}`", signature.algorithm));
     }
-    let key = match BASE64.decode(&signature.public_key).map_err(|e| e.to_string()).and_then(PublicKey::from_raw) {
-        Ok(k) => k,
+    let key = match BASE64.decode(&signature.public_key).map(PublicKey::from_raw) {
+        Ok(Some(k)) => k,
+        Ok(None) => return invalid("its public key is unreadable: not 32 bytes of an ed25519 key".into()),
         Err(e) => return invalid(format!("its public key is unreadable: {e}")),
     };
     let Ok(bytes) = BASE64.decode(&signature.signature) else {

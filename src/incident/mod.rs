@@ -22,8 +22,8 @@ use tokio::task::JoinHandle;
 use crate::cluster::{self, Cluster, ClusterError, KubeContext};
 use crate::drill::LoadedDrill;
 use crate::monitor::{Derived, Monitor};
+use crate::record::{Closing, RecordError};
 use crate::report::{Outcome, Report};
-use crate::run::SetupError;
 use crate::timeline::view::SharedView;
 use crate::timeline::watch::Watches;
 use crate::timeline::{Event, Timeline};
@@ -80,8 +80,10 @@ pub struct WatchOptions {
 pub enum WatchError {
     #[error(transparent)]
     Cluster(#[from] ClusterError),
+    #[error("the watches could not list the drilled objects: {0}")]
+    Watches(#[from] crate::timeline::watch::SyncError),
     #[error(transparent)]
-    Setup(#[from] SetupError),
+    Record(#[from] RecordError),
     #[error("cannot serve metrics on {addr}: {source}")]
     Metrics { addr: SocketAddr, source: std::io::Error },
     #[error("cannot write the episode to {path}: {source}")]
@@ -126,7 +128,7 @@ pub async fn watch(loaded: &LoadedDrill, opts: &WatchOptions) -> Result<(), Watc
         cluster.context,
         opts.reports_dir.join(&drill.metadata.name).display()
     );
-    let mut signals = tokio::spawn(crate::run::interrupted());
+    let mut signals = tokio::spawn(crate::safety::signals::interrupted());
     let watcher = Watcher { loaded, cluster, version, opts, state, key };
     let mut closed = 0;
     loop {
@@ -190,12 +192,9 @@ impl Watcher<'_> {
         let (resumed, timeline) = self.take_up()?;
         let view = SharedView::default();
         let mut watches = Watches::start(&self.cluster, drill, &view, &timeline);
-        watches
-            .synced(Duration::from_secs(60))
-            .await
-            .map_err(|error| SetupError::Watches { error, unreleased: None })?;
+        watches.synced(Duration::from_secs(60)).await?;
         if resumed.is_none() {
-            timeline.record(view.read(|v| crate::run::baseline(v, v.pool_limit_gpus)));
+            timeline.record(view.read(|v| crate::timeline::view::baseline(v, v.pool_limit_gpus)));
         }
         let monitor = Monitor::start(drill, &view, &timeline);
         let mut episode = resumed.map(|marker| {
@@ -228,7 +227,7 @@ impl Watcher<'_> {
                     if let Some(reason) = reason {
                         drop(monitor);
                         drop(watches);
-                        self.close(&timeline, &e.marker, reason)?;
+                        self.close(&timeline, &e.marker, reason).await?;
                         return Ok(CycleEnd::Closed);
                     }
                 }
@@ -330,7 +329,7 @@ impl Watcher<'_> {
             _ => None,
         };
         timeline.rebase(origin, first);
-        let (dir, run_id) = crate::run::run_dir(&self.opts.reports_dir, &drill.metadata.name)?;
+        let (dir, run_id) = crate::record::run_dir(&self.opts.reports_dir, &drill.metadata.name)?;
         let source = crate::secrets::redact(&self.loaded.source);
         std::fs::write(dir.join("drill.yaml"), source.as_bytes()).map_err(|e| self.write_error(&dir, e))?;
         let path = dir.join("timeline.jsonl");
@@ -399,17 +398,18 @@ impl Watcher<'_> {
     }
 
     /// Ends the episode: its report in every format, the marker gone, the metrics told.
-    fn close(&self, timeline: &Timeline, open: &OpenEpisode, reason: String) -> Result<(), WatchError> {
+    async fn close(&self, timeline: &Timeline, open: &OpenEpisode, reason: String) -> Result<(), WatchError> {
         timeline.record(Event::IncidentClosed { reason });
-        let meta = crate::run::run_meta(self.loaded, &self.cluster, &self.version);
-        let analysis = crate::report::build(&self.loaded.drill, &timeline.observations(), &meta);
-        let outcome = if analysis.objectives_missed.is_empty() { Outcome::Passed } else { Outcome::ObjectiveMissed };
         let mut provenance = crate::evidence::provenance::local(self.loaded, &Default::default());
         provenance.initiator_unknown = Some(INCIDENT_INITIATOR.into());
-        let report = crate::run::seal(timeline, &self.cluster, self.loaded, &self.version, outcome, provenance);
-        crate::run::write_reports(&open.run_dir, &report).map_err(|e| self.write_error(&open.run_dir, e))?;
-        crate::evidence::seal(&open.run_dir, &report.run_id, self.key.as_ref())
-            .map_err(|e| self.write_error(&open.run_dir, std::io::Error::other(e)))?;
+        let closing =
+            Closing { timeline, cluster: &self.cluster, loaded: self.loaded, version: &self.version, provenance };
+        let ended = closing.end(|analysis| match analysis.objectives_missed.is_empty() {
+            true => Outcome::Passed,
+            false => Outcome::ObjectiveMissed,
+        });
+        let mut report = ended.report();
+        crate::record::persist(&open.run_dir, &mut report, timeline, None, self.key.as_ref()).await?;
         marker::remove(&self.marker_path()).map_err(|e| self.write_error(&self.marker_path(), e))?;
         eprintln!("hybrid-drill watch: incident closed · report {}", open.run_dir.join("report.md").display());
         println!("{}", open.run_dir.display());

@@ -31,6 +31,12 @@ impl Analysis {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// How many timelines this thread analysed: a run's finish analyses once (`record::seal`'s test counts).
+    pub(crate) static ANALYSED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// The objective the drill sets for a phase, in seconds. The one place objectives are looked up.
 fn objective(drill: &Drill, id: PhaseId) -> Option<f64> {
     drill.spec.objectives.get(id).map(|d| d.as_secs_f64()).or_else(|| super::gpu_fault::implied_objective(drill, id))
@@ -117,6 +123,8 @@ pub(super) fn phase(
 /// Cuts the phases of a drill out of its timeline: every row of the phase table the drill shows, evaluated on the
 /// moments found once.
 pub fn analyse(drill: &Drill, obs: &[Observation]) -> Analysis {
+    #[cfg(test)]
+    ANALYSED.with(|n| n.set(n.get() + 1));
     let moments = Moments::new(obs);
     let recorder = Recorder::of(obs);
     let phases: Vec<Phase> = PHASES

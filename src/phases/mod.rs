@@ -21,6 +21,8 @@ mod restore;
 mod startup;
 
 pub use crate::domain::{PhaseId, UnknownPhase};
+#[cfg(test)]
+pub(crate) use analyse::ANALYSED;
 pub use analyse::{Analysis, analyse};
 pub use cost::{BillingBasis, FailedLaunch, FallbackUsage, PoolShare, apply_limit};
 pub use definitions::{

@@ -10,7 +10,7 @@ use super::model::{
 };
 use crate::domain::{Outcome, RequestsByVerb, StepOutcome};
 use crate::drill::Drill;
-use crate::phases::Boundary;
+use crate::phases::{Analysis, Boundary};
 use crate::timeline::{Event, NodeRole, Observation};
 
 /// What a report holds that the timeline cannot: the tool, the drill file as it ran, the API server it ran against.
@@ -52,12 +52,25 @@ pub enum LoadError {
 /// The report of a run: a pure function of the drill, what the run observed and the meta the timeline cannot hold.
 /// `started` is the timeline's origin, `finished` the drill's end (or the last observation of a run that never
 /// recorded one).
-// Long: one line per field of the report, in its order; split, the struct literal would be split with it.
 pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Report {
+    build_analysed(drill, observations, analyse(drill, observations), meta)
+}
+
+/// The phases of a run, cut once from its timeline: a drill's against its steps, an incident's without them.
+pub fn analyse(drill: &Drill, observations: &[Observation]) -> Analysis {
+    let measured = measured_drill(drill, IncidentFacts::of(observations).is_some());
+    crate::phases::analyse(&measured, observations)
+}
+
+/// The report of a run whose timeline was analysed already ([`analyse`] on the same observations): the run's own
+/// finish analyses once, judges with it, and builds its report from the same analysis.
+// Long: one line per field of the report, in its order; split, the struct literal would be split with it.
+pub fn build_analysed(drill: &Drill, observations: &[Observation], analysis: Analysis, meta: &RunMeta) -> Report {
+    #[cfg(test)]
+    BUILT.with(|n| n.set(n.get() + 1));
     let incident = IncidentFacts::of(observations);
     let measured = measured_drill(drill, incident.is_some());
     let drill = &*measured;
-    let analysis = crate::phases::analyse(drill, observations);
     let (run_id, context) = observations
         .iter()
         .find_map(|o| match &o.event {
@@ -130,6 +143,12 @@ pub fn build(drill: &Drill, observations: &[Observation], meta: &RunMeta) -> Rep
     report.headline = super::headline::qualifiers(&report, super::headline::on_prem_nodes(observations));
     super::deviations::fill(drill, observations, &mut report);
     report
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many reports this thread built: a run's finish builds one (`record::seal`'s test counts).
+    pub(crate) static BUILT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// What the run's restore undid, could not undo and verified, when it ran.
@@ -246,7 +265,8 @@ impl IncidentFacts {
 }
 
 /// The timeline's origin, and the drill's end (or the last observation of a run that never recorded one).
-fn span(observations: &[Observation]) -> (DateTime<Utc>, DateTime<Utc>) {
+/// When a run started (its timeline's origin) and finished (its recorded end, else its last observation).
+pub fn span(observations: &[Observation]) -> (DateTime<Utc>, DateTime<Utc>) {
     let started =
         observations.first().map(|o| o.received - chrono::Duration::milliseconds(o.t_ms as i64)).unwrap_or_default();
     let finished = observations

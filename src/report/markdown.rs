@@ -13,7 +13,7 @@ type Section = fn(&mut String, &Report) -> fmt::Result;
 pub fn render(report: &Report) -> String {
     let mut md = String::new();
     // Writing to a String cannot fail: each section returns fmt::Result only so that `?` can carry its writes.
-    let sections: [Section; 19] = [
+    let sections: [Section; 20] = [
         head,
         plain_legend,
         phases,

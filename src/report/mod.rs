@@ -39,7 +39,9 @@ use std::path::{Path, PathBuf};
 
 pub use crate::domain::Outcome;
 pub use blockers::{ReclaimBlocker, reclaim_blockers};
-pub use build::{LoadError, RunMeta, build, notable, overlap};
+#[cfg(test)]
+pub(crate) use build::BUILT;
+pub use build::{LoadError, RunMeta, analyse, build, build_analysed, notable, overlap, span};
 pub use load::load;
 pub use model::{
     ClusterRecord, DrillIdentity, IncidentFacts, Marker, Notable, OverlapWindow, REPORT_SCHEMA, Recovery, Report,

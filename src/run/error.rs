@@ -1,4 +1,4 @@
-//! What stops a run before anything was touched.
+//! What stops a run before anything was touched, and what keeps a finished run's record from being written.
 
 use crate::cluster::ClusterError;
 use crate::plan::PlanError;
@@ -11,8 +11,9 @@ pub enum SetupError {
     Cluster(#[from] ClusterError),
     #[error(transparent)]
     Plan(#[from] PlanError),
-    #[error("cannot create the run directory {path}: {source}")]
-    RunDir { path: String, source: std::io::Error },
+    /// The run directory could not be created or started.
+    #[error(transparent)]
+    Record(#[from] crate::record::RecordError),
     #[error(
         "refusing to run without confirmation: stdin is not a terminal; review with `hybrid-drill plan FILE`, then pass --yes"
     )]
@@ -63,6 +64,26 @@ impl SetupError {
             SetupError::Locked(lock) if lock.is_held() => crate::exit::EXIT_REFUSED,
             SetupError::Plan(PlanError::DrainRefused(_)) => crate::exit::EXIT_REFUSED,
             _ => crate::exit::EXIT_INVALID,
+        }
+    }
+}
+
+/// Why a run did not leave its report: refused or failed before anything was touched, or its record not written at
+/// the finish (the cluster was restored, or the report says why not).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+    #[error(transparent)]
+    Finish(#[from] crate::record::RecordError),
+}
+
+impl RunError {
+    /// Its exit code: a set-up problem's own; a record not written is invalid set-up, as it always was.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            RunError::Setup(e) => e.exit_code(),
+            RunError::Finish(_) => crate::exit::EXIT_INVALID,
         }
     }
 }

@@ -2,45 +2,39 @@
 //! steps under signals, guards and the deadline), stop (restore after an abort, or a refusal), and finish (phases,
 //! report, writing). Every warning, the rollback and the request count go to the timeline as they happen.
 
-mod directory;
 mod error;
 mod plan_only;
-mod shipping;
+mod stop;
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use chrono::Utc;
-use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinHandle;
 
-use crate::cluster::collateral::LeftoverKind;
 use crate::cluster::lease::{Claimant, Observer, this_host};
 use crate::cluster::{self, Cluster, KubeContext, Reader};
-use crate::drill::{Action, Drill, LoadedDrill, ReplicaBasis, ReturnAction, Webhook, WorkloadRef};
+use crate::drill::{Drill, LoadedDrill, ReplicaBasis, Webhook};
 use crate::evidence::{Approval, SigningKey};
 use crate::gates;
 use crate::monitor::Monitor;
 use crate::notify::{self, Notice, Notifier};
-use crate::phases;
 use crate::plan::{self, Plan};
 use crate::progress::Progress;
-use crate::report::deviations::{Deviation, DeviationKind};
+use crate::record::{self, Closing, RecordError, late_warning, run_dir};
 use crate::report::provenance::Provenance;
-use crate::report::{self, Outcome, Report, RunMeta};
+use crate::report::{Outcome, Report};
+use crate::safety::Mutator;
 use crate::safety::emergency::StopWatch;
 use crate::safety::lock::{self, Claim, HeldLock};
-use crate::safety::{self, Mutator, RollbackOutcome};
+use crate::safety::signals::interrupted;
 use crate::steps::{self, StepContext, StepError};
-use crate::timeline::view::{ClusterView, SharedView};
+use crate::timeline::view::{SharedView, baseline};
 use crate::timeline::watch::Watches;
-use crate::timeline::{Event, NodeRole, StepOutcome, Timeline};
+use crate::timeline::{Event, StepOutcome, Timeline};
 
-use directory::open_run_files;
-pub(crate) use directory::run_dir;
-pub use directory::write_reports;
-pub use error::SetupError;
+pub use error::{RunError, SetupError};
 pub use plan_only::{Planned, plan_only};
 
 #[derive(Debug, Clone)]
@@ -73,9 +67,19 @@ pub struct RunResult {
 }
 
 /// Runs a drill through its four stages.
-pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, SetupError> {
-    // Before the cluster is contacted: a run the drill file does not allow, or whose record could not be signed,
-    // touches nothing.
+pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, RunError> {
+    let key = refuse_untouched(loaded, opts)?;
+    // Registered before anything is touched, so a signal never kills the process mid-change.
+    let signals = tokio::spawn(interrupted());
+    let mut run = Run::set_up(loaded, opts).await?;
+    let stop = run.execute(signals).await;
+    let stopped = run.stop(stop).await;
+    Ok(run.finish(stopped, opts, key.as_ref()).await?)
+}
+
+/// Before the cluster is contacted: a run the drill file does not allow, or whose record could not be signed or
+/// shipped, touches nothing. The key that signs the record, when one is given.
+fn refuse_untouched(loaded: &LoadedDrill, opts: &RunOptions) -> Result<Option<SigningKey>, SetupError> {
     let missing = opts.approval.missing(loaded);
     if !missing.is_empty() {
         return Err(SetupError::Unapproved { missing: missing.join(" and ") });
@@ -89,12 +93,7 @@ pub async fn run(loaded: &LoadedDrill, opts: &RunOptions) -> Result<RunResult, S
     if let Some(policy) = opts.ship.policy(loaded.drill.spec.evidence.ship.as_ref()) {
         policy.connection.bucket(&policy.location.bucket)?;
     }
-    // Registered before anything is touched, so a signal never kills the process mid-change.
-    let signals = tokio::spawn(interrupted());
-    let mut run = Run::set_up(loaded, opts).await?;
-    let stop = run.execute(signals).await;
-    let stopped = run.stop(stop).await;
-    run.finish(stopped, opts, key.as_ref()).await
+    Ok(key)
 }
 
 /// Why the steps stopped.
@@ -181,7 +180,9 @@ impl<'a> Run<'a> {
         confirm(&plan, loaded, &cluster.context, opts.yes)?;
 
         let (dir, run_id) = run_dir(&opts.reports_dir, &drill.metadata.name)?;
-        let (timeline, mutator) = open_run_files(loaded, &dir, &run_id, &cluster, &observed, &plan, &provenance)?;
+        let (timeline, journal) = record::open_files(loaded, &dir, &run_id, &observed, &provenance)?;
+        let mutator = Mutator::new(cluster.clone(), journal, timeline.clone(), run_id.clone())
+            .with_on_prem_nodes(&plan.on_prem_nodes);
         // The lock before anything is touched; refused, the run leaves nothing, its fresh directory included.
         let lock = match mutator.take_lock(&drill.spec.lock, &Claimant::this_process(&run_id, &dir), observer).await {
             Ok(lock) => lock,
@@ -310,7 +311,7 @@ impl<'a> Run<'a> {
         // refused.
         let slo_tripped = match users_steady_state(drill, reader, cluster, timeline, progress, slo).await {
             Ok(tripped) => tripped,
-            Err(reason) => return Stop::Refused(reason),
+            Err(reason) => return Stop::Refused(reason.to_string()),
         };
         let mut ctx = StepContext {
             reader,
@@ -375,201 +376,13 @@ impl<'a> Run<'a> {
         stop
     }
 
-    /// After a failure or an abort, undoes every change the drill made, checks the restore and brings the workload
-    /// home; after a completed run, undoes what the steps left in place (unless the drill keeps it); after a refusal
-    /// there is nothing to undo.
-    async fn stop(&mut self, stop: Stop) -> Stopped {
-        let mut stopped = Stopped { stop, restore_failed: false, left_behind: false };
-        let reason = match &stopped.stop {
-            Stop::Completed => {
-                // The silences outlive the restore check of what the steps left: its own alerts must not page.
-                stopped.restore_failed = !self.leave_nothing_behind().await;
-                self.expire_silences().await;
-                stopped.left_behind = self.leftovers().await;
-                return stopped;
-            }
-            Stop::Refused(reason) => {
-                // Validation puts the refusing step before any change, so there is nothing to restore.
-                self.timeline.record(Event::Aborted { reason: reason.clone() });
-                self.progress.line(&format!("refusing the drill: {reason}; nothing was changed"));
-                return stopped;
-            }
-            Stop::StepFailed(reason) | Stop::Aborted(reason) => reason.clone(),
-        };
-        self.timeline.record(Event::Aborted { reason: reason.clone() });
-        self.progress.line(&format!("aborting: {reason}; restoring the cluster"));
-        self.tell(&Notice::Aborted { reason: reason.clone() }).await;
-        let notice = second_signal_notice(self.dir.clone(), self.progress.clone());
-        let outcome = self.mutator.rollback_verified(safety::restore_wait(&self.cluster)).await;
-        notice.abort();
-        stopped.restore_failed = !self.record_restore(outcome);
-        if !stopped.restore_failed {
-            self.bring_workload_home().await;
-        }
-        if let Some(warning) = self.view.read(|v| displaced_workload_warning(&self.loaded.drill, v)) {
-            self.warnings.raise(warning);
-        }
-        self.fallback_still_running();
-        self.leftovers().await;
-        stopped
-    }
-
-    /// Compares the cluster with the state before the fault and names each difference left, live and in the
-    /// timeline; whether cloud capacity the drill caused is still running.
-    async fn leftovers(&mut self) -> bool {
-        let drill = &self.loaded.drill;
-        match steps::collateral::account(&self.reader, drill, &self.timeline, &self.plan.on_prem_nodes).await {
-            Ok(left) => {
-                for leftover in &left {
-                    self.progress.line(&leftover.line());
-                }
-                left.iter().any(|l| l.kind == LeftoverKind::NodeClaim)
-            }
-            Err(e) => {
-                self.warnings.raise(format!("cannot compare the cluster with its state before the fault: {e}"));
-                false
-            }
-        }
-    }
-
-    /// Sends a notice; a webhook that did not take it is a warning.
-    async fn tell(&mut self, notice: &Notice) {
-        for warning in self.notifier.send(notice).await {
-            self.warnings.raise(warning);
-        }
-    }
-
-    /// At the end of a completed run, the silences end with the drill, whatever else the drill keeps. One that cannot
-    /// be expired stays outstanding (the rollback below or `recover` tries again) and ends by itself at its end time.
-    async fn expire_silences(&mut self) {
-        let outcome = self.mutator.expire_silences().await;
-        for expired in &outcome.undone {
-            self.progress.line(&format!("expired: {expired}"));
-        }
-        for (what, why) in outcome.failed {
-            self.warnings.raise(format!(
-                "{what} not expired: {why}; it ends by itself at its end time, or run `hybrid-drill recover {}`",
-                self.dir.display()
-            ));
-        }
-    }
-
-    /// Records what a checked rollback undid, verified and left; whether the cluster is restored.
-    fn record_restore(&mut self, outcome: RollbackOutcome) -> bool {
-        let restored = outcome.restored();
-        for checked in &outcome.verified {
-            self.progress.line(&format!("verified: {checked}"));
-        }
-        if !restored {
-            let left: Vec<String> = outcome.failed.iter().map(|(what, why)| format!("{what}: {why}")).collect();
-            self.progress.line(&format!(
-                "RESTORE INCOMPLETE: {}; the journal keeps it outstanding: finish with `hybrid-drill recover {}`",
-                left.join("; "),
-                self.dir.display()
-            ));
-        }
-        self.timeline.record(Event::RollbackFinished {
-            undone: outcome.undone,
-            failed: outcome.failed.into_iter().map(|(what, why)| format!("{what}: {why}")).collect(),
-            verified: outcome.verified,
-        });
-        restored
-    }
-
-    /// At the end of a completed run, undoes (and checks) what the steps left in place, or, when the drill keeps its
-    /// changes, lists them in the report; whether the cluster is as the drill means to leave it.
-    async fn leave_nothing_behind(&mut self) -> bool {
-        let left = match self.mutator.outstanding().await {
-            Ok(left) => left,
-            Err(e) => {
-                self.warnings.raise(format!("cannot read the journal to find what the steps left in place: {e}"));
-                return false;
-            }
-        };
-        if left.is_empty() {
-            return true;
-        }
-        if self.loaded.drill.spec.keep_changes {
-            self.warnings.raise(format!(
-                "left in place at the end, as spec.keepChanges asks: {}; undo with `hybrid-drill recover {}`",
-                left.join(", "),
-                self.dir.display()
-            ));
-            return true;
-        }
-        self.progress.line(&format!("undoing what the steps left in place: {}", left.join(", ")));
-        let outcome = self.mutator.undo_left_in_place(safety::restore_wait(&self.cluster)).await;
-        if !outcome.undone.is_empty() {
-            self.warnings.raise(format!(
-                "the drill's steps left changes in place; undone at its end: {}",
-                outcome.undone.join(", ")
-            ));
-        }
-        self.record_restore(outcome)
-    }
-
-    /// After an abort whose restore held: the drill's own return restart, then a bounded wait for the workload's pods
-    /// to be Ready on-prem with none on the fallback, so consolidation can reclaim the cloud nodes. A second signal
-    /// ends the wait (the cluster is restored already).
-    async fn bring_workload_home(&mut self) {
-        let drill = &self.loaded.drill;
-        let displaced = self
-            .view
-            .read(|v| v.live_pods().any(|p| p.node.as_deref().is_none_or(|n| v.role_of(n) != NodeRole::OnPrem)));
-        let Some(target) = return_restart(drill) else { return };
-        if !displaced {
-            return;
-        }
-        let namespace = &drill.spec.targets.workload.namespace;
-        self.progress.line(&format!("bringing the workload home: restarting {target}"));
-        if let Err(e) = self.mutator.restart(namespace, target.kind, &target.name).await {
-            self.warnings.raise(format!("the workload was not brought home: {e}"));
-            return;
-        }
-        let wait = if self.cluster.is_lab() { Duration::from_secs(180) } else { Duration::from_secs(900) };
-        let mut derived = self.monitor.derived.clone();
-        let home = async {
-            loop {
-                if derived.borrow_and_update().back_on_prem {
-                    return true;
-                }
-                if derived.changed().await.is_err() {
-                    return false;
-                }
-            }
-        };
-        let waited = tokio::select! {
-            home = tokio::time::timeout(wait, home) => home.unwrap_or(false),
-            _ = interrupted() => false,
-        };
-        if waited {
-            self.progress.line("the workload is back on-prem");
-        } else {
-            self.warnings.raise(format!(
-                "the workload was restarted ({target}) but is not back on-prem yet: it was not Ready on-prem with no pod                  on the fallback within {}",
-                humantime::format_duration(wait)
-            ));
-        }
-    }
-
-    /// Says plainly when fallback nodes outlive the run: they bill until consolidation reclaims them.
-    fn fallback_still_running(&mut self) {
-        let (nodes, gpus) =
-            (self.view.read(|v| v.fallback_nodes().count()), self.monitor.derived.borrow().fallback_gpus);
-        if nodes > 0 {
-            self.warnings.raise(format!(
-                "{nodes} fallback nodes ({gpus} GPUs) are still running at the end of the run: Karpenter's                  consolidation reclaims them once no workload pod is left on them (after the NodePool's                  consolidateAfter); the fallback cost in this report counts them up to the end of the rollback only"
-            ));
-        }
-    }
-
     /// Stops watching, cuts the timeline into phases, judges the run, then writes (and maybe pushes) its report.
     async fn finish(
         mut self,
         stopped: Stopped,
         opts: &RunOptions,
         key: Option<&SigningKey>,
-    ) -> Result<RunResult, SetupError> {
+    ) -> Result<RunResult, RecordError> {
         let drill = &self.loaded.drill;
         // Nothing touches the cluster after the stop stage: the next drill may start.
         if let Err(e) = self.mutator.release_lock(self.lock).await {
@@ -577,60 +390,49 @@ impl<'a> Run<'a> {
         }
         drop(self.monitor);
         drop(self.watches);
-        let observations = self.timeline.observations();
-        let analysis = phases::analyse(drill, &observations);
-        let outcome = stopped.outcome(analysis.objectives_missed.is_empty());
-        if analysis.fallback.overrun {
-            self.warnings.raise(format!(
-                "the fallback peaked at {} GPUs, above its NodePool limit of {} (Karpenter's limits are eventually consistent)",
-                analysis.fallback.max_gpus,
-                analysis.fallback.gpu_limit.unwrap_or_default()
-            ));
-        }
-        let provenance = self.provenance.clone();
-        let mut report = seal(&self.timeline, &self.cluster, self.loaded, &self.version, outcome, provenance.clone());
+        let closing = Closing {
+            timeline: &self.timeline,
+            cluster: &self.cluster,
+            loaded: self.loaded,
+            version: &self.version,
+            provenance: self.provenance.clone(),
+        };
+        let warnings = &mut self.warnings;
+        let ended = closing.end(|analysis| {
+            if analysis.fallback.overrun {
+                warnings.raise(format!(
+                    "the fallback peaked at {} GPUs, above its NodePool limit of {} (Karpenter's limits are eventually consistent)",
+                    analysis.fallback.max_gpus,
+                    analysis.fallback.gpu_limit.unwrap_or_default()
+                ));
+            }
+            stopped.outcome(analysis.objectives_missed.is_empty())
+        });
         if let Some(slo) = self.slo.take() {
             // The impact is read once the drill's span is known, then kept in the timeline so that the report (its
             // headline, deviations and action items) and any rebuild of it see the same figures.
-            let observations = self.timeline.observations();
-            let span = crate::slo::RunSpan::of(&report.started, &report.finished, &report.phases, &observations);
-            let impact = slo.finish(span).await;
+            let impact = slo.finish(ended.span()).await;
             self.timeline.record(Event::SloImpact { impact: Box::new(impact) });
-            let meta = RunMeta { provenance: Some(provenance), ..run_meta(self.loaded, &self.cluster, &self.version) };
-            report = report::build(drill, &self.timeline.observations(), &meta);
         }
+        let mut report = ended.report();
         self.follow.abort();
         self.progress.finish();
         if let Some(url) = &opts.pushgateway
             && let Err(e) = crate::pushgateway::push(url, &report).await
         {
             // The drill's verdict stands; the report says the metrics did not leave.
-            late_warning(&mut report, &self.warnings.timeline, format!("metrics not pushed: {e}"));
+            late_warning(&mut report, &self.timeline, format!("metrics not pushed: {e}"));
         }
         let report_path = self.dir.join("report.md").display().to_string();
         for notice in notify::end_notices(&report, &report_path) {
             for warning in self.notifier.send(&notice).await {
-                late_warning(&mut report, &self.warnings.timeline, warning);
+                late_warning(&mut report, &self.timeline, warning);
             }
         }
         let policy = opts.ship.policy(drill.spec.evidence.ship.as_ref());
-        let shipping = shipping::prepare(policy.as_ref(), &mut report, &self.warnings.timeline).await;
-        let io = |source| SetupError::RunDir { path: self.dir.display().to_string(), source };
-        write_reports(&self.dir, &report).map_err(io)?;
-        // Last: every file of the run is written, and none is written after (but what a failed shipment adds).
-        crate::evidence::seal(&self.dir, &report.run_id, key).map_err(|e| io(std::io::Error::other(e)))?;
-        shipping::ship(shipping, &self.dir, &mut report, &self.warnings.timeline, key).await.map_err(io)?;
+        record::persist(&self.dir, &mut report, &self.timeline, policy.as_ref(), key).await?;
         Ok(RunResult { report, run_dir: self.dir })
     }
-}
-
-/// A warning raised once the report is built (a push, a notification, a shipment that failed): said now, and kept in
-/// the timeline, the report's warnings and its deviations, as a warning raised during the drill is.
-fn late_warning(report: &mut Report, timeline: &Timeline, message: String) {
-    eprintln!("hybrid-drill: warning: {message}");
-    timeline.record(Event::Warning { message: message.clone() });
-    report.warnings.push(message.clone());
-    report.deviations.push(Deviation { kind: DeviationKind::Warning, t_seconds: None, what: message });
 }
 
 /// Reads the start gates before anything is touched: refused unless every closed one is overridden; the overridden
@@ -643,41 +445,6 @@ async fn check_gates(
     let readings = gates::read(cluster, drill, &opts.reports_dir, Utc::now()).await;
     let by = if opts.overrides.is_empty() { String::new() } else { gates::who(cluster).await };
     Ok(gates::judge(&readings, &opts.overrides, &by)?)
-}
-
-/// Ends a run's timeline (the lab's caveat, the request count, the outcome) and builds its report: the one ending a
-/// drill and an incident's episode share.
-pub(crate) fn seal(
-    timeline: &Timeline,
-    cluster: &Cluster,
-    loaded: &LoadedDrill,
-    version: &str,
-    outcome: Outcome,
-    provenance: Provenance,
-) -> Report {
-    if cluster.is_lab() {
-        timeline.record(Event::Warning {
-            message: "this ran against the lab: its timings are shortened (see lab/README.md) and are not a real \
-                      cluster's"
-                .into(),
-        });
-    }
-    timeline.record(Event::RequestsSent { total: cluster.requests_sent(), by_verb: cluster.requests_by_verb() });
-    timeline.record(Event::DrillFinished { outcome });
-    let meta = RunMeta { provenance: Some(provenance), ..run_meta(loaded, cluster, version) };
-    report::build(&loaded.drill, &timeline.observations(), &meta)
-}
-
-/// What a report keeps of the tool, the drill file and the API server.
-pub(crate) fn run_meta(loaded: &LoadedDrill, cluster: &Cluster, version: &str) -> RunMeta {
-    RunMeta {
-        tool_version: env!("CARGO_PKG_VERSION").into(),
-        drill_file: loaded.path.display().to_string(),
-        drill_source: crate::secrets::redact(&loaded.source).into_owned(),
-        cluster_server: cluster.server.clone(),
-        cluster_version: version.to_string(),
-        provenance: None,
-    }
 }
 
 /// Fixes the desired replicas `readyPods` is judged against from the fault on, and says so when they matter.
@@ -739,33 +506,6 @@ fn confirm(plan: &Plan, loaded: &LoadedDrill, context: &str, yes: bool) -> Resul
     if answer.trim() == context { Ok(()) } else { Err(SetupError::Declined) }
 }
 
-/// The state of the drilled objects before anything is touched (or before an incident was seen).
-pub(crate) fn baseline(v: &ClusterView, fallback_gpu_limit: Option<i64>) -> Event {
-    Event::Baseline {
-        on_prem_nodes: v.on_prem_nodes().count(),
-        workload_pods: v.pods.len(),
-        ready_pods: v.ready_pods(),
-        fallback_nodeclaims: v.claims.len(),
-        fallback_nodes: v.fallback_nodes().count(),
-        fallback_gpu_limit,
-        on_prem_pods: v
-            .live_pods()
-            .filter(|p| p.node.as_deref().is_some_and(|n| v.role_of(n) == NodeRole::OnPrem))
-            .map(|p| p.name.clone())
-            .collect(),
-    }
-}
-
-pub(crate) async fn interrupted() -> &'static str {
-    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = int.recv() => "SIGINT",
-        _ = term.recv() => "SIGTERM",
-    }
-}
-
 /// Why the SLIs stop the drill, once they do; never without SLIs.
 /// Starts reading the drill's SLIs, when it has some, and checks they are within their objectives: the stop
 /// condition's signal, or why the drill is refused.
@@ -776,7 +516,7 @@ async fn users_steady_state(
     timeline: &Timeline,
     progress: &Progress,
     slo: &mut Option<crate::slo::Slo>,
-) -> Result<Option<tokio::sync::watch::Receiver<Option<String>>>, String> {
+) -> Result<Option<tokio::sync::watch::Receiver<Option<String>>>, crate::slo::SteadyStateError> {
     let Some(spec) = &drill.spec.slo else { return Ok(None) };
     let (started, tripped) = crate::slo::begin(spec, reader, cluster.is_lab(), timeline, progress).await?;
     *slo = Some(started);
@@ -799,49 +539,6 @@ async fn guard_tripped(mut guard: tokio::sync::watch::Receiver<Option<String>>) 
             return std::future::pending().await;
         }
     }
-}
-
-/// After an abort, the restore has undone the drill's changes but moved no pod: pods evicted to the fallback stay
-/// there, on cloud GPUs, until the workload is restarted. Says how many and the command that brings them back.
-fn displaced_workload_warning(drill: &Drill, view: &ClusterView) -> Option<String> {
-    let total = view.live_pods().count();
-    let displaced =
-        view.live_pods().filter(|p| p.node.as_deref().is_none_or(|n| view.role_of(n) != NodeRole::OnPrem)).count();
-    if displaced == 0 {
-        return None;
-    }
-    let workload = &drill.spec.targets.workload;
-    let restart = return_restart(drill)
-        .map(|target| format!("`kubectl rollout restart {target} -n {}`", workload.namespace))
-        .unwrap_or_else(|| {
-            format!("a rollout restart of the workload `{}` in `{}`", workload.selector, workload.namespace)
-        });
-    Some(format!(
-        "{displaced} of {total} workload pods are not on the on-prem nodes: the restore undid the drill's changes but \
-         moves no pod; once the on-prem nodes are Ready, {restart} brings them back and consolidation then reclaims \
-         the fallback"
-    ))
-}
-
-/// The workload the drill's return restarts, if it does.
-fn return_restart(drill: &Drill) -> Option<&WorkloadRef> {
-    drill.spec.steps.iter().find_map(|s| match &s.action {
-        Action::Return(ReturnAction { restart: Some(target), .. }) => Some(target),
-        _ => None,
-    })
-}
-
-/// While restoring, a further Ctrl-C does not skip the restore: it says what remains and how to finish.
-fn second_signal_notice(dir: PathBuf, progress: Progress) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        loop {
-            let _ = interrupted().await;
-            progress.line(&format!(
-                "restore in progress and will not be skipped; if this process is killed, finish with: hybrid-drill recover {}",
-                dir.display()
-            ));
-        }
-    })
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ pub struct Planned {
     pub server: String,
     pub version: String,
     pub plan: Plan,
-    pub preflight: Result<PreflightReport, String>,
+    pub preflight: Result<PreflightReport, preflight::PreflightError>,
     pub warnings: Vec<String>,
     /// Each start gate as read now.
     pub gates: Vec<Reading>,
@@ -34,9 +34,7 @@ pub async fn plan_only(loaded: &LoadedDrill, target: &KubeContext, reports_dir: 
     let (cluster, version) = cluster::connect(target, &drill.spec.cluster).await?;
     let plan = plan::resolve_for(&cluster, drill, plan::access::Scope::Plan).await?;
     let targets = preflight::PreflightTargets::of(drill);
-    let mut preflight = preflight::run(&cluster.reader(), &targets, &preflight::Expectations::of(drill))
-        .await
-        .map_err(|e| e.to_string());
+    let mut preflight = preflight::run(&cluster.reader(), &targets, &preflight::Expectations::of(drill)).await;
     if let (Ok(report), Some(slo)) = (&mut preflight, &drill.spec.slo) {
         let tried = crate::slo::trial::try_queries(slo, &cluster.reader()).await;
         *report = std::mem::replace(report, preflight::PreflightReport::new("", "", targets.clone(), Vec::new()))
@@ -102,7 +100,7 @@ impl Planned {
             .collect();
         let preflight = match &self.preflight {
             Ok(report) => serde_json::to_value(report).unwrap_or_default(),
-            Err(e) => json!({"error": e}),
+            Err(e) => json!({"error": e.to_string()}),
         };
         json!({
             "schema": "hybrid-drill.io/plan/v1",

@@ -167,32 +167,42 @@ pub const JOURNAL_KEY_ENV: &str = "HYBRID_DRILL_JOURNAL_KEY";
 /// The shortest journal key accepted: 128 bits in hex or base64 and more.
 const SHORTEST_KEY: usize = 16;
 
+/// Why the journal key cannot be had.
+#[derive(Debug, thiserror::Error)]
+enum JournalKeyError {
+    #[error("no random source")]
+    NoRandomSource,
+    #[error("{}: {error}", JOURNAL_KEY_ENV)]
+    Unreadable { error: crate::secrets::SecretError },
+    #[error("{} is shorter than {} characters: use e.g. `openssl rand -hex 32`", JOURNAL_KEY_ENV, SHORTEST_KEY)]
+    Short,
+}
+
 /// The journal key: the one `HYBRID_DRILL_JOURNAL_KEY` names, or one made for this process (its lines then verify
 /// only in this process: a later `recover` must be told to trust them).
-static KEY: std::sync::LazyLock<Result<(ring::hmac::Key, bool), String>> = std::sync::LazyLock::new(|| {
+static KEY: std::sync::LazyLock<Result<(ring::hmac::Key, bool), JournalKeyError>> = std::sync::LazyLock::new(|| {
     let Ok(spec) = std::env::var(JOURNAL_KEY_ENV) else {
         let rng = ring::rand::SystemRandom::new();
-        let key = ring::hmac::Key::generate(ring::hmac::HMAC_SHA256, &rng).map_err(|_| "no random source")?;
+        let key =
+            ring::hmac::Key::generate(ring::hmac::HMAC_SHA256, &rng).map_err(|_| JournalKeyError::NoRandomSource)?;
         return Ok((key, false));
     };
     // The variable holds the key, or a reference to where it is (whose file no drill reference may read after).
     let value = if crate::secrets::has_reference(&spec) {
-        crate::secrets::read_own_key(&spec).map_err(|e| format!("{JOURNAL_KEY_ENV}: {e}"))?
+        crate::secrets::read_own_key(&spec).map_err(|error| JournalKeyError::Unreadable { error })?
     } else {
         spec
     };
     let value = value.trim();
     if value.len() < SHORTEST_KEY {
-        return Err(format!(
-            "{JOURNAL_KEY_ENV} is shorter than {SHORTEST_KEY} characters: use e.g. `openssl rand -hex 32`"
-        ));
+        return Err(JournalKeyError::Short);
     }
     crate::secrets::remember(value);
     Ok((ring::hmac::Key::new(ring::hmac::HMAC_SHA256, value.as_bytes()), true))
 });
 
 fn key() -> std::io::Result<&'static ring::hmac::Key> {
-    KEY.as_ref().map(|(k, _)| k).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.clone()))
+    KEY.as_ref().map(|(k, _)| k).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))
 }
 
 /// Whether the journal key is one given to the tool (`HYBRID_DRILL_JOURNAL_KEY`), so another process can verify.

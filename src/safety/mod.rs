@@ -10,6 +10,7 @@ mod mutator;
 mod process;
 mod recover;
 mod requests;
+pub mod signals;
 mod undo;
 mod verify;
 

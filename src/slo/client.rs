@@ -1,5 +1,6 @@
-//! Prometheus's HTTP API (instant and range queries) with the credentials a drill names, and Alertmanager's alerts
-//! for the `alert` stop conditions. Credentials are read once, when the client is made, and masked from then on.
+//! Prometheus's HTTP API (instant and range queries) with the credentials a drill names. Credentials are read once,
+//! when the client is made, and masked from then on. (Alertmanager's alerts, for the `alert` stop conditions, are
+//! read through `crate::alertmanager`.)
 
 use std::time::Duration;
 
@@ -101,7 +102,7 @@ impl Prometheus {
 
     async fn get(&self, path: &str, params: &[(&str, &str)]) -> Result<Vec<Series>, QueryError> {
         let (shown, body) = self.text(path, params).await?;
-        parse_result(&body).map_err(|reason| QueryError::Answer { url: shown, reason })
+        parse_result(&body).map_err(|reason| QueryError::Answer { url: shown, reason: reason.to_string() })
     }
 
     /// The body of a successful GET of `path` under the base URL, with the URL as shown.
@@ -166,8 +167,22 @@ fn base64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
+/// Why an answer is not a query result.
+#[derive(Debug, thiserror::Error)]
+enum AnswerError {
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    /// Prometheus's own error, or the status it gave without one.
+    #[error("{0}")]
+    Failed(String),
+    #[error("no data")]
+    NoData,
+    #[error("a result of type {0}")]
+    ResultType(String),
+}
+
 /// Reads `{"status": "success", "data": {"resultType": ..., "result": ...}}` into series.
-fn parse_result(body: &str) -> Result<Vec<Series>, String> {
+fn parse_result(body: &str) -> Result<Vec<Series>, AnswerError> {
     #[derive(Deserialize)]
     struct Answer {
         status: String,
@@ -191,19 +206,19 @@ fn parse_result(body: &str) -> Result<Vec<Series>, String> {
         #[serde(default)]
         values: Vec<(f64, String)>,
     }
-    let answer: Answer = serde_json::from_str(body).map_err(|e| e.to_string())?;
+    let answer: Answer = serde_json::from_str(body)?;
     if answer.status != "success" {
-        return Err(answer.error.unwrap_or_else(|| format!("status {}", answer.status)));
+        return Err(AnswerError::Failed(answer.error.unwrap_or_else(|| format!("status {}", answer.status))));
     }
-    let data = answer.data.ok_or("no data")?;
+    let data = answer.data.ok_or(AnswerError::NoData)?;
     let number = |v: &str| v.parse::<f64>().unwrap_or(f64::NAN);
     match data.result_type.as_str() {
         "scalar" => {
-            let (t, v): (f64, String) = serde_json::from_value(data.result).map_err(|e| e.to_string())?;
+            let (t, v): (f64, String) = serde_json::from_value(data.result)?;
             Ok(vec![Series { labels: Default::default(), points: vec![(t, number(&v))] }])
         }
         "vector" | "matrix" => {
-            let raw: Vec<Raw> = serde_json::from_value(data.result).map_err(|e| e.to_string())?;
+            let raw: Vec<Raw> = serde_json::from_value(data.result)?;
             Ok(raw
                 .into_iter()
                 .map(|r| Series {
@@ -212,7 +227,7 @@ fn parse_result(body: &str) -> Result<Vec<Series>, String> {
                 })
                 .collect())
         }
-        other => Err(format!("a result of type {other}")),
+        other => Err(AnswerError::ResultType(other.to_string())),
     }
 }
 
@@ -238,6 +253,6 @@ mod tests {
         let scalar = r#"{"status":"success","data":{"resultType":"scalar","result":[3,"7"]}}"#;
         assert_eq!(parse_result(scalar).unwrap()[0].points, vec![(3.0, 7.0)]);
         let error = r#"{"status":"error","errorType":"bad_data","error":"parse error"}"#;
-        assert_eq!(parse_result(error).unwrap_err(), "parse error");
+        assert_eq!(parse_result(error).unwrap_err().to_string(), "parse error");
     }
 }

@@ -4,6 +4,7 @@
 //! `trial` tries each query once for `plan` and `preflight`.
 
 pub mod client;
+mod error;
 pub mod impact;
 pub mod requests;
 pub mod scrape;
@@ -17,6 +18,7 @@ use chrono::{DateTime, Utc};
 use crate::domain::impact as model;
 pub use crate::domain::impact::{Impact, PodAnswer, Reading, StopRecord};
 pub use client::{Prometheus, QueryError, Series};
+pub use error::{SteadyStateError, StopError};
 pub use watch::SloWatch;
 
 use crate::cluster::Reader;
@@ -79,9 +81,8 @@ pub async fn begin(
     lab: bool,
     timeline: &Timeline,
     progress: &crate::progress::Progress,
-) -> Result<(Slo, tokio::sync::watch::Receiver<Option<String>>), String> {
-    let mut slo =
-        Slo::connect(spec, reader, lab).await.map_err(|e| format!("the SLIs' steady state cannot be checked: {e}"))?;
+) -> Result<(Slo, tokio::sync::watch::Receiver<Option<String>>), SteadyStateError> {
+    let mut slo = Slo::connect(spec, reader, lab).await.map_err(SteadyStateError::Connect)?;
     slo.check_windows(progress).await?;
     slo.steady_state().await?;
     let read: Vec<String> = slo.steady.iter().map(|r| format!("{} {}", r.sli, r.value)).collect();
@@ -106,17 +107,13 @@ impl Slo {
 
     /// Reads the targets' scrape intervals; a window too short for its scrape refuses the drill, naming it (rather
     /// than the empty SLI it causes). Targets that cannot be read leave the windows unchecked, with a line saying so.
-    pub async fn check_windows(&mut self, progress: &crate::progress::Progress) -> Result<(), String> {
+    pub async fn check_windows(&mut self, progress: &crate::progress::Progress) -> Result<(), SteadyStateError> {
         match scrape::windows(&self.spec, &self.prometheus).await {
             Ok(windows) => self.windows = windows,
             Err(e) => progress.line(&format!("the SLIs' windows are not checked against the scrape interval: {e}")),
         }
         match self.windows.iter().find(|w| w.fit() == scrape::Fit::TooShort) {
-            Some(w) => Err(format!(
-                "{}: rate() needs two samples in its window, so the SLI is empty; widen it to at least four scrape \
-                 intervals",
-                w.describe()
-            )),
+            Some(w) => Err(SteadyStateError::WindowTooShort { window: w.describe() }),
             None => Ok(()),
         }
     }
@@ -130,7 +127,7 @@ impl Slo {
     }
 
     /// Every SLI within its objective now, or why the drill must not start.
-    pub async fn steady_state(&mut self) -> Result<(), String> {
+    pub async fn steady_state(&mut self) -> Result<(), SteadyStateError> {
         let read = watch::steady_state(&self.spec, &self.prometheus).await?;
         self.steady = read.into_iter().map(|(sli, value)| Reading { sli, value: watch::round(value) }).collect();
         Ok(())

@@ -114,7 +114,7 @@ impl Loop {
                 }
                 Ok(None) => {}
                 Err(e) => {
-                    failure.get_or_insert(e);
+                    failure.get_or_insert(e.to_string());
                 }
             }
         }
@@ -165,11 +165,13 @@ impl Loop {
         i: usize,
         now: DateTime<Utc>,
         values: &[Option<Option<f64>>],
-    ) -> Result<Option<StopRecord>, String> {
+    ) -> Result<Option<StopRecord>, super::StopError> {
         let condition = &self.spec.stop_when[i];
         let (value, breached, hold) = match condition {
             StopCondition::Alert { name, alertmanager } => {
-                let firing = alert_firing(alertmanager, name).await.map_err(|e| format!("alert {name}: {e}"))?;
+                let firing = alert_firing(alertmanager, name)
+                    .await
+                    .map_err(|error| super::StopError::Alert { name: name.clone(), error })?;
                 return Ok(firing.then(|| StopRecord {
                     condition: condition.describe(),
                     value: None,
@@ -186,7 +188,11 @@ impl Loop {
                         Some(v) => v,
                         None => return Ok(None),
                     },
-                    None => self.prometheus.instant(query, now).await.map_err(|e| format!("stop {name}: {e}"))?,
+                    None => self
+                        .prometheus
+                        .instant(query, now)
+                        .await
+                        .map_err(|error| super::StopError::Query { name: name.clone(), error })?,
                 };
                 if value.is_none() && *on_no_data == OnNoData::Ignore {
                     return Ok(None);
@@ -208,27 +214,24 @@ impl Loop {
 }
 
 /// Every SLI within its objective now, or the first one that is not (with its value), for the steady state.
-pub async fn steady_state(spec: &SloSpec, prometheus: &Prometheus) -> Result<Vec<(String, f64)>, String> {
+pub async fn steady_state(
+    spec: &SloSpec,
+    prometheus: &Prometheus,
+) -> Result<Vec<(String, f64)>, super::SteadyStateError> {
+    use super::SteadyStateError;
     let now = Utc::now();
     let mut read = Vec::new();
     for sli in &spec.slis {
         let value = prometheus
             .instant(&sli.query, now)
             .await
-            .map_err(|e| format!("SLI {} could not be read, so the steady state is unknown: {e}", sli.name))?;
+            .map_err(|error| SteadyStateError::Unread { sli: sli.name.clone(), error })?;
         let Some(value) = value else {
-            return Err(format!(
-                "SLI {} has no value (its query returned no number): the steady state is unknown",
-                sli.name
-            ));
+            return Err(SteadyStateError::NoValue { sli: sli.name.clone() });
         };
         if !sli.objective.holds(value) {
-            return Err(format!(
-                "SLI {} is {} before the fault, outside its objective {}: the service is not in its steady state",
-                sli.name,
-                round(value),
-                sli.objective.describe()
-            ));
+            let objective = sli.objective.describe();
+            return Err(SteadyStateError::Outside { sli: sli.name.clone(), value: round(value), objective });
         }
         read.push((sli.name.clone(), value));
     }

@@ -16,6 +16,7 @@ use crate::cluster::{Reader, first_line};
 use crate::safety::journal;
 use crate::timeline::{self, Event};
 
+pub use crate::record::{find_journals, run_id_of};
 pub use render::{json, text};
 
 /// Everything `status` found.
@@ -213,44 +214,20 @@ fn describe(mutation: &journal::Mutation) -> String {
     format!("{action} {target}")
 }
 
-/// The run id a run directory's timeline starts with.
-pub fn run_id_of(dir: &Path) -> Option<String> {
-    timeline::read(&dir.join("timeline.jsonl")).ok()?.into_iter().find_map(|o| match o.event {
-        Event::DrillStarted { run_id, .. } => Some(run_id),
-        _ => None,
-    })
-}
-
-/// Every `journal.jsonl` of a run directory under `reports_dir` (`<drill>/<run>/`), sorted.
-pub fn find_journals(reports_dir: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let Ok(drills) = std::fs::read_dir(reports_dir) else {
-        return found;
-    };
-    for drill in drills.flatten() {
-        let Ok(runs) = std::fs::read_dir(drill.path()) else {
-            continue;
-        };
-        for run in runs.flatten() {
-            let journal = run.path().join("journal.jsonl");
-            if journal.exists() {
-                found.push(journal);
-            }
-        }
-    }
-    found.sort();
-    found
-}
-
 /// `NAMESPACE/NAME` as the lock's Lease, with the default duration.
-pub fn parse_lease(text: &str) -> Result<LeaseRef, String> {
+pub fn parse_lease(text: &str) -> Result<LeaseRef, NotALease> {
     match text.split_once('/') {
         Some((namespace, name)) if !namespace.is_empty() && !name.is_empty() && !name.contains('/') => {
             Ok(LeaseRef { namespace: namespace.into(), name: name.into(), ..LeaseRef::default() })
         }
-        _ => Err(format!("`{text}` is not NAMESPACE/NAME, e.g. kube-system/hybrid-drill")),
+        _ => Err(NotALease(text.into())),
     }
 }
+
+/// A `--lock` that does not name a Lease.
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not NAMESPACE/NAME, e.g. kube-system/hybrid-drill")]
+pub struct NotALease(String);
 
 #[cfg(test)]
 mod tests;

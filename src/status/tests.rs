@@ -136,6 +136,6 @@ async fn a_recovered_cluster_is_clean() {
 #[test]
 fn a_lock_is_named_namespace_slash_name() {
     assert_eq!(parse_lease("ops/drill").unwrap().name, "drill");
-    assert!(parse_lease("drill").unwrap_err().contains("NAMESPACE/NAME"));
+    assert!(parse_lease("drill").unwrap_err().to_string().contains("NAMESPACE/NAME"));
     assert!(parse_lease("a/b/c").is_err());
 }

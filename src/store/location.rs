@@ -111,7 +111,7 @@ impl Credentials {
     /// whatever the tool writes from then on.
     pub fn load(spec: &str) -> Result<Credentials, StoreError> {
         let failed = |cause: String| StoreError::Credentials { what: crate::secrets::describe_spec(spec), cause };
-        let text = crate::secrets::read_reference_or_file(spec).map_err(failed)?;
+        let text = crate::secrets::read_reference_or_file(spec).map_err(|e| failed(e.to_string()))?;
         let credentials = Credentials::parse(&text).ok_or_else(|| {
             failed("it holds no access key id and secret access key (aws_access_key_id = ..., aws_secret_access_key = ...)".into())
         })?;

@@ -14,6 +14,23 @@ use crate::cluster::to_utc;
 /// A transition seen by a watch: what changed and the object's own time for it.
 pub type Transition = (Event, Option<DateTime<Utc>>);
 
+/// The state of the drilled objects before anything is touched (or before an incident was seen).
+pub fn baseline(v: &ClusterView, fallback_gpu_limit: Option<i64>) -> Event {
+    Event::Baseline {
+        on_prem_nodes: v.on_prem_nodes().count(),
+        workload_pods: v.pods.len(),
+        ready_pods: v.ready_pods(),
+        fallback_nodeclaims: v.claims.len(),
+        fallback_nodes: v.fallback_nodes().count(),
+        fallback_gpu_limit,
+        on_prem_pods: v
+            .live_pods()
+            .filter(|p| p.node.as_deref().is_some_and(|n| v.role_of(n) == NodeRole::OnPrem))
+            .map(|p| p.name.clone())
+            .collect(),
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeState {
     pub name: String,

@@ -48,7 +48,8 @@ impl Validator<'_> {
     }
 
     fn freeze_window(&mut self, path: &str, window: &raw::FreezeWindowSection) -> Option<FreezeWindow> {
-        let zone = Zone::load(window.timezone.trim()).map_err(|e| self.problem(&join(path, "timezone"), e)).ok();
+        let zone =
+            Zone::load(window.timezone.trim()).map_err(|e| self.problem(&join(path, "timezone"), e.to_string())).ok();
         let once = window.start.is_some() || window.end.is_some();
         let weekly = !window.days.is_empty() || window.from.is_some() || window.until.is_some();
         let when = match (once, weekly) {
@@ -71,7 +72,7 @@ impl Validator<'_> {
 
     fn once(&mut self, path: &str, window: &raw::FreezeWindowSection) -> Option<Recurrence> {
         let mut local = |key: &str, value: &Option<String>| match value {
-            Some(text) => freeze::parse_local(text).map_err(|e| self.problem(&join(path, key), e)).ok(),
+            Some(text) => freeze::parse_local(text).map_err(|e| self.problem(&join(path, key), e.to_string())).ok(),
             None => {
                 self.problem(path, format!("a one-off freeze window needs `{key}` too"));
                 None
@@ -90,14 +91,14 @@ impl Validator<'_> {
         for (i, day) in window.days.iter().enumerate() {
             match freeze::parse_day(day) {
                 Ok(d) => days.push(d),
-                Err(e) => self.problem(&index(&join(path, "days"), i), e),
+                Err(e) => self.problem(&index(&join(path, "days"), i), e.to_string()),
             }
         }
         if window.days.is_empty() {
             self.problem(path, "a weekly freeze window needs `days`, e.g. [fri, sat]");
         }
         let mut time = |key: &str, value: &Option<String>| match value {
-            Some(text) => freeze::parse_time(text).map_err(|e| self.problem(&join(path, key), e)).ok(),
+            Some(text) => freeze::parse_time(text).map_err(|e| self.problem(&join(path, key), e.to_string())).ok(),
             None => {
                 self.problem(path, format!("a weekly freeze window needs `{key}` too"));
                 None

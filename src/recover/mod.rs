@@ -1,28 +1,55 @@
 //! `hybrid-drill recover`: restore a cluster from the journals of interrupted runs, or from the marks a run left,
-//! under the drill lock.
+//! under the drill lock; then seal each crashed run it restored. `safety::recover` undoes one journal; this room
+//! finds the journals of the cluster reached, holds the lock, and records what was done in the runs' directories.
 
 use std::path::{Path, PathBuf};
 
 use crate::cluster::marks::RunId;
 use crate::cluster::{Cluster, KubeContext, ObservedCluster};
 use crate::exit::{EXIT_INVALID, EXIT_PASSED, EXIT_REFUSED, EXIT_RESTORE_FAILED};
+use crate::record::{find_journals, run_id_of};
 use crate::report::Recovery;
 use crate::safety::{self, RestoreScope};
-use crate::status::{find_journals, run_id_of};
 
-pub(super) async fn recover_command(
-    run_dir: Option<PathBuf>,
-    reports_dir: &Path,
-    trust_journal: Option<&Path>,
-    target: &KubeContext,
-    signing_key: Option<&str>,
-) -> u8 {
+/// What `recover` was asked: one run directory, or every run under the reports directory.
+pub struct RecoverOptions<'a> {
+    pub run_dir: Option<PathBuf>,
+    pub reports_dir: &'a Path,
+    pub trust_journal: Option<&'a Path>,
+    pub target: &'a KubeContext,
+    pub signing_key: Option<&'a str>,
+}
+
+/// Why `recover` touched nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum RecoverError {
+    #[error(transparent)]
+    Key(#[from] crate::evidence::keys::KeyError),
+    #[error(transparent)]
+    Cluster(#[from] crate::cluster::ClusterError),
+    /// Boxed: it names both clusters in full.
+    #[error(transparent)]
+    Mismatch(Box<ClusterMismatch>),
+    #[error(transparent)]
+    Lock(#[from] safety::lock::LockError),
+}
+
+impl RecoverError {
+    /// Refused while another drill or recover holds the lock; any other problem is invalid set-up.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            RecoverError::Lock(e) if e.is_held() => EXIT_REFUSED,
+            _ => EXIT_INVALID,
+        }
+    }
+}
+
+/// Restores what the journals and the marks say is outstanding, then seals the crashed runs restored; the exit code
+/// says whether everything is restored and verified. An error: nothing was touched.
+pub async fn recover(opts: RecoverOptions<'_>) -> Result<u8, RecoverError> {
+    let RecoverOptions { run_dir, reports_dir, trust_journal, target, signing_key } = opts;
     // Read before anything is touched: a key that cannot be read would leave a restored run unsealed.
-    let Ok(key) =
-        signing_key.map(crate::evidence::SigningKey::load).transpose().inspect_err(|e| eprintln!("error: {e}"))
-    else {
-        return EXIT_INVALID;
-    };
+    let key = signing_key.map(crate::evidence::SigningKey::load).transpose()?;
     let journals: Vec<PathBuf> = match &run_dir {
         Some(dir) => vec![dir.join("journal.jsonl")],
         None => find_journals(reports_dir),
@@ -30,33 +57,14 @@ pub(super) async fn recover_command(
     // Marks in the cluster are scoped to the named run; without one, any run's marks are restored.
     let run_id = run_dir.as_ref().and_then(|d| run_id_of(d)).map(RunId::new);
     let marks_journal = marks_journal(run_dir.as_deref(), reports_dir);
-    let cluster = match Cluster::connect(target).await {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
-            return EXIT_INVALID;
-        }
-    };
-    if let Err(e) = cluster.ping().await {
-        eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
-        return EXIT_INVALID;
-    }
+    let cluster = Cluster::connect(target).await?;
+    cluster.ping().await?;
     // The cluster first: a journal restored against another cluster would "verify" what it never changed there.
-    let journals = match journals_of_this_cluster(&cluster, run_dir.as_deref(), journals).await {
-        Ok(journals) => journals,
-        Err(e) => {
-            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
-            return EXIT_INVALID;
-        }
-    };
+    let journals = journals_of_this_cluster(&cluster, run_dir.as_deref(), journals)
+        .await
+        .map_err(|e| RecoverError::Mismatch(Box::new(e)))?;
     // Recover holds the drill lock too: a drill must not start while a recover restores, nor two recovers run.
-    let lock = match take_recover_lock(&cluster, run_dir.as_deref(), &journals, reports_dir).await {
-        Ok(lock) => lock,
-        Err(e) => {
-            eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
-            return if e.is_held() { EXIT_REFUSED } else { EXIT_INVALID };
-        }
-    };
+    let lock = take_recover_lock(&cluster, run_dir.as_deref(), &journals, reports_dir).await?;
     if let Some(warning) = &lock.took_over {
         eprintln!("warning: {}", crate::secrets::redact(warning));
     }
@@ -82,7 +90,7 @@ pub(super) async fn recover_command(
     if let Err(e) = lock.release().await {
         eprintln!("warning: the drill lock was not released (it falls free after its duration): {e}");
     }
-    code
+    Ok(code)
 }
 
 /// Where the undos found by the marks are journalled: in the run's own journal when there is a readable one, else in
@@ -101,7 +109,7 @@ fn marks_journal(run_dir: Option<&Path>, reports_dir: &Path) -> PathBuf {
 
 /// Why `recover` will not act on a run: its cluster is not the one reached, or the one reached cannot be identified.
 #[derive(Debug, thiserror::Error)]
-enum ClusterMismatch {
+pub enum ClusterMismatch {
     #[error(
         "run {run} was against {}, but this is {}: nothing was touched; recover it with the kubeconfig and context of its own cluster (--kubeconfig, --context)",
         then.describe(),
@@ -245,7 +253,7 @@ async fn seal_crashed_runs(
             undone: r.undone,
             verified: r.verified,
         };
-        match seal_crashed_run(dir, &recovery, key) {
+        match crate::record::seal_crashed_run(dir, &recovery, key) {
             Ok(()) => println!("sealed: {} ({})", dir.display(), crate::report::crashed::verdict(Some(&recovery))),
             Err(e) => {
                 eprintln!("error: the cluster is restored, but {} was not sealed: {e}", dir.display());
@@ -258,22 +266,6 @@ async fn seal_crashed_runs(
 
 fn first_line(e: &impl std::fmt::Display) -> String {
     crate::cluster::first_line(&e.to_string())
-}
-
-/// Writes `recovered.json` into a crashed run's directory, then its manifest (signed with `key`): the one place
-/// `recover` seals a run.
-fn seal_crashed_run(
-    dir: &Path,
-    recovery: &Recovery,
-    key: Option<&crate::evidence::SigningKey>,
-) -> Result<(), crate::evidence::manifest::ManifestError> {
-    let write_error = |cause| crate::evidence::manifest::ManifestError::Write {
-        path: dir.join(crate::report::crashed::RECOVERY_FILE).display().to_string(),
-        cause,
-    };
-    crate::report::crashed::write_recovery(dir, recovery).map_err(write_error)?;
-    let run_id = run_id_of(dir).unwrap_or_else(|| dir.display().to_string());
-    crate::evidence::seal(dir, &run_id, key).map(|_| ())
 }
 
 /// Recovers from each journal with something outstanding, then from the marks in the cluster; an unreadable journal

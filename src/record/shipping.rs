@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use super::RecordError;
 use crate::evidence::SigningKey;
 use crate::report::Report;
 use crate::store::{Prepared, ShipPolicy};
@@ -45,7 +46,7 @@ pub(super) async fn ship(
     report: &mut Report,
     timeline: &Timeline,
     key: Option<&SigningKey>,
-) -> std::io::Result<()> {
+) -> Result<(), RecordError> {
     let Some(Shipping { policy, prepared: Some(prepared) }) = shipping else { return Ok(()) };
     let error = match crate::store::upload(dir, policy, &prepared).await {
         Ok(shipment) => {
@@ -62,8 +63,8 @@ pub(super) async fn ship(
         Err(e) => e,
     };
     super::late_warning(report, timeline, not_shipped(policy, &error));
-    super::write_reports(dir, report)?;
-    crate::evidence::seal(dir, &report.run_id, key).map_err(std::io::Error::other)?;
+    super::write_reports(dir, report).map_err(RecordError::write(dir))?;
+    crate::evidence::seal(dir, &report.run_id, key).map_err(RecordError::seal(dir))?;
     Ok(())
 }
 
