@@ -104,8 +104,9 @@ fn slo_a_stop_condition_aborts_the_drain_restores_and_the_report_carries_the_imp
     let (out, report) = run(&file, &dir);
     let stderr = String::from_utf8_lossy(&out.stderr);
     set_max_unavailable(2);
-    assert_eq!(out.status.code(), Some(3), "{stderr}");
     let impact = &report["impact"];
+    // The impact and the deviations say what the stop watch read when it did not stop the drill.
+    assert_eq!(out.status.code(), Some(3), "{stderr}\nimpact: {impact:#}\ndeviations: {:#}", report["deviations"]);
     let stop = &impact["stop"];
     assert!(stop["condition"].as_str().unwrap().contains("success-ratio <= 0.995 or no data"), "{impact:#}");
     assert_eq!(stop["no_data"], true, "the condition held on no data: {stop:#}");
@@ -143,7 +144,11 @@ fn slo_a_stop_condition_aborts_the_drain_restores_and_the_report_carries_the_imp
     // times too high (11502 for a 80 s drill); Prometheus's increase() per series counts what was sent.
     let span = (time(&report["finished"]) - started_at).num_milliseconds() as f64 / 1000.0;
     let total = impact["requests"]["total"].as_f64().unwrap();
-    assert!((total - 20.0 * span).abs() <= 0.15 * 20.0 * span, "{total} requests in {span:.1} s: {impact:#}");
+    // Never more than was sent; fewer by what increase() cannot see: a new pod's requests before its first scrape and
+    // a leaving pod's after its last, a scrape interval's worth at each boundary, a large share of a drill stopped
+    // in seconds.
+    let sent = 20.0 * span;
+    assert!(total <= 1.15 * sent && total >= 0.6 * sent, "{total} requests in {span:.1} s: {impact:#}");
     // A 2 s scrape, half the 6 s window and the 2 s reading interval.
     assert_eq!(impact["detection_lag_seconds"].as_f64(), Some(7.0), "{impact:#}");
     assert_eq!(impact["scrape_interval_seconds"].as_f64(), Some(2.0), "{impact:#}");
