@@ -162,6 +162,9 @@ pub enum IncidentCause {
     LinkLoss,
     /// Someone cordoned on-prem nodes (the nodes stayed Ready) and their workload pods left.
     Drain,
+    /// An on-prem node stayed Ready but reports fewer `nvidia.com/gpu` allocatable than its capacity: its GPUs
+    /// failed (the device plugin marked them unhealthy).
+    GpuFault,
     /// The workload went to the fallback with none of the signs above.
     Unknown,
 }
@@ -173,6 +176,7 @@ impl IncidentCause {
             IncidentCause::NodeFailure => Some(FaultKind::NodeFailure),
             IncidentCause::LinkLoss => Some(FaultKind::Cut(CutFidelity::Host)),
             IncidentCause::Drain => Some(FaultKind::Drain),
+            IncidentCause::GpuFault => Some(FaultKind::GpuFault),
             IncidentCause::Unknown => None,
         }
     }
@@ -182,6 +186,7 @@ impl IncidentCause {
             IncidentCause::NodeFailure => "node-failure",
             IncidentCause::LinkLoss => "link-loss",
             IncidentCause::Drain => "drain",
+            IncidentCause::GpuFault => "gpu-fault",
             IncidentCause::Unknown => "unknown",
         }
     }

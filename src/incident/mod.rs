@@ -4,6 +4,7 @@
 //! cut into the same phases and judged against the same objectives.
 
 pub use crate::report::open_episode as marker;
+pub mod gpu;
 pub mod serve;
 pub mod signs;
 
@@ -320,6 +321,7 @@ impl Watcher<'_> {
             (crate::domain::IncidentCause::Drain, Some(at), _) => {
                 (Some(at), "t0 is the cordon as the watch saw it".to_string(), from_objects.as_ref().map(|o| o.0))
             }
+            (crate::domain::IncidentCause::GpuFault, Some(at), _) => (Some(at), gpu::T0_BASIS.to_string(), None),
             (_, _, Some((at, basis))) => (Some(*at), basis.clone(), Some(*at)),
             _ => (None, String::new(), None),
         };
@@ -328,7 +330,11 @@ impl Watcher<'_> {
             (Some(_), Some(kind)) => Some((Event::FaultInjected { step: "incident".into(), kind }, server_time)),
             _ => None,
         };
+        let gpu_fault = first.as_ref().is_some_and(|_| cause == crate::domain::IncidentCause::GpuFault);
         timeline.rebase(origin, first);
+        if gpu_fault {
+            timeline.record(view.read(|v| gpu::faulted(v, &degraded.gpu_failed, self.opts.episode_limit)));
+        }
         let (dir, run_id) = crate::record::run_dir(&self.opts.reports_dir, &drill.metadata.name)?;
         let source = crate::secrets::redact(&self.loaded.source);
         std::fs::write(dir.join("drill.yaml"), source.as_bytes()).map_err(|e| self.write_error(&dir, e))?;
@@ -442,8 +448,11 @@ impl Watcher<'_> {
     }
 }
 
-/// When the watch itself saw a drain begin: the first cordon of an on-prem node on this timeline.
+/// When the watch itself saw a drain begin (the first cordon of an on-prem node on this timeline) or a GPU fault.
 fn observed_start(timeline: &Timeline, cause: crate::domain::IncidentCause, d: &Degraded) -> Option<DateTime<Utc>> {
+    if cause == crate::domain::IncidentCause::GpuFault {
+        return gpu::first_sign(&timeline.observations(), &d.gpu_failed);
+    }
     if cause != crate::domain::IncidentCause::Drain {
         return None;
     }

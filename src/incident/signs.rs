@@ -19,10 +19,13 @@ pub struct Degraded {
     pub drained: Vec<String>,
     /// Workload pods on fallback nodes.
     pub on_fallback: usize,
+    /// On-prem nodes Ready with GPUs failed (allocatable below capacity).
+    pub gpu_failed: Vec<String>,
 }
 
 impl Degraded {
-    /// Whether the on-prem side degraded: a node lost, a drain under way, or the workload on the fallback.
+    /// Whether the on-prem side degraded: a node lost, a drain under way, GPUs failed on a Ready node, or the workload
+    /// on the fallback.
     pub fn of(v: &ClusterView) -> Option<Degraded> {
         let lost: Vec<String> = v.on_prem_nodes().filter(|n| !n.is_ready()).map(|n| n.name.clone()).collect();
         let leaving = |node: &str| v.pods.values().any(|p| p.terminating && p.node.as_deref() == Some(node));
@@ -35,13 +38,19 @@ impl Degraded {
             .collect();
         let on_fallback =
             v.live_pods().filter(|p| p.node.as_deref().is_some_and(|n| v.role_of(n) == NodeRole::Fallback)).count();
-        let d = Degraded { lost, drained, on_fallback };
-        (!d.lost.is_empty() || !d.drained.is_empty() || d.on_fallback > 0).then_some(d)
+        let gpu_failed = super::gpu::failed_gpu_nodes(v);
+        let d = Degraded { lost, drained, on_fallback, gpu_failed };
+        (!d.lost.is_empty() || !d.drained.is_empty() || d.on_fallback > 0 || !d.gpu_failed.is_empty()).then_some(d)
     }
 
     /// What two looks saw together: nodes seen degraded at the first look stay involved at the second.
     pub fn merge(mut self, earlier: Degraded) -> Degraded {
-        for (now, before) in [(&mut self.lost, earlier.lost), (&mut self.drained, earlier.drained)] {
+        let pairs = [
+            (&mut self.lost, earlier.lost),
+            (&mut self.drained, earlier.drained),
+            (&mut self.gpu_failed, earlier.gpu_failed),
+        ];
+        for (now, before) in pairs {
             now.extend(before);
             now.sort();
             now.dedup();
@@ -51,16 +60,16 @@ impl Degraded {
 
     /// The on-prem nodes involved.
     pub fn nodes(&self) -> Vec<String> {
-        let mut nodes: Vec<String> = self.lost.iter().chain(&self.drained).cloned().collect();
+        let mut nodes: Vec<String> = self.lost.iter().chain(&self.drained).chain(&self.gpu_failed).cloned().collect();
         nodes.sort();
         nodes.dedup();
         nodes
     }
 }
 
-/// Whether the on-prem side is whole again: every on-prem node Ready and schedulable.
+/// Whether the on-prem side is whole again: every on-prem node Ready and schedulable, with all its GPUs allocatable.
 pub fn on_prem_whole(v: &ClusterView) -> bool {
-    v.on_prem_nodes().all(|n| n.is_ready() && n.schedulable)
+    v.on_prem_nodes().all(|n| n.is_ready() && n.schedulable && !n.gpus_failed())
 }
 
 /// What one on-prem node's own objects say, read once when the episode opens.
@@ -81,6 +90,8 @@ pub struct NodeEvidence {
     /// The hybrid-drill run that marked the node (a drain's cordon annotation, a host cut's label): a drill, not an
     /// incident.
     pub drill_run: Option<String>,
+    /// `nvidia.com/gpu` allocatable and capacity, when they differ: GPUs the device plugin reports unhealthy.
+    pub gpus_short: Option<(i64, i64)>,
 }
 
 impl NodeEvidence {
@@ -106,6 +117,7 @@ impl NodeEvidence {
             cordoned,
             last_heartbeat: lease.and_then(|l| l.spec.as_ref()?.renew_time.as_ref()).map(|t| to_utc(&t.0)),
             drill_run: drill_mark(node),
+            gpus_short: super::gpu::gpus_short(node),
         }
     }
 
@@ -121,6 +133,9 @@ impl NodeEvidence {
                 Some(t) => format!("Ready={status} since {}", crate::timeline::rfc3339(t)),
                 None => format!("Ready={status}"),
             });
+        }
+        if let Some((allocatable, capacity)) = self.gpus_short {
+            parts.push(format!("nvidia.com/gpu allocatable {allocatable} of {capacity}"));
         }
         if self.network_unavailable {
             parts.push("NetworkUnavailable=True".into());
@@ -154,7 +169,8 @@ fn drill_mark(node: &Node) -> Option<String> {
 }
 
 /// What started the episode, from the nodes' evidence: several nodes lost together or a node without network is the
-/// link; one node lost is a node failure; cordoned Ready nodes are a drain, whether the node still is when its record is
+/// link; one node lost is a node failure; a Ready node with GPUs failed is a GPU fault (even once a remediation
+/// cordoned it: that drain is the fault's quarantine); cordoned Ready nodes are a drain, whether the node still is when its record is
 /// read or only the watch saw it cordoned (a drain over and uncordoned in seconds); otherwise unknown.
 pub fn cause(evidence: &[NodeEvidence], watched: &Degraded) -> IncidentCause {
     let lost = evidence.iter().filter(|e| e.lost()).count();
@@ -162,6 +178,8 @@ pub fn cause(evidence: &[NodeEvidence], watched: &Degraded) -> IncidentCause {
         IncidentCause::LinkLoss
     } else if lost == 1 {
         IncidentCause::NodeFailure
+    } else if !watched.gpu_failed.is_empty() {
+        IncidentCause::GpuFault
     } else if evidence.iter().any(|e| e.unschedulable) || !watched.drained.is_empty() {
         IncidentCause::Drain
     } else {
@@ -187,7 +205,8 @@ pub fn t0_evidence(cause: IncidentCause, evidence: &[NodeEvidence]) -> Option<(D
             .filter_map(|e| e.cordoned.as_ref().map(|(t, by)| (*t, e.name.clone(), by.clone())))
             .min()
             .map(|(t, node, by)| (t, format!("t0 is {node}'s cordon (managedFields, by {by})"))),
-        IncidentCause::Unknown => None,
+        // No object keeps when a GPU failed: the watch's own sighting is t0 (incident/gpu.rs).
+        IncidentCause::GpuFault | IncidentCause::Unknown => None,
     }
 }
 

@@ -39,6 +39,8 @@ pub struct NodeState {
     pub ready_since: Option<DateTime<Utc>>,
     pub schedulable: bool,
     pub gpus: i64,
+    /// `nvidia.com/gpu` capacity: allocatable below it on a Ready node is GPUs the device plugin marked unhealthy.
+    pub gpu_capacity: i64,
     pub instance_type: Option<String>,
     pub node_pool: Option<String>,
     pub created: Option<DateTime<Utc>>,
@@ -54,6 +56,11 @@ impl NodeState {
             .map(|c| (ConditionStatus::parse(&c.status), c.last_transition_time.as_ref().map(|t| to_utc(&t.0))));
         let gpus = status
             .and_then(|s| s.allocatable.as_ref())
+            .and_then(|a| a.get(GPU_RESOURCE))
+            .and_then(as_integer)
+            .unwrap_or(0);
+        let gpu_capacity = status
+            .and_then(|s| s.capacity.as_ref())
             .and_then(|a| a.get(GPU_RESOURCE))
             .and_then(as_integer)
             .unwrap_or(0);
@@ -74,6 +81,7 @@ impl NodeState {
             ready_since: ready.and_then(|r| r.1),
             schedulable: !node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
             gpus,
+            gpu_capacity,
             instance_type: meta.labels.as_ref().and_then(|l| l.get(INSTANCE_TYPE_LABEL)).cloned(),
             node_pool: meta.labels.as_ref().and_then(|l| l.get(NODEPOOL_LABEL)).cloned(),
             created: meta.creation_timestamp.as_ref().map(|t| to_utc(&t.0)),
@@ -88,6 +96,11 @@ impl NodeState {
 
     pub fn is_ready(&self) -> bool {
         self.ready.is_true()
+    }
+
+    /// Ready, yet fewer GPUs allocatable than it has: failed GPUs on a node that stays up.
+    pub fn gpus_failed(&self) -> bool {
+        self.is_ready() && self.gpus < self.gpu_capacity
     }
 }
 

@@ -1,7 +1,9 @@
 //! End-to-end: `hybrid-drill watch` against the lab. A node failure (lab/node-fail, lab/node-recover) is one incident
 //! whose phases agree with the node-failure drill's, its episode seen on the metrics endpoint while it lasted; a plain
 //! `kubectl drain` is one incident caused by a drain; a watch killed mid-episode and restarted writes one report with
-//! what it missed marked unknown; a drain drill run while it watches is recorded as a drill, not an incident. Every
+//! what it missed marked unknown; a drain drill run while it watches is recorded as a drill, not an incident; GPUs
+//! failing on a Ready node (lab/gpu-fault, quarantined by the remediation stand-in) are one incident cut into the GPU
+//! fault drill's phases. Every
 //! on-prem node is failed or drained, as the node-failure drill does: with one of the four gone its pods would find
 //! room on the other three and nothing would fall back.
 
@@ -287,6 +289,80 @@ fn a_plain_kubectl_drain_is_one_incident_caused_by_a_drain() {
     for seen in ["return", "reclaim"] {
         assert!(phase(&incident, seen)["seconds"].as_f64().is_some(), "the uncordon was seen: {incident:#}");
     }
+    steady();
+}
+
+/// The nodes of the workload's pods once all four are Ready.
+fn workload_nodes() -> Option<Vec<String>> {
+    let out = kubectl(&[
+        "get",
+        "pods",
+        "-n",
+        "inference",
+        "-l",
+        "app=llm-inference",
+        "-o",
+        r#"jsonpath={range .items[*]}{.spec.nodeName}{":"}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}"#,
+    ]);
+    let ready: Vec<String> = out.lines().filter_map(|l| l.strip_suffix(":True")).map(str::to_string).collect();
+    (ready.len() >= 4 && out.lines().count() == ready.len()).then_some(ready)
+}
+
+/// Whether `node`'s workload pods have left it.
+fn no_workload_pod_on(node: &str) -> bool {
+    let field = format!("spec.nodeName={node}");
+    kubectl(&["get", "pods", "-n", "inference", "-l", "app=llm-inference", "--field-selector", &field, "-o", "name"])
+        .trim()
+        .is_empty()
+}
+
+#[test]
+fn a_gpu_fault_on_a_ready_node_is_one_incident_cut_into_the_gpu_fault_drills_phases() {
+    let _lab = lock_lab();
+    steady();
+    let _repair = Repair(|| {
+        for node in hybrid_nodes() {
+            let _ = lab_tool("gpu-recover").arg(&node).env("KUBECONFIG", kubeconfig()).output();
+        }
+        repair_quietly();
+    });
+    let reports = tempfile::tempdir().unwrap();
+    let watch = Watch::start(reports.path());
+    let node = hybrid_nodes().into_iter().next().unwrap();
+    // Its GPUs fail, the node stays Ready; the remediation stand-in quarantines and drains it 3 s later.
+    let gpu_tool = |name: &str| {
+        let out =
+            lab_tool(name).arg(&node).env("KUBECONFIG", kubeconfig()).env("LAB_GPU_REMEDIATION_SECONDS", "3").output();
+        let out = out.unwrap();
+        assert!(out.status.success(), "lab/{name} {node}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    gpu_tool("gpu-fault");
+    eventually("the faulty node drained", Duration::from_secs(60), || no_workload_pod_on(&node));
+    eventually("the workload's pods Ready again", Duration::from_secs(120), || workload_nodes().is_some());
+    gpu_tool("gpu-recover");
+    // Restarted only if a pod went to the fallback: a needless restart surges pods onto a fallback node too.
+    let on_prem = hybrid_nodes();
+    if workload_nodes().unwrap_or_default().iter().any(|n| !on_prem.contains(n)) {
+        bring_the_workload_home();
+    }
+    let run = watch.finish(Duration::from_secs(180));
+    assert_eq!(run_dirs(reports.path()), vec![run.clone()], "exactly one incident");
+    let incident = report(&run);
+    print_phases("incident", &incident);
+    assert_eq!(incident["incident"]["cause"], "gpu-fault", "{:#}", incident["incident"]);
+    assert!(incident["incident"]["evidence"].to_string().contains("nvidia.com/gpu allocatable 0 of 8"), "{incident:#}");
+    let seconds = |name| phase(&incident, name)["seconds"].as_f64();
+    for name in ["gpu-detection", "quarantine", "degraded"] {
+        assert!(seconds(name).is_some(), "phase {name} not measured: {:#}", incident["phases"]);
+    }
+    // The stand-in quarantines 3 s after the fault, which the watch saw no later than the GPUs' drop.
+    assert!(seconds("gpu-detection").unwrap() <= seconds("quarantine").unwrap());
+    assert!(seconds("quarantine").unwrap() >= 2.0, "{:#}", incident["phases"]);
+    assert_eq!(incident["gpu_fault"]["fallbackTriggered"], true, "{:#}", incident["gpu_fault"]);
+    // `history` reads the phases by name: the GPU ones among them.
+    let history = hybrid_drill().arg("history").arg(reports.path()).output().unwrap();
+    let history = String::from_utf8_lossy(&history.stdout);
+    assert!(history.contains("gpu-detection") && history.contains("quarantine"), "{history}");
     steady();
 }
 
