@@ -17,6 +17,7 @@ pub mod phases;
 pub mod plan;
 pub mod preflight;
 pub mod progress;
+pub mod prometheus;
 mod pushgateway;
 pub mod record;
 pub mod recover;

@@ -637,6 +637,8 @@ impl NodeFailureAction {
 pub struct GpuFaultAction {
     pub hooks: NodeFailureAction,
     pub quarantine_within: Duration,
+    /// A query for the faulty GPUs' errors (DCGM's Xid), `{nodes}` not yet expanded.
+    pub detected_by: Option<String>,
 }
 
 /// Move the workload back: uncordon the on-prem nodes, then restart the workload so it re-places on-prem.

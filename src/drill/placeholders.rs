@@ -181,6 +181,16 @@ fn value(p: &Placeholder, node: &NodeFacts, addresses: &BTreeMap<String, String>
     }
 }
 
+/// `{nodes}` in a `detectedBy` query: the faulty nodes' names as a regular expression (`a|b`). Dots stay unescaped:
+/// the escape a regular expression wants differs between PromQL's quoted and raw strings, and a dot matching any
+/// character only widens the match to names that differ from a faulty node's at a dot.
+pub fn expand_nodes(query: &str, nodes: &[String]) -> String {
+    query.replace(NODES, &nodes.join("|"))
+}
+
+/// The placeholder a `detectedBy` query names the faulty nodes by.
+pub const NODES: &str = "{nodes}";
+
 #[cfg(test)]
 mod tests {
     use super::*;

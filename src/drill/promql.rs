@@ -7,24 +7,33 @@ use serde_json::Value;
 use super::diagnostics::{Diagnostic, Location};
 use super::parse::SpanMap;
 
-/// Every query of `spec.slo` that Prometheus would refuse, located in the file.
+/// Every query of `spec.slo` and every `gpuFault.detectedBy` that Prometheus would refuse, located in the file.
 pub(super) fn check_document(value: &Value, spans: &SpanMap, source: &str) -> Vec<Diagnostic> {
-    let Some(slo) = value.pointer("/spec/slo") else { return Vec::new() };
     let mut found: Vec<(String, Option<&Value>)> = Vec::new();
-    for (i, sli) in slo.get("slis").and_then(Value::as_array).into_iter().flatten().enumerate() {
-        found.push((format!("spec.slo.slis[{i}].query"), sli.get("query")));
+    if let Some(slo) = value.pointer("/spec/slo") {
+        for (i, sli) in slo.get("slis").and_then(Value::as_array).into_iter().flatten().enumerate() {
+            found.push((format!("spec.slo.slis[{i}].query"), sli.get("query")));
+        }
+        for key in ["total", "failed"] {
+            found.push((format!("spec.slo.requests.{key}"), slo.get("requests").and_then(|r| r.get(key))));
+        }
+        found.push(("spec.slo.firstGoodAnswer".into(), slo.get("firstGoodAnswer")));
+        for (i, stop) in slo.get("stopWhen").and_then(Value::as_array).into_iter().flatten().enumerate() {
+            found.push((format!("spec.slo.stopWhen[{i}].query"), stop.get("query")));
+        }
     }
-    for key in ["total", "failed"] {
-        found.push((format!("spec.slo.requests.{key}"), slo.get("requests").and_then(|r| r.get(key))));
-    }
-    found.push(("spec.slo.firstGoodAnswer".into(), slo.get("firstGoodAnswer")));
-    for (i, stop) in slo.get("stopWhen").and_then(Value::as_array).into_iter().flatten().enumerate() {
-        found.push((format!("spec.slo.stopWhen[{i}].query"), stop.get("query")));
-    }
+    let steps = value.pointer("/spec/steps").and_then(Value::as_array).into_iter().flatten().enumerate();
+    let detections: Vec<(String, Option<&Value>)> = steps
+        .map(|(i, step)| (format!("spec.steps[{i}].gpuFault.detectedBy"), step.pointer("/gpuFault/detectedBy")))
+        .filter(|(_, v)| v.is_some())
+        .collect();
+    let detection_paths: Vec<String> = detections.iter().map(|(p, _)| p.clone()).collect();
+    found.extend(detections);
     let queries = found.into_iter().filter_map(|(path, v)| Some((path, v?.as_str()?)));
     queries
         .filter_map(|(path, query)| {
-            let problem = check(query).err()?;
+            let problem = if detection_paths.contains(&path) { check_detection(query) } else { check(query) };
+            let problem = problem.err()?;
             let at: Location = spans.value(&path);
             let at = match problem.span {
                 Some((start, end)) => super::references::narrow(at, source, query, start, end),
@@ -143,6 +152,30 @@ const KNOWN: &[&str] = &[
     "vector",
     "year",
 ];
+
+/// A `detectedBy` query: its only placeholder is `{nodes}` (stood in by a name of the same length, so a problem's
+/// place in the query holds), and the rest as `check`.
+fn check_detection(query: &str) -> Result<(), QueryProblem> {
+    let mut from = 0;
+    while let Some(open) = query[from..].find('{').map(|at| from + at) {
+        let word_end = query[open + 1..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .map_or(query.len(), |at| open + 1 + at);
+        let closes = query[word_end..].starts_with('}') && word_end > open + 1;
+        if closes && &query[open..=word_end] != super::placeholders::NODES {
+            return Err(QueryProblem {
+                message: format!(
+                    "unknown placeholder `{}`: a detectedBy query knows only `{{nodes}}`",
+                    &query[open..=word_end]
+                ),
+                span: Some((open, word_end + 1)),
+                suggestion: Some("{nodes}".into()),
+            });
+        }
+        from = open + 1;
+    }
+    check(&query.replace(super::placeholders::NODES, "nodes__"))
+}
 
 /// Checks one query; the first problem, as Prometheus would refuse it.
 pub fn check(query: &str) -> Result<(), QueryProblem> {

@@ -25,6 +25,13 @@ pub struct GpuFaultAction {
     /// fallback never triggered, ends the fault and reports the degraded time. Default 10m.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quarantine_within: Option<HumanDuration>,
+    /// A PromQL query, read from `spec.slo.prometheus`, that returns a series while the faulty GPUs report errors:
+    /// DCGM's Xid counter, e.g. `max by (Hostname) (DCGM_FI_DEV_XID_ERRORS{Hostname=~"{nodes}"}) > 0` (`{nodes}` is
+    /// the faulty nodes' names as a regular expression). Its first answer with a series after the fault is a
+    /// detection, as the allocatable `nvidia.com/gpu` dropping is: the earlier of the two ends `gpu-detection`. On a
+    /// real cluster, where DCGM error injection reaches DCGM but not the device plugin, it is the only detection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detected_by: Option<String>,
     /// Fail the GPUs of only this many of the on-prem nodes (the first by name). Needs `{node}` in the hooks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count: Option<u32>,

@@ -426,6 +426,10 @@ impl Watcher<'_> {
     fn publish(&self, view: &SharedView, episode_since: Option<DateTime<Utc>>) {
         let (nodes, gpus) = view.read(|v| (v.fallback_nodes().count(), v.fallback_gpus()));
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if !s.synced {
+            eprintln!("hybrid-drill watch: in sync with the cluster; an on-prem degradation from now on is an episode");
+            s.synced = true;
+        }
         s.episode_open = episode_since.is_some() && !s.drill_in_progress;
         s.drill_in_progress &= episode_since.is_some();
         s.episode_since = episode_since;

@@ -197,7 +197,9 @@ impl Bound {
                 Some("the taint's timeAdded"),
             ),
             Bound::GpusUnhealthy => (
-                "first faulty on-prem node Ready with fewer GPUs allocatable (the device plugin marked them unhealthy)"
+                "first faulty on-prem node Ready with fewer GPUs allocatable (the device plugin marked them unhealthy), \
+                 or the first answer of the step's `detectedBy` query (the GPUs' errors in Prometheus, as polled), \
+                 whichever came first"
                     .into(),
                 Watch,
                 None,

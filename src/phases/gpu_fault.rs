@@ -32,6 +32,25 @@ pub struct GpuFaultOutcome {
     pub degraded_nodes: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub degraded_pods: Vec<String>,
+    /// What detected the fault first: `allocatable` (the device plugin) or `detectedBy` (the GPUs' errors in
+    /// Prometheus); absent when neither was seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detected_by: Option<String>,
+    /// The largest value the `detectedBy` query answered (DCGM's Xid: 79 is a GPU fallen off the bus), and the
+    /// nodes its series named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_errors: Option<GpuErrors>,
+}
+
+/// The GPUs' errors as the `detectedBy` query first answered them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GpuErrors {
+    pub value: f64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<String>,
+    /// Seconds from t0 to the answer.
+    pub seconds: f64,
 }
 
 /// The remediations that would have quarantined the nodes, for a finding that none did.
@@ -85,6 +104,16 @@ impl<'a> Moments<'a> {
                 _ => false,
             })
             .filter(|o| o.seq < self.fault_end)
+    }
+
+    /// The first answer of the step's `detectedBy` query with a series, before the fault ended.
+    pub(super) fn gpu_errors_seen(&self) -> Option<&'a Observation> {
+        self.scan.first(self.t0_seq, |e| matches!(e, Event::GpuErrorsSeen { .. })).filter(|o| o.seq < self.fault_end)
+    }
+
+    /// The GPU fault's detection: the allocatable drop or the GPUs' errors in Prometheus, whichever came first.
+    pub(super) fn gpu_detected(&self) -> Option<&'a Observation> {
+        [self.gpus_unhealthy(), self.gpu_errors_seen()].into_iter().flatten().min_by_key(|o| o.seq)
     }
 
     /// The first faulty node cordoned or given a NoSchedule/NoExecute taint after t0, before the fault ended.
@@ -156,6 +185,18 @@ impl<'a> Moments<'a> {
             degraded_seconds,
             degraded_nodes: degraded(&|_, node| node.to_string()),
             degraded_pods: degraded(&|pod, _| pod.to_string()),
+            detected_by: self.gpu_detected().map(|o| match o.event {
+                Event::GpuErrorsSeen { .. } => "detectedBy".to_string(),
+                _ => "allocatable".to_string(),
+            }),
+            gpu_errors: self.gpu_errors_seen().and_then(|o| match &o.event {
+                Event::GpuErrorsSeen { nodes, value } => Some(GpuErrors {
+                    value: *value,
+                    nodes: nodes.clone(),
+                    seconds: self.t0.map_or(0.0, |t0| (o.t_ms - t0.t_ms) as f64 / 1000.0),
+                }),
+                _ => None,
+            }),
         })
     }
 }

@@ -129,7 +129,12 @@ impl<'a> Moments<'a> {
                     _ => Boundary::of("NoExecute taint", o),
                 });
             }
-            Bound::GpusUnhealthy => ("GPUs unhealthy on a faulty node", self.gpus_unhealthy()),
+            Bound::GpusUnhealthy => {
+                return self.gpu_detected().map(|o| match &o.event {
+                    Event::GpuErrorsSeen { .. } => Boundary::of("GPU errors reported by Prometheus (detectedBy)", o),
+                    _ => Boundary::of("GPUs unhealthy on a faulty node", o),
+                });
+            }
             Bound::NodeQuarantined => ("faulty node quarantined", self.node_quarantined()),
             Bound::FirstPodDegraded => ("first pod not Ready on a faulty node", self.first_pod_degraded()),
             Bound::DegradedEnded => ("degraded service ended", self.degraded_ended()),

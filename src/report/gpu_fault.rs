@@ -42,7 +42,28 @@ impl GpuFaultOutcome {
         if !self.degraded_pods.is_empty() {
             out.push(format!("pods on the failed GPUs: {}", self.degraded_pods.join(", ")));
         }
+        out.push(self.detection());
         out
+    }
+
+    /// Which signal saw the fault first, and the GPUs' errors as Prometheus had them.
+    fn detection(&self) -> String {
+        let errors = self.gpu_errors.as_ref().map(|e| {
+            let on = if e.nodes.is_empty() { String::new() } else { format!(" on {}", e.nodes.join(", ")) };
+            format!("the detectedBy query answered {}{on} {} after t0", e.value, human_seconds(e.seconds))
+        });
+        match (self.detected_by.as_deref(), errors) {
+            (Some("detectedBy"), Some(errors)) => format!("detected first by the GPUs' errors: {errors}"),
+            (Some(_), Some(errors)) => {
+                format!("detected first by allocatable nvidia.com/gpu dropping (the device plugin); {errors}")
+            }
+            (Some(_), None) => "detected by allocatable nvidia.com/gpu dropping (the device plugin); no GPU error \
+                                query answered (detectedBy)"
+                .into(),
+            (None, _) => "the fault was not detected: neither allocatable nvidia.com/gpu dropped nor a detectedBy \
+                          query answered"
+                .into(),
+        }
     }
 }
 
@@ -60,10 +81,20 @@ mod tests {
             degraded_seconds: Some(31.5),
             degraded_nodes: vec!["hybrid-gpu-1".into()],
             degraded_pods: vec!["llm-0".into()],
+            detected_by: Some("detectedBy".into()),
+            gpu_errors: Some(crate::phases::gpu_fault::GpuErrors {
+                value: 79.0,
+                nodes: vec!["hybrid-gpu-1".into()],
+                seconds: 2.5,
+            }),
         };
         let lines = o.lines();
         assert!(lines[0].starts_with("fallback never triggered: GPUs failed on hybrid-gpu-1"), "{lines:?}");
         assert!(lines[1].contains("served by a degraded set of pods (not Ready on hybrid-gpu-1)"), "{lines:?}");
         assert!(lines[2].contains("NVSentinel") && lines[2].contains("not hybrid nodes"), "{lines:?}");
+        assert_eq!(
+            lines[4],
+            "detected first by the GPUs' errors: the detectedBy query answered 79 on hybrid-gpu-1 2.5s after t0"
+        );
     }
 }

@@ -218,6 +218,8 @@ fn encode(drill: &str, gauges: Vec<Gauge>) -> Result<String, std::fmt::Error> {
 /// What `hybrid-drill watch` knows now, for its metrics endpoint.
 #[derive(Debug, Clone, Default)]
 pub struct WatchState {
+    /// The watch has listed the cluster and follows it: until then a fault comes and goes unseen.
+    pub synced: bool,
     /// When the episode under way began (its t0, else when it was seen), if one is.
     pub episode_since: Option<chrono::DateTime<chrono::Utc>>,
     pub episode_open: bool,
@@ -235,6 +237,11 @@ pub struct WatchState {
 /// The watch's live metrics: the episode in progress, the fallback now, the last episode's RTO and phases.
 pub fn render_watch(drill: &str, state: &WatchState) -> Result<String, std::fmt::Error> {
     let mut all = vec![
+        Gauge::single(
+            "watch_synced",
+            "1 once the watch has listed the cluster and follows its changes; a fault before that is not seen.",
+            bit(state.synced),
+        ),
         Gauge::single(
             "watch_episode_in_progress",
             "1 while an incident episode is open (the on-prem side degraded, not yet back and reclaimed).",

@@ -1,6 +1,6 @@
 //! Why the SLIs refuse a drill before its fault, and why a stop condition could not be judged in a round.
 
-use super::client::QueryError;
+use crate::prometheus::QueryError;
 
 /// The users' steady state could not be shown before the fault: the drill is refused, nothing touched.
 #[derive(Debug, thiserror::Error)]

@@ -1,9 +1,8 @@
 //! The users' side of a drill, read from Prometheus: the SLIs' steady state before the fault, the stop conditions
-//! while it runs, and the users' impact in the report (`impact` of report.json). `client` speaks Prometheus's and
-//! Alertmanager's APIs, `watch` reads the SLIs while the drill runs, `impact` turns the drill's series into figures,
+//! while it runs, and the users' impact in the report (`impact` of report.json). `crate::prometheus` speaks Prometheus's
+//! API, `watch` reads the SLIs while the drill runs, `impact` turns the drill's series into figures,
 //! `trial` tries each query once for `plan` and `preflight`.
 
-pub mod client;
 mod error;
 pub mod impact;
 pub mod requests;
@@ -17,7 +16,7 @@ use chrono::{DateTime, Utc};
 
 use crate::domain::impact as model;
 pub use crate::domain::impact::{Impact, PodAnswer, Reading, StopRecord};
-pub use client::{Prometheus, QueryError, Series};
+pub use crate::prometheus::{Prometheus, QueryError, Series};
 pub use error::{SteadyStateError, StopError};
 pub use watch::SloWatch;
 

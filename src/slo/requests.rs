@@ -4,11 +4,11 @@
 
 use chrono::{DateTime, Utc};
 
-use super::client::{Prometheus, QueryError};
 use super::impact::Window;
 use crate::domain::impact::{PhaseRequests, RequestImpact};
 use crate::drill::counter::increase;
 use crate::drill::slo::{ErrorBudget, RequestCounters};
+use crate::prometheus::{Prometheus, QueryError};
 
 /// The requests sent and failed over the drill (`started` to `finished`) and each window.
 pub async fn count(

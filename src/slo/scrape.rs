@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::client::{Prometheus, QueryError};
 use crate::drill::slo::{SloSpec, StopCondition};
+use crate::prometheus::{Prometheus, QueryError};
 
 /// One range window of one of the drill's queries and the longest scrape interval among the targets it reads.
 #[derive(Debug, Clone, PartialEq)]

@@ -3,10 +3,10 @@
 
 use chrono::Utc;
 
-use super::client::Prometheus;
 use crate::cluster::Reader;
 use crate::drill::slo::{SloSpec, StopCondition};
 use crate::preflight::{CheckId, Finding, Status};
+use crate::prometheus::Prometheus;
 
 /// One finding per query of `spec.slo`: its value now, or why a run would stop on it.
 pub async fn try_queries(spec: &SloSpec, reader: &Reader) -> Vec<Finding> {

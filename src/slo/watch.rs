@@ -9,9 +9,9 @@ use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::client::Prometheus;
 use crate::domain::impact::{PrometheusError, StopRecord};
 use crate::drill::slo::{OnNoData, OnPrometheusError, SloSpec, StopCondition};
+use crate::prometheus::Prometheus;
 use crate::timeline::{Event, Timeline};
 
 /// What the watch has read so far.

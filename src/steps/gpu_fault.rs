@@ -3,12 +3,16 @@
 //! what starts the fallback. When none does, the fallback never triggers: the step says so and the run goes straight
 //! to the `restore: gpu-fault` that ends the fault. After that restore, the GPUs must be allocatable as before.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
+use chrono::Utc;
 use tokio::time::Instant;
 
 use super::{StepContext, StepError, StepSuccess};
 use crate::drill::GpuFaultAction;
+use crate::drill::placeholders::expand_nodes;
+use crate::prometheus::Prometheus;
 use crate::timeline::gpu::NodeMarks;
 use crate::timeline::view::ClusterView;
 use crate::timeline::{Event, FaultKind};
@@ -21,10 +25,12 @@ fn quarantined(before: &BTreeMap<String, NodeMarks>, view: &ClusterView) -> Opti
     })
 }
 
+// Long: one wait on two sources (the cluster's changes and the detection query), with the no-quarantine finding.
 pub async fn gpu_fault(ctx: &StepContext<'_>, step: &str, action: &GpuFaultAction) -> Result<StepSuccess, StepError> {
     let nodes = action.hooks.chosen(ctx.on_prem_nodes);
     let before: BTreeMap<String, NodeMarks> =
         ctx.view.read(|v| nodes.iter().filter_map(|n| Some((n.clone(), NodeMarks::of(v.nodes.get(n)?)))).collect());
+    let mut detection = ErrorQuery::connect(ctx, action, &nodes).await;
     let mut changes = ctx.view.changes();
     let targets = super::node_failure::run_fault_hooks(ctx, step, &action.hooks, FaultKind::GpuFault).await?;
     let started = Instant::now();
@@ -38,15 +44,26 @@ pub async fn gpu_fault(ctx: &StepContext<'_>, step: &str, action: &GpuFaultActio
     loop {
         if let Some(how) = ctx.view.read(|v| quarantined(&before, v)) {
             let after = started.elapsed().as_secs();
+            if let Some(query) = &mut detection {
+                query.grace(ctx, until).await;
+            }
             return Ok(StepSuccess::ok(format!(
                 "GPUs failed on {targets}; quarantined {after} s after the hooks: {how}"
             )));
         }
         ctx.progress.waiting(&format!("waiting up to {within} for a remediation to quarantine {}", nodes.join(", ")));
-        match tokio::time::timeout_at(until, changes.changed()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) => return Err(StepError::Failed("the drill's watches stopped".into())),
-            Err(_) => break,
+        let next_ask = detection.as_ref().and_then(ErrorQuery::next_ask).unwrap_or(until);
+        tokio::select! {
+            changed = tokio::time::timeout_at(until, changes.changed()) => match changed {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(StepError::Failed("the drill's watches stopped".into())),
+                Err(_) => break,
+            },
+            _ = tokio::time::sleep_until(next_ask), if next_ask < until => {
+                if let Some(query) = &mut detection {
+                    query.ask(ctx).await;
+                }
+            }
         }
     }
     let waited = started.elapsed();
@@ -59,6 +76,76 @@ pub async fn gpu_fault(ctx: &StepContext<'_>, step: &str, action: &GpuFaultActio
         warning: true,
         skip_to_restore: true,
     })
+}
+
+/// The step's `detectedBy`: asked of the drill's Prometheus every SLI interval until its first answer with a series.
+struct ErrorQuery {
+    prometheus: Prometheus,
+    query: String,
+    every: Duration,
+    next: Instant,
+    /// Answered, or given up on after an error: asked no more.
+    done: bool,
+}
+
+/// Series labels that name the node a GPU is on: dcgm-exporter's `Hostname`, then the usual relabelled ones.
+const NODE_LABELS: [&str; 3] = ["Hostname", "node", "kubernetes_node"];
+
+impl ErrorQuery {
+    /// `None` without a `detectedBy`, or when the Prometheus client cannot be made (said once; the drill goes on and
+    /// detects by allocatable alone).
+    async fn connect(ctx: &StepContext<'_>, action: &GpuFaultAction, nodes: &[String]) -> Option<ErrorQuery> {
+        let query = action.detected_by.as_deref()?;
+        let slo = ctx.drill.spec.slo.as_ref()?;
+        match Prometheus::connect(&slo.prometheus, ctx.reader).await {
+            Ok(prometheus) => Some(ErrorQuery {
+                prometheus,
+                query: expand_nodes(query, nodes),
+                every: slo.interval,
+                next: Instant::now(),
+                done: false,
+            }),
+            Err(e) => {
+                ctx.progress
+                    .line(&format!("detectedBy is not asked (the GPU fault is detected by allocatable only): {e}"));
+                None
+            }
+        }
+    }
+
+    fn next_ask(&self) -> Option<Instant> {
+        (!self.done).then_some(self.next)
+    }
+
+    async fn ask(&mut self, ctx: &StepContext<'_>) {
+        self.next = Instant::now() + self.every;
+        match self.prometheus.instant_vector(&self.query, Utc::now()).await {
+            Ok(series) if series.is_empty() => {}
+            Ok(series) => {
+                self.done = true;
+                let nodes: BTreeSet<String> =
+                    series.iter().filter_map(|s| NODE_LABELS.iter().find_map(|l| s.labels.get(*l).cloned())).collect();
+                let value = series.iter().filter_map(|s| s.points.first()).map(|p| p.1).fold(f64::NAN, f64::max);
+                let seen = Event::GpuErrorsSeen { nodes: nodes.into_iter().collect(), value };
+                ctx.progress.line(&seen.describe());
+                ctx.timeline.record(seen);
+            }
+            Err(e) => {
+                self.done = true;
+                ctx.progress.line(&format!("detectedBy could not be asked; detection by allocatable only: {e}"));
+            }
+        }
+    }
+
+    /// After the quarantine: a remediation may act on the GPUs' errors before Prometheus's next scrape has them, so
+    /// the query is asked a little longer (three of its intervals, at most to the step's bound).
+    async fn grace(&mut self, ctx: &StepContext<'_>, until: Instant) {
+        let end = (Instant::now() + self.every * 3).min(until);
+        while let Some(next) = self.next_ask().filter(|n| *n < end) {
+            tokio::time::sleep_until(next).await;
+            self.ask(ctx).await;
+        }
+    }
 }
 
 /// After `restore: gpu-fault`: every node the fault touched has its GPUs allocatable as before it, and is schedulable

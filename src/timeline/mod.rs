@@ -262,6 +262,12 @@ pub enum Event {
         nodes: Vec<String>,
         waited_seconds: f64,
     },
+    /// The `gpuFault`'s `detectedBy` query first answered with a series: the GPUs' errors as Prometheus has them
+    /// (DCGM's Xid), `value` the largest answered, `nodes` what its series name by a node label.
+    GpuErrorsSeen {
+        nodes: Vec<String>,
+        value: f64,
+    },
     /// The drill deleted a fallback NodeClaim whose node ran `pods` workload pods.
     FallbackNodeLost {
         nodeclaim: String,
@@ -553,6 +559,10 @@ impl Event {
                 "fallback never triggered: no remediation quarantined {} within {waited_seconds:.0} s",
                 nodes.join(", ")
             ),
+            Event::GpuErrorsSeen { nodes, value } => match nodes.is_empty() {
+                true => format!("GPU errors reported by Prometheus (value {value})"),
+                false => format!("GPU errors reported by Prometheus on {} (value {value})", nodes.join(", ")),
+            },
             Event::FallbackNodeLost { nodeclaim, node, pods } => {
                 format!("fallback NodeClaim {nodeclaim} deleted (node {node}, {pods} workload pods)")
             }

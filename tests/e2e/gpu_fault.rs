@@ -7,8 +7,8 @@ use std::process::Output;
 use std::time::Duration;
 
 use crate::common::lab::{
-    Repair, cordoned_or_marked, drill_run, eventually, hybrid_nodes, kubeconfig, kubectl_json, kubectl_quiet, lab_tool,
-    lock_lab, reset_lab, workload_on_prem_and_fallback_empty,
+    Repair, cordoned_or_marked, drill_run, eventually, hybrid_nodes, kubeconfig, kubectl_json, kubectl_quiet, lab_port,
+    lab_tool, lock_lab, reset_lab, workload_on_prem_and_fallback_empty,
 };
 use crate::common::repo;
 use serde_json::Value;
@@ -69,17 +69,24 @@ fn phase_seconds(report: &Value, name: &str) -> Option<f64> {
     report["phases"].as_array().unwrap().iter().find(|p| p["name"] == name).and_then(|p| p["seconds"].as_f64())
 }
 
-/// drills/gpu-fault.yaml with its quarantine bound replaced, written to `dir`.
+/// drills/gpu-fault.yaml with its quarantine bound replaced and its Prometheus the instance's, written to `dir`.
 fn drill(dir: &Path, quarantine_within: &str) -> PathBuf {
     let source = std::fs::read_to_string(repo().join("drills/gpu-fault.yaml")).unwrap();
-    assert!(source.contains("quarantineWithin: 45s"));
+    assert!(source.contains("quarantineWithin: 45s") && source.contains("127.0.0.1:29090"));
     let path = dir.join("gpu-fault.yaml");
-    std::fs::write(
-        &path,
-        source.replacen("quarantineWithin: 45s", &format!("quarantineWithin: {quarantine_within}"), 1),
-    )
-    .unwrap();
+    let text = source
+        .replacen("quarantineWithin: 45s", &format!("quarantineWithin: {quarantine_within}"), 1)
+        .replace("127.0.0.1:29090", &format!("127.0.0.1:{}", lab_port(29090)));
+    std::fs::write(&path, text).unwrap();
     path
+}
+
+/// The lab's DCGM stand-in reports Xid 79 on every failed GPU; the step's `detectedBy` query read it.
+fn assert_xid_79_seen(fault: &Value) {
+    let errors = &fault["gpuErrors"];
+    assert_eq!(errors["value"].as_f64(), Some(79.0), "{fault:#}");
+    assert!(!errors["nodes"].as_array().unwrap().is_empty(), "{fault:#}");
+    assert!(fault["detectedBy"].is_string(), "{fault:#}");
 }
 
 fn assert_back_as_before(before: &[(String, String, String, bool)]) {
@@ -112,6 +119,7 @@ fn a_remediated_gpu_fault_is_detected_quarantined_and_falls_back_then_the_gpus_c
     let fault = &report["gpu_fault"];
     assert_eq!(fault["fallbackTriggered"], true, "{fault:#}");
     assert!(fault["quarantinedBy"].as_str().unwrap().contains("cordoned"), "{fault:#}");
+    assert_xid_79_seen(fault);
     assert!(report["fidelity"].as_str().unwrap().starts_with("GPU fault: the drill's own hooks"));
     assert_back_as_before(&before);
     eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
@@ -133,6 +141,7 @@ fn a_gpu_fault_nothing_remediates_says_the_fallback_never_triggered_exits_1_and_
     let degraded = fault["degradedSeconds"].as_f64().expect("the degraded time");
     assert!(degraded >= 10.0, "degraded {degraded} s, the bound was 15 s: {fault:#}");
     assert!(!fault["degradedNodes"].as_array().unwrap().is_empty(), "{fault:#}");
+    assert_xid_79_seen(fault);
     assert!(report["objectives_missed"].as_array().unwrap().contains(&Value::from("quarantine")), "{report:#}");
     // No fallback was asked for: no NodeClaim, the steps between the fault and the restore skipped.
     let steps = report["steps"].as_array().unwrap();
@@ -151,6 +160,7 @@ fn a_gpu_fault_nothing_remediates_says_the_fallback_never_triggered_exits_1_and_
     assert!(md.contains("fallback never triggered: GPUs failed on"), "{md}");
     assert!(md.contains("served by a degraded set of pods"), "{md}");
     assert!(md.contains("NVSentinel"), "{md}");
+    assert!(md.contains("the detectedBy query answered 79"), "{md}");
     assert_back_as_before(&before);
     eventually("steady state after the drill", Duration::from_secs(120), workload_on_prem_and_fallback_empty);
 }

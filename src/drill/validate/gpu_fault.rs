@@ -35,6 +35,22 @@ impl Validator<'_> {
             self.problem(&join(at, "quarantineWithin"), "quarantineWithin must be longer than zero");
         }
         let hooks = self.fault_hooks(steps, i, at, &as_failure, RestoreTarget::GpuFault)?;
-        bound_valid.then_some(GpuFaultAction { hooks, quarantine_within })
+        bound_valid.then_some(GpuFaultAction { hooks, quarantine_within, detected_by: fault.detected_by.clone() })
+    }
+
+    /// A `detectedBy` query is asked of the drill's Prometheus: without `spec.slo` there is none to ask.
+    pub(super) fn gpu_detection_source(&mut self, spec: &raw::DrillSpec) {
+        if spec.slo.is_some() {
+            return;
+        }
+        for (i, step) in spec.steps.iter().enumerate() {
+            if step.gpu_fault.as_ref().is_some_and(|g| g.detected_by.is_some()) {
+                self.problem(
+                    &format!("spec.steps[{i}].gpuFault.detectedBy"),
+                    "detectedBy is asked of the Prometheus in spec.slo.prometheus: add that section (its url and \
+                     credentials, and at least one SLI)",
+                );
+            }
+        }
     }
 }

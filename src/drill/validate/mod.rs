@@ -129,7 +129,7 @@ impl Validator<'_> {
         let gates = self.gates(spec.gates.as_ref());
         let slo = self.slo(spec.slo.as_ref());
         let evidence = self.evidence(spec.evidence.as_ref());
-        self.collateral(&spec.collateral);
+        self.across_sections(spec);
         Some(Drill {
             metadata: Metadata { name: name.clone(), description: drill.metadata.description.clone() },
             spec: DrillSpec {
@@ -193,6 +193,12 @@ impl Validator<'_> {
             },
             retention: ship.retention.map(|r| r.0),
         })
+    }
+
+    /// The checks of one section that need another: a GPU fault's `detectedBy` asks `slo`'s Prometheus.
+    fn across_sections(&mut self, spec: &raw::DrillSpec) {
+        self.collateral(&spec.collateral);
+        self.gpu_detection_source(spec);
     }
 
     /// `collateral.leave`: each a workload's `namespace/name`, once.

@@ -106,7 +106,7 @@ impl Prometheus {
     }
 
     /// The body of a successful GET of `path` under the base URL, with the URL as shown.
-    pub(super) async fn text(&self, path: &str, params: &[(&str, &str)]) -> Result<(String, String), QueryError> {
+    pub(crate) async fn text(&self, path: &str, params: &[(&str, &str)]) -> Result<(String, String), QueryError> {
         let mut url = self.base.clone();
         if !url.path().ends_with('/') {
             url.set_path(&format!("{}/", url.path()));
