@@ -10,6 +10,7 @@ mod gates;
 mod gpu_fault;
 mod guards;
 mod last_tier;
+mod nets;
 mod notify;
 mod slo;
 mod steps;
@@ -130,6 +131,8 @@ impl Validator<'_> {
         let slo = self.slo(spec.slo.as_ref());
         let evidence = self.evidence(spec.evidence.as_ref());
         self.collateral(&spec.collateral);
+        let expected_alerts = self.expected_alerts(spec);
+        let warmers = self.warmers(&spec.warmers);
         Some(Drill {
             metadata: Metadata { name: name.clone(), description: drill.metadata.description.clone() },
             spec: DrillSpec {
@@ -151,6 +154,8 @@ impl Validator<'_> {
                 slo,
                 evidence,
                 collateral_leave: spec.collateral.leave.clone(),
+                expected_alerts,
+                warmers,
             },
         })
     }
