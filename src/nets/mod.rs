@@ -5,6 +5,9 @@
 
 pub mod alerts;
 pub mod judge;
+pub mod preflight;
 pub mod rules;
+#[cfg(test)]
+mod tests;
 
 pub use judge::{AlertCheck, AlertVerdict, SafetyNets, WarmerCheck, WarmerVerdict, judge};
