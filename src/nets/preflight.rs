@@ -10,14 +10,14 @@ use crate::preflight::{CheckId, Finding, Status};
 /// The findings for a drill, reading Prometheus's rules when it expects alerts.
 pub async fn findings(drill: &Drill) -> Vec<Finding> {
     let rules = match drill.spec.expected_alerts.as_ref().and_then(|e| e.prometheus.as_deref()) {
-        Some(url) => Some(super::rules::alert_names(url).await.map_err(|e| e.to_string())),
+        Some(url) => Some(super::rules::alert_names(url).await),
         None => None,
     };
     judge(drill, rules)
 }
 
 /// The findings, given the alert rules read (`None`: no Prometheus to read them from).
-fn judge(drill: &Drill, rules: Option<Result<BTreeSet<String>, String>>) -> Vec<Finding> {
+fn judge(drill: &Drill, rules: Option<Result<BTreeSet<String>, super::rules::RulesError>>) -> Vec<Finding> {
     let finding = |check, status, object: &str, message: String, fix: Option<&str>| Finding {
         check,
         status,
@@ -59,7 +59,7 @@ fn judge(drill: &Drill, rules: Option<Result<BTreeSet<String>, String>>) -> Vec<
             CheckId::ExpectedAlerts,
             Status::Warn,
             "Prometheus",
-            crate::secrets::redact(&e).into(),
+            crate::secrets::redact(&e.to_string()).into(),
             Some("check spec.expectedAlerts.prometheus from where the tool runs"),
         )),
         Some(Ok(names)) => {

@@ -97,3 +97,27 @@ fn an_alert_is_timed_from_the_fault_and_one_late_missing_or_firing_before_misses
     let none = super::judge(&d, &obs[..1]).unwrap();
     assert!(none.alerts.iter().all(|a| a.verdict == super::AlertVerdict::NotJudged) && !none.missed());
 }
+
+/// The realistic profile's drain (tests/fixtures/realistic-drain): every replacement on a new node, each pull 150 s
+/// and each model download 45 s.
+#[test]
+fn warmers_are_credited_on_the_slowest_replacement_or_named_where_they_were_not_in_effect() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/realistic-drain");
+    let obs = crate::timeline::read(&dir.join("timeline.jsonl")).unwrap();
+    let d = drill(
+        "  warmers:\n    - {name: img, kind: imageCache, pullUnder: 30s, withoutIt: 2m30s}\n    - {name: weights, kind: weightsCache, loadUnder: 1m, withoutIt: 5m}\n    - {name: warm, kind: warmCapacity, withoutIt: 3m}\n",
+    )
+    .unwrap();
+    let nets = super::judge(&d, &obs).unwrap();
+    let [img, weights, warm] = &nets.warmers[..] else { panic!("{nets:?}") };
+    assert_eq!(img.verdict, super::WarmerVerdict::NotInEffect);
+    assert!((149.0..151.0).contains(&img.measured_seconds.unwrap()) && img.saved_seconds.is_none(), "{img:?}");
+    assert!(img.detail.contains("pulled on the fallback node") && img.on.contains(" on "), "{img:?}");
+    assert_eq!(weights.verdict, super::WarmerVerdict::InEffect);
+    let saved = weights.saved_seconds.unwrap();
+    assert!((254.0..256.0).contains(&saved), "{weights:?}");
+    assert_eq!(warm.verdict, super::WarmerVerdict::NotInEffect);
+    assert!(warm.detail.starts_with("4 of 4 replacement pods waited for a new NodeClaim"), "{warm:?}");
+    // Warmers never change the verdict: only expected alerts do.
+    assert!(!nets.missed());
+}

@@ -84,7 +84,8 @@ pub fn build_analysed(drill: &Drill, observations: &[Observation], analysis: Ana
         _ => None,
     });
     let rollback = rollback(observations);
-    let safety_nets = crate::nets::judge(drill, observations);
+    // An incident injected no fault and read no alerts: its drill's safety nets are the drills' to prove.
+    let safety_nets = crate::nets::judge(drill, observations).filter(|_| incident.is_none());
     let missed = !analysis.objectives_missed.is_empty() || safety_nets.as_ref().is_some_and(|n| n.missed());
     let outcome = outcome(observations, missed, &rollback, &abort_reason);
     let fallback_faults = crate::phases::fallback_faults::fallback_faults(observations, analysis_rto(&analysis.phases));

@@ -75,6 +75,8 @@ impl Validator<'_> {
         self.warnings.push(diagnostic(at).warning());
     }
 
+    // Long: one validation call per section of the drill file and one line per field of the `Drill` it builds, in
+    // the file's order; split, the struct literal would be split with it.
     fn drill(&mut self, drill: &raw::Drill) -> Option<Drill> {
         if drill.api_version != API_VERSION {
             self.problem(
