@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::common::lab::{drill_run, kubeconfig, lab_port, lock_lab, reset_lab};
+use crate::common::lab::{drill_run, hybrid_drill, kubeconfig, lab_port, lock_lab, reset_lab};
 use crate::common::repo;
 
 /// drills/safety-nets.yaml for the held instance, with `edits` (from, to) applied.
@@ -99,4 +99,29 @@ fn nets_alerts_are_timed_from_the_fault_a_missing_one_misses_and_warmers_are_cre
         md.contains("## Safety nets") && md.contains("warmer gpu-placeholders (warmCapacity): NOT IN EFFECT"),
         "{md}"
     );
+}
+
+#[test]
+fn nets_preflight_warns_of_an_expected_alert_prometheus_has_no_rule_for() {
+    let _lab = lock_lab();
+    let dir = tempfile::tempdir().unwrap();
+    let file = drill_file(&dir, &[("{name: FallbackActivated, within: 2m}", "{name: FallbackActivatd, within: 2m}")]);
+    let out = hybrid_drill()
+        .arg("preflight")
+        .arg(&file)
+        .args(["--output", "json", "--kubeconfig"])
+        .arg(kubeconfig())
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let nets: Vec<(&str, &str)> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["check"] == "expected-alerts" || f["check"] == "warmers")
+        .map(|f| (f["object"].as_str().unwrap(), f["status"].as_str().unwrap()))
+        .collect();
+    // Read from the lab's real Prometheus: the misspelt name has no rule, the other one has.
+    assert_eq!(nets, [("alert FallbackActivatd", "warn"), ("alert GpuPodsPending", "pass")], "{report:#}");
+    assert_eq!(report["verdict"], "warn", "{report:#}");
 }
