@@ -23,7 +23,7 @@ pub mod legend;
 mod load;
 pub mod markdown;
 mod model;
-mod nets;
+pub(crate) mod nets;
 pub mod open_episode;
 pub(crate) mod page;
 pub mod prometheus;

@@ -67,6 +67,18 @@ pub fn markdown(md: &mut String, report: &Report) -> fmt::Result {
     Ok(())
 }
 
+/// `report.html`'s section.
+pub fn html(report: &Report) -> maud::Markup {
+    let Some(nets) = &report.safety_nets else { return maud::html! {} };
+    maud::html! {
+        section id="safety-nets" {
+            h2 { "Safety nets" }
+            p class="muted" { "Time to detect is from the fault (t0) to the alert's startsAt in Alertmanager." }
+            ul { @for line in lines(nets) { li { (line) } } }
+        }
+    }
+}
+
 /// An action item for each expected alert missed and each warmer not in effect.
 pub fn action_items(report: &Report, owner: &str) -> Vec<ActionItem> {
     let Some(nets) = &report.safety_nets else { return Vec::new() };

@@ -99,6 +99,11 @@ fn nets_alerts_are_timed_from_the_fault_a_missing_one_misses_and_warmers_are_cre
         md.contains("## Safety nets") && md.contains("warmer gpu-placeholders (warmCapacity): NOT IN EFFECT"),
         "{md}"
     );
+    let html = std::fs::read_to_string(run_dir.join("report.html")).unwrap();
+    assert!(
+        html.contains("id=\"safety-nets\"") && html.contains("alert FallbackActivated: fired"),
+        "no safety nets in report.html"
+    );
 }
 
 #[test]
