@@ -185,6 +185,27 @@ pub struct ApiAlert {
     #[serde(default)]
     pub labels: std::collections::BTreeMap<String, String>,
     pub starts_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub status: Option<AlertStatus>,
+}
+
+/// Whether Alertmanager mutes an alert: `active`, or `suppressed` by a silence or an inhibition.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AlertStatus {
+    #[serde(default)]
+    pub state: String,
+    #[serde(default)]
+    pub silenced_by: Vec<String>,
+    #[serde(default)]
+    pub inhibited_by: Vec<String>,
+}
+
+impl ApiAlert {
+    /// Silenced or inhibited: it fired, but nobody was paged for it.
+    pub fn muted(&self) -> bool {
+        self.status.as_ref().is_some_and(|s| !s.silenced_by.is_empty() || !s.inhibited_by.is_empty())
+    }
 }
 
 impl ApiAlert {

@@ -12,6 +12,7 @@ mod http;
 pub mod incident;
 pub mod last_tier;
 pub mod monitor;
+pub mod nets;
 pub mod notify;
 pub mod phases;
 pub mod plan;

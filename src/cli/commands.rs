@@ -149,6 +149,9 @@ pub(super) async fn preflight_command(
     if let Some(slo) = drill.and_then(|d| d.spec.slo.as_ref()) {
         report = report.with_findings(crate::slo::trial::try_queries(slo, &cluster.reader()).await);
     }
+    if let Some(drill) = drill {
+        report = report.with_findings(crate::nets::preflight::findings(drill).await);
+    }
     match output {
         OutputFormat::Json => println!("{}", preflight::render::json(&report)),
         OutputFormat::Text => print!("{}", preflight::render::table(&report)),

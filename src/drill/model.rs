@@ -55,6 +55,10 @@ pub struct DrillSpec {
     pub collateral_leave: Vec<String>,
     /// What each run's audit record must hold; who owns its action items.
     pub evidence: EvidencePolicy,
+    /// The alerts the design relies on, each to fire within its deadline after the fault.
+    pub expected_alerts: Option<super::nets::ExpectedAlerts>,
+    /// What the RTO relies on, checked on the fallback's nodes.
+    pub warmers: Vec<super::nets::Warmer>,
 }
 
 /// `spec.lastTier`: the URL the gateway fails over to, how it is probed, and what it costs.

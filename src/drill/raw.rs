@@ -87,6 +87,12 @@ pub struct DrillSpec {
     /// drill created, as it restarts the drilled workload, unless `leave` lists it.
     #[serde(default, skip_serializing_if = "CollateralSection::is_empty")]
     pub collateral: CollateralSection,
+    /// The alerts the design relies on, each checked in Alertmanager to fire within its deadline after the fault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_alerts: Option<super::raw_nets::ExpectedAlertsSection>,
+    /// What the RTO relies on (image and weights caches, warm capacity), checked on the fallback's nodes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warmers: Vec<super::raw_nets::WarmerSection>,
 }
 
 /// When a drill must not start.

@@ -58,6 +58,8 @@ pub enum CheckId {
     GpuRemediation,
     /// Each PromQL query of the drill's `spec.slo`, run once against its Prometheus (read-only): it answers a number.
     SliQueries,
+    ExpectedAlerts,
+    Warmers,
 }
 
 impl CheckId {
@@ -89,6 +91,8 @@ impl CheckId {
             CheckId::FallbackDiversity => "fallback-diversity",
             CheckId::GpuRemediation => "gpu-remediation",
             CheckId::SliQueries => "sli-queries",
+            CheckId::ExpectedAlerts => "expected-alerts",
+            CheckId::Warmers => "warmers",
         }
     }
 }

@@ -84,7 +84,10 @@ pub fn build_analysed(drill: &Drill, observations: &[Observation], analysis: Ana
         _ => None,
     });
     let rollback = rollback(observations);
-    let outcome = outcome(observations, !analysis.objectives_missed.is_empty(), &rollback, &abort_reason);
+    // An incident injected no fault and read no alerts: its drill's safety nets are the drills' to prove.
+    let safety_nets = crate::nets::judge(drill, observations).filter(|_| incident.is_none());
+    let missed = !analysis.objectives_missed.is_empty() || safety_nets.as_ref().is_some_and(|n| n.missed());
+    let outcome = outcome(observations, missed, &rollback, &abort_reason);
     let fallback_faults = crate::phases::fallback_faults::fallback_faults(observations, analysis_rto(&analysis.phases));
     let reclaim_from_ms = reclaim_from(&analysis.phases);
     let mut report = Report {
@@ -128,6 +131,7 @@ pub fn build_analysed(drill: &Drill, observations: &[Observation], analysis: Ana
         reclaim_blockers: super::blockers::reclaim_blockers(observations, reclaim_from_ms),
         fallback_faults,
         last_tier: super::last_tier::last_tier(drill, observations),
+        safety_nets,
         gpu_fault: crate::phases::gpu_fault::outcome(observations),
         gates_overridden: overridden_gates(observations),
         emergency_stop: emergency_stop(observations),

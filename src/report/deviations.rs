@@ -19,6 +19,7 @@ pub(super) fn fill(drill: &Drill, observations: &[Observation], report: &mut Rep
     report.action_items = action_items(drill, report);
     let owner = drill.spec.evidence.owner.clone().unwrap_or_else(|| UNASSIGNED.into());
     report.action_items.extend(super::impact::action_items(report, &owner));
+    report.action_items.extend(super::nets::action_items(report, &owner));
 }
 
 /// Every deviation of the run, in the order of the timeline, then what the drill file overrides or keeps.

@@ -13,7 +13,7 @@ type Section = fn(&mut String, &Report) -> fmt::Result;
 pub fn render(report: &Report) -> String {
     let mut md = String::new();
     // Writing to a String cannot fail: each section returns fmt::Result only so that `?` can carry its writes.
-    let sections: [Section; 20] = [
+    let sections: [Section; 21] = [
         head,
         plain_legend,
         phases,
@@ -24,6 +24,7 @@ pub fn render(report: &Report) -> String {
         fallback_faults,
         gpu_fault,
         last_tier,
+        super::nets::markdown,
         overlap,
         autoscaler,
         steps,

@@ -23,6 +23,7 @@ pub mod legend;
 mod load;
 pub mod markdown;
 mod model;
+pub(crate) mod nets;
 pub mod open_episode;
 pub(crate) mod page;
 pub mod prometheus;

@@ -170,6 +170,9 @@ pub struct Report {
     /// The service's last tier (Tier 3): when it served, the error window, its cost; absent without `lastTier`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_tier: Option<crate::phases::last_tier::LastTierOutcome>,
+    /// The expected alerts timed and the warmers checked; absent when the drill declares neither.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub safety_nets: Option<crate::nets::SafetyNets>,
     /// The cut nodes that came back only through the drill's `lastResort` hook.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub last_resort: Vec<LastResortRun>,
@@ -489,6 +492,8 @@ pub enum ActionSource {
     PreflightWarning,
     /// An SLI outside its objective during the drill (`impact`).
     MissedSlo,
+    /// A warmer the RTO relies on was not in effect on the fallback (`safety_nets`).
+    Warmer,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -63,6 +63,9 @@ pub fn render(report: &Report, run_dir: &str, width: usize) -> String {
     for line in report.last_tier.iter().flat_map(|t| t.lines()) {
         out.push_str(&format!("last tier: {line}\n"));
     }
+    for line in report.safety_nets.iter().flat_map(super::nets::lines) {
+        out.push_str(&format!("safety net: {line}\n"));
+    }
     if let Some(rb) = &report.rollback {
         for u in &rb.undone {
             out.push_str(&format!("restored: {u}\n"));

@@ -158,6 +158,8 @@ struct Run<'a> {
     notifier: Notifier,
     /// The SLIs, once their steady state held: read until the report is written.
     slo: Option<crate::slo::Slo>,
+    /// Alertmanager read for the drill's expected alerts, from set-up until the finish.
+    expected_alerts: Option<JoinHandle<()>>,
     provenance: Provenance,
 }
 
@@ -239,6 +241,7 @@ impl<'a> Run<'a> {
             progress.line(delay.trim_end());
         }
         let monitor = Monitor::start(drill, &view, &timeline);
+        let expected_alerts = drill.spec.expected_alerts.as_ref().map(|e| crate::nets::alerts::start(e, &timeline));
         let hooks = drill.spec.notify.iter().chain(&opts.notify).cloned().collect();
         let notifier = Notifier::new(&drill.metadata.name, &run_id, hooks);
         let mut warnings = Warnings { timeline: timeline.clone() };
@@ -283,6 +286,7 @@ impl<'a> Run<'a> {
             warnings,
             notifier,
             slo: None,
+            expected_alerts,
             provenance,
         })
     }
@@ -390,6 +394,10 @@ impl<'a> Run<'a> {
         }
         drop(self.monitor);
         drop(self.watches);
+        if let Some(reading) = self.expected_alerts.take() {
+            reading.abort();
+        }
+        let nets_missed = crate::nets::judge(drill, &self.timeline.observations()).is_some_and(|n| n.missed());
         let closing = Closing {
             timeline: &self.timeline,
             cluster: &self.cluster,
@@ -406,7 +414,7 @@ impl<'a> Run<'a> {
                     analysis.fallback.gpu_limit.unwrap_or_default()
                 ));
             }
-            stopped.outcome(analysis.objectives_missed.is_empty())
+            stopped.outcome(analysis.objectives_missed.is_empty() && !nets_missed)
         });
         if let Some(slo) = self.slo.take() {
             // The impact is read once the drill's span is known, then kept in the timeline so that the report (its

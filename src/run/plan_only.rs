@@ -40,6 +40,11 @@ pub async fn plan_only(loaded: &LoadedDrill, target: &KubeContext, reports_dir: 
         *report = std::mem::replace(report, preflight::PreflightReport::new("", "", targets.clone(), Vec::new()))
             .with_findings(tried);
     }
+    if let Ok(report) = &mut preflight {
+        let nets = crate::nets::preflight::findings(drill).await;
+        *report = std::mem::replace(report, preflight::PreflightReport::new("", "", targets.clone(), Vec::new()))
+            .with_findings(nets);
+    }
     let warnings = crate::drill::left_in_place::warnings(drill);
     let gates = gates::read(&cluster, drill, reports_dir, Utc::now()).await;
     Ok(Planned {

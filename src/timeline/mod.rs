@@ -301,6 +301,15 @@ pub enum Event {
         ok: bool,
         detail: String,
     },
+    /// An alert the drill expects (`spec.expectedAlerts`) seen in Alertmanager, silenced or not, the first time with
+    /// this start; the observation's server time is the alert's `startsAt`.
+    ExpectedAlertSeen {
+        alert: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        starts_at: Option<DateTime<Utc>>,
+        silenced: bool,
+        detail: String,
+    },
     /// The last tier's probe changed: serving (answered as expected) or not.
     LastTierProbe {
         serving: bool,
@@ -580,6 +589,9 @@ impl Event {
             },
             Event::ProbeResult { ok, detail } => {
                 format!("probe {}: {detail}", if *ok { "passed" } else { "failed" })
+            }
+            Event::ExpectedAlertSeen { detail, silenced, .. } => {
+                format!("expected alert firing{}: {detail}", if *silenced { " (silenced)" } else { "" })
             }
             Event::LastTierProbe { serving, detail, .. } => {
                 format!("last tier {}: {detail}", if *serving { "serving" } else { "not serving" })

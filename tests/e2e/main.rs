@@ -19,6 +19,7 @@ mod gates;
 mod gpu_fault;
 mod image;
 mod lease;
+mod nets;
 mod permissions;
 mod preflight;
 mod secrets;

@@ -10,6 +10,7 @@ mod gates;
 mod gpu_fault;
 mod guards;
 mod last_tier;
+mod nets;
 mod notify;
 mod slo;
 mod steps;
@@ -74,6 +75,8 @@ impl Validator<'_> {
         self.warnings.push(diagnostic(at).warning());
     }
 
+    // Long: one validation call per section of the drill file and one line per field of the `Drill` it builds, in
+    // the file's order; split, the struct literal would be split with it.
     fn drill(&mut self, drill: &raw::Drill) -> Option<Drill> {
         if drill.api_version != API_VERSION {
             self.problem(
@@ -130,6 +133,8 @@ impl Validator<'_> {
         let slo = self.slo(spec.slo.as_ref());
         let evidence = self.evidence(spec.evidence.as_ref());
         self.across_sections(spec);
+        let expected_alerts = self.expected_alerts(spec);
+        let warmers = self.warmers(&spec.warmers);
         Some(Drill {
             metadata: Metadata { name: name.clone(), description: drill.metadata.description.clone() },
             spec: DrillSpec {
@@ -151,6 +156,8 @@ impl Validator<'_> {
                 slo,
                 evidence,
                 collateral_leave: spec.collateral.leave.clone(),
+                expected_alerts,
+                warmers,
             },
         })
     }

@@ -31,6 +31,7 @@ pub fn render(report: &Report) -> String {
         (fallback(report))
         (fallback_faults(report))
         (last_tier(report))
+        (crate::report::nets::html(report))
         (overlap(report))
         (autoscaler(report))
         (restore_and_warnings(report))
