@@ -21,6 +21,7 @@ Examples:
   hybrid-drill history reports                   every run of each drill, changes and regressions
   hybrid-drill whatif RUN_DIR                    what each change would cut from the RTO, and its cost
   hybrid-drill predict drills/drain.yaml         the RTO forecast with an interval, before the drill
+  hybrid-drill canary drills/canary.yaml --yes   one fallback GPU node launched, served and reclaimed
   hybrid-drill run drills/drain.yaml --change CHG-1 --approved-by alice
   hybrid-drill verify reports/onprem-gpu-drain/20261202T101500Z
   hybrid-drill evidence reports --since 2026-01-01 --out evidence-2026
@@ -349,6 +350,10 @@ pub enum Command {
     /// instance types, consolidateAfter, replicas), what each costs a month, ranked by minutes saved per dollar.
     #[command(after_help = with_exit_codes(WHATIF_HELP, Some("whatif")))]
     Whatif(WhatifArgs),
+    /// Prove the cloud fallback between drills, on-prem untouched: one replica of the workload on the fallback
+    /// NodePool, timed from launch to first good answer, then removed and reclaimed.
+    #[command(after_help = with_exit_codes(super::canary::CANARY_HELP, Some("canary")))]
+    Canary(super::canary::CanaryArgs),
     /// Forecast a drill's RTO and phases with an interval before running it, from the cluster's objects (read-only)
     /// and the drill's earlier runs.
     #[command(after_help = with_exit_codes(PREDICT_HELP, Some("predict")))]
@@ -631,7 +636,7 @@ pub(super) fn notify_flag(text: &str) -> Result<Webhook, crate::http::UrlError> 
 }
 
 /// `--override-gate NAME`: one of the start gates.
-fn gate_name(text: &str) -> Result<crate::domain::GateKind, String> {
+pub(super) fn gate_name(text: &str) -> Result<crate::domain::GateKind, String> {
     crate::domain::GateKind::parse(text).ok_or_else(|| {
         let names: Vec<&str> = crate::domain::GateKind::ALL.iter().map(|g| g.as_str()).collect();
         format!("unknown gate `{text}`: one of {}", names.join(", "))
