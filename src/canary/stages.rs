@@ -68,6 +68,11 @@ impl Ended {
 
 type Failed = (CanaryOutcome, String);
 
+/// A canary step that did not do what it should, in words for the timeline and the report's warnings.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct StepFailed(String);
+
 pub struct Canary<'a> {
     cluster: &'a Cluster,
     drill: Drill,
@@ -134,10 +139,10 @@ impl<'a> Canary<'a> {
         Ended { outcome, cause, left_behind, warnings: Mutex::new(self.warnings) }
     }
 
-    fn finished(&mut self, step: &str, result: Result<String, String>) {
+    fn finished(&mut self, step: &str, result: Result<String, StepFailed>) {
         let (outcome, message) = match result {
             Ok(message) => (StepOutcome::Passed, message),
-            Err(message) => {
+            Err(StepFailed(message)) => {
                 self.warnings.push(format!("{step}: {message}"));
                 (StepOutcome::Failed, message)
             }
@@ -212,17 +217,17 @@ impl<'a> Canary<'a> {
         )
     }
 
-    async fn remove(&self) -> Result<String, String> {
+    async fn remove(&self) -> Result<String, StepFailed> {
         let undone = self.mutator.revert(|m| matches!(m, Mutation::CreatePod { .. })).await;
         if !undone.restored() {
             let failed: Vec<String> = undone.failed.iter().map(|(what, why)| format!("{what}: {why}")).collect();
-            return Err(failed.join("; "));
+            return Err(StepFailed(failed.join("; ")));
         }
         let name = self.name.as_str();
         if self.until(DELETED_WITHIN, |v| !v.pods.contains_key(name)).await {
             Ok(format!("pod {name} deleted"))
         } else {
-            Err(format!("pod {name} still there {}s after its deletion", DELETED_WITHIN.as_secs()))
+            Err(StepFailed(format!("pod {name} still there {}s after its deletion", DELETED_WITHIN.as_secs())))
         }
     }
 
