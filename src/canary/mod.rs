@@ -61,7 +61,7 @@ pub enum CanaryError {
         "refusing the canary: the fallback already runs {claims}; a canary measures a launch from zero (is an incident under way? `hybrid-drill status` names what a drill left)"
     )]
     FallbackBusy { claims: String },
-    #[error("cannot read the fallback's NodeClaims: {0}")]
+    #[error("cannot read the fallback's NodeClaims and nodes: {0}")]
     Claims(#[source] kube::Error),
     #[error(transparent)]
     Template(#[from] pod::TemplateError),
@@ -154,10 +154,13 @@ async fn check_gates(cluster: &Cluster, loaded: &LoadedDrill, opts: &CanaryOptio
 /// A fallback already running is an incident or a drill's leftover, and a canary beside it would measure nothing.
 async fn refuse_busy_fallback(cluster: &Cluster, loaded: &LoadedDrill) -> Result<(), CanaryError> {
     let claims = stages::fallback_claims(cluster, &loaded.drill).await.map_err(CanaryError::Claims)?;
-    if claims.is_empty() {
+    let nodes = stages::fallback_nodes(cluster, &loaded.drill).await.map_err(CanaryError::Claims)?;
+    let busy: Vec<String> =
+        claims.iter().map(|c| format!("NodeClaim {c}")).chain(nodes.iter().map(|n| format!("node {n}"))).collect();
+    if busy.is_empty() {
         return Ok(());
     }
-    Err(CanaryError::FallbackBusy { claims: format!("NodeClaim {}", claims.join(", ")) })
+    Err(CanaryError::FallbackBusy { claims: busy.join(", ") })
 }
 
 fn new_report(

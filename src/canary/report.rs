@@ -199,6 +199,8 @@ pub fn last_drill(reports_dir: &Path, drill: &str) -> Option<Against> {
     let (_, last) = runs
         .into_iter()
         .filter(|(_, r)| r.kind == RunKind::Drill && r.crashed.is_none() && r.drill.name == drill)
+        // A drill refused or aborted before its fallback measured nothing to compare with.
+        .filter(|(_, r)| r.phases.iter().any(|p| p.seconds.is_some()))
         .max_by_key(|(_, r)| r.started)?;
     let phases = last
         .phases

@@ -4,7 +4,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::ListParams;
 use tokio::sync::watch;
@@ -34,6 +34,13 @@ pub async fn fallback_claims(cluster: &Cluster, drill: &Drill) -> Result<Vec<Str
     let claims: Api<NodeClaim> = Api::all(cluster.client.clone());
     let params = ListParams::default().labels(&drill.spec.targets.fallback.label_selector());
     Ok(claims.list(&params).await?.items.into_iter().filter_map(|c| c.metadata.name).collect())
+}
+
+/// The fallback's nodes now, by name, read from the API server.
+pub async fn fallback_nodes(cluster: &Cluster, drill: &Drill) -> Result<Vec<String>, kube::Error> {
+    let nodes: Api<Node> = Api::all(cluster.client.clone());
+    let params = ListParams::default().labels(&drill.spec.targets.fallback.label_selector());
+    Ok(nodes.list(&params).await?.items.into_iter().filter_map(|n| n.metadata.name).collect())
 }
 
 /// How a canary's stages ended, before its record is written.
@@ -237,7 +244,8 @@ impl<'a> Canary<'a> {
         self.timeline.record(Event::StepStarted { step: "reclaim".into(), action: "wait for consolidation".into() });
         let initialised = matches!(outcome, CanaryOutcome::Passed | CanaryOutcome::NeverServed);
         let within = if initialised { self.deadlines.reclaim } else { Duration::ZERO };
-        let gone = self.until(within, |v| v.claims.is_empty()).await;
+        // The Node goes after its NodeClaim's finalizer has terminated the instance: both, or it still bills.
+        let gone = self.until(within, nothing_caused).await;
         let missed = (!gone && initialised).then(|| {
             let claims = self.view.read(|v| v.claims.keys().cloned().collect::<Vec<_>>()).join(", ");
             format!(
@@ -254,7 +262,7 @@ impl<'a> Canary<'a> {
                     self.warnings.push(format!("cannot delete NodeClaim {claim}: {e}"));
                 }
             }
-            self.until(DELETED_WITHIN, |v| v.claims.is_empty()).await;
+            self.until(DELETED_WITHIN, nothing_caused).await;
         }
         let message = if gone { "reclaimed by Karpenter".to_string() } else { "deleted by the canary".to_string() };
         let outcome = if missed.is_some() { StepOutcome::Failed } else { StepOutcome::Passed };
@@ -276,8 +284,17 @@ impl<'a> Canary<'a> {
             Ok(claims) => left.extend(claims.into_iter().map(|c| format!("NodeClaim {c}"))),
             Err(e) => self.warnings.push(format!("cannot check the fallback's NodeClaims are gone: {e}")),
         }
+        match fallback_nodes(self.cluster, &self.drill).await {
+            Ok(nodes) => left.extend(nodes.into_iter().map(|n| format!("node {n}"))),
+            Err(e) => self.warnings.push(format!("cannot check the fallback's nodes are gone: {e}")),
+        }
         left
     }
+}
+
+/// Neither a fallback NodeClaim nor a fallback node is left.
+fn nothing_caused(v: &ClusterView) -> bool {
+    v.claims.is_empty() && v.fallback_nodes().next().is_none()
 }
 
 /// The NodeClaim the canary caused: the launched one, else the newest.
