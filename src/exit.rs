@@ -35,6 +35,7 @@ pub struct ExitRow {
 /// The commands that may exit 0 or 2: all of them.
 const EVERY_COMMAND: &[&str] = &[
     "run",
+    "canary",
     "validate",
     "plan",
     "preflight",
@@ -60,7 +61,11 @@ pub const TABLE: &[ExitRow] = &[
         meaning: "success: the drill passed, the files are valid, no check failed, the cluster is clean",
         commands: EVERY_COMMAND,
     },
-    ExitRow { code: EXIT_OBJECTIVE_MISSED, meaning: "the drill completed but missed an objective", commands: &["run"] },
+    ExitRow {
+        code: EXIT_OBJECTIVE_MISSED,
+        meaning: "the drill completed but missed an objective",
+        commands: &["run", "canary"],
+    },
     ExitRow {
         code: EXIT_INVALID,
         // Clap's own usage errors exit 2 too, from every command.
@@ -72,20 +77,20 @@ pub const TABLE: &[ExitRow] = &[
         code: EXIT_ABORTED,
         meaning: "aborted (a step failed or timed out, a guard tripped, the emergency stop was pulled, SIGINT or \
                   SIGTERM); the cluster was restored",
-        commands: &["run"],
+        commands: &["run", "canary"],
     },
     ExitRow {
         code: EXIT_RESTORE_FAILED,
         meaning: "restore incomplete: the cluster needs a human (`hybrid-drill recover RUN_DIR` redoes and checks it), or \
                   the drill left cloud capacity it caused running (outcome left-behind, each NodeClaim named)",
-        commands: &["run", "recover"],
+        commands: &["run", "recover", "canary"],
     },
     ExitRow {
         code: EXIT_REFUSED,
         meaning: "refused, nothing touched: a preflight check failed (with --strict, warned), a start gate is closed, \
                   an SLI was outside its objective before the fault, or another drill or recover holds the cluster's \
                   drill lock",
-        commands: &["run", "plan", "preflight", "recover"],
+        commands: &["run", "plan", "preflight", "recover", "canary"],
     },
     ExitRow {
         code: EXIT_LEFT_OVER,
@@ -133,6 +138,12 @@ pub fn rows_of(command: Option<&str>) -> impl Iterator<Item = &'static ExitRow> 
 fn meaning_for(command: &str, code: u8) -> Option<&'static str> {
     Some(match (command, code) {
         ("run", EXIT_PASSED) => "the drill passed",
+        ("canary", EXIT_PASSED) => "a fallback node launched, served and was reclaimed; nothing is left",
+        ("canary", EXIT_OBJECTIVE_MISSED) => {
+            "the fallback failed its canary: launch refused, node never initialised, pod never served, or reclaim missed"
+        }
+        ("canary", EXIT_ABORTED) => "interrupted or the drill lock lost; the canary's pod and node were removed",
+        ("canary", EXIT_RESTORE_FAILED) => "something the canary caused is still in the cluster (each named)",
         ("validate", EXIT_PASSED) => "every file is a valid drill (warnings do not change the code)",
         ("validate", EXIT_INVALID) => {
             "a file is not a valid drill (each problem is printed, located) or cannot be read"

@@ -1,6 +1,7 @@
 //! hybrid-drill: failure drills for hybrid GPU clusters with a Karpenter cloud fallback, measured phase by phase.
 
 pub mod alertmanager;
+pub mod canary;
 pub mod cli;
 pub mod cluster;
 pub mod domain;

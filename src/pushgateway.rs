@@ -22,21 +22,33 @@ pub enum PushError {
 
 /// The group URL of a drill's metrics under a Pushgateway base URL.
 fn group_url(base: &str, drill: &str) -> Result<reqwest::Url, PushError> {
+    job_url(base, "hybrid-drill", drill)
+}
+
+/// The group URL of one job's metrics for a drill: the drills' own (`hybrid-drill`) or the canary's, so a canary
+/// never replaces the last drill's figures.
+fn job_url(base: &str, job: &str, drill: &str) -> Result<reqwest::Url, PushError> {
     let invalid = |reason| PushError::Url { url: base.into(), reason };
     let mut url = crate::http::service_url(base).map_err(invalid)?;
-    url.path_segments_mut().map_err(|()| invalid(crate::http::UrlError::NotBase))?.pop_if_empty().extend([
-        "metrics",
-        "job",
-        "hybrid-drill",
-        "drill",
-        drill,
-    ]);
+    url.path_segments_mut()
+        .map_err(|()| invalid(crate::http::UrlError::NotBase))?
+        .pop_if_empty()
+        .extend(["metrics", "job", job, "drill", drill]);
     Ok(url)
 }
 
 pub async fn push(base: &str, report: &Report) -> Result<(), PushError> {
     let url = group_url(base, &report.drill.name)?;
     let metrics = prometheus::render(report).map_err(PushError::Encode)?;
+    put(url, metrics).await
+}
+
+/// Pushes metrics already rendered in Prometheus's text format as the group `job="<job>", drill="<drill>"`.
+pub async fn push_text(base: &str, job: &str, drill: &str, metrics: String) -> Result<(), PushError> {
+    put(job_url(base, job, drill)?, metrics).await
+}
+
+async fn put(url: reqwest::Url, metrics: String) -> Result<(), PushError> {
     let shown = crate::http::bare(&url);
     let client = crate::http::client(Duration::from_secs(10))
         .map_err(|e| PushError::Send { url: shown.clone(), reason: error_chain(&e) })?;

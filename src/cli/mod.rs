@@ -3,6 +3,7 @@
 //! come from `exit`.
 
 mod args;
+mod canary;
 mod commands;
 mod evidence;
 mod failure;
@@ -79,6 +80,11 @@ fn dispatch(command: Command) -> Outcome {
             Ok(EXIT_PASSED)
         }
         run @ Command::Run { .. } => run_from_flags(run),
+        Command::Canary(args) => {
+            let json = matches!(args.output, args::OutputFormat::Json);
+            let paired = overrides(args.override_gate.clone(), args.reason.clone());
+            canary::canary_command(args, paired.map_err(|e| Failure::invalid(e).json_too(json))?)
+        }
         Command::Verify { run_dir, trust, output } => verify_command(&run_dir, &trust, output),
         Command::Evidence { reports_dir, since, until, out, archive, trust, output, s3 } => {
             stored::with_local_reports(&reports_dir, &s3, |reports_dir| {

@@ -149,7 +149,7 @@ fn pools(message: &str) -> Vec<String> {
     POOL.captures_iter(message).map(|c| format!("{} ({})", &c[1], &c[2])).collect()
 }
 
-fn failed_launch(o: &Observation) -> Option<FailedLaunch> {
+pub fn failed_launch(o: &Observation) -> Option<FailedLaunch> {
     let Event::KubeEvent { object, reason, message } = &o.event else { return None };
     let nodeclaim = object.strip_prefix("NodeClaim/")?;
     (reason.contains("InsufficientCapacity") || message.contains("InsufficientInstanceCapacity")).then(|| {

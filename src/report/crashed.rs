@@ -18,9 +18,10 @@ const UNKNOWN: &str = "unknown (the run wrote no report)";
 /// Where `recover` records what it did for a crashed run, before it seals the run directory.
 pub const RECOVERY_FILE: &str = "recovered.json";
 
-/// Whether `dir` is the directory of a run that left a timeline but no report.json.
+/// Whether `dir` is the directory of a run that left a timeline but no report.json. A canary's directory
+/// (`canary.json`, written from its start: `crate::canary`) is never a drill's.
 pub fn is_crashed_run(dir: &Path) -> bool {
-    dir.join("timeline.jsonl").is_file() && !dir.join("report.json").exists()
+    dir.join("timeline.jsonl").is_file() && !dir.join("report.json").exists() && !dir.join("canary.json").exists()
 }
 
 /// What `recover` recorded for the crashed run in `dir`; `None` while it is not recovered.

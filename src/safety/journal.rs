@@ -79,6 +79,8 @@ pub enum Mutation {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         node: Option<String>,
     },
+    /// Start the canary's one replica of the workload on the fallback (`hybrid-drill canary`); undone by deleting it.
+    CreatePod { namespace: String, pod: String },
     /// Take the drill lock (a Lease) for the run: released by the run at its end (journalled `undoing`, `undone`),
     /// never by a rollback, which runs under it; `recover` takes it over once the run's process is gone.
     HoldLease { namespace: String, name: String, holder: String },
@@ -123,6 +125,7 @@ impl Mutation {
                 ("remove capacity".into(), format!("instance-type/{instance_type}"))
             }
             Mutation::DeleteNodeClaim { nodeclaim, .. } => ("delete".into(), format!("nodeclaim/{nodeclaim}")),
+            Mutation::CreatePod { namespace, pod } => ("create".into(), format!("pod/{namespace}/{pod}")),
             Mutation::HoldLease { namespace, name, .. } => ("hold".into(), format!("lease/{namespace}/{name}")),
             Mutation::Silence { alertmanager, matchers, .. } => {
                 let matchers: Vec<String> = matchers.iter().map(Matcher::to_string).collect();

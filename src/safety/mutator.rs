@@ -269,6 +269,30 @@ impl Mutator {
         self.mutate(&m, None, call, |r| Settled::forward(r, Some(event))).await
     }
 
+    /// Creates the canary's pod (its name the run's own); its undo deletes it, so an interrupted canary is removed by
+    /// the rollback or `recover`.
+    pub async fn create_pod(&self, pod: &Pod) -> Result<(), MutationError> {
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let m = Mutation::CreatePod { namespace: namespace.clone(), pod: name };
+        let api: Api<Pod> = Api::namespaced(self.cluster.client.clone(), &namespace);
+        let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+        let mut attempts = 0;
+        let call = || {
+            attempts += 1;
+            // A conflict on a second attempt means the first one arrived.
+            let retried = attempts > 1;
+            let (api, params) = (&api, &params);
+            async move {
+                match api.create(params, pod).await {
+                    Err(kube::Error::Api(status)) if retried && status.code == 409 => Ok(()),
+                    result => result.map(drop),
+                }
+            }
+        };
+        self.mutate(&m, None, call, |r| Settled::forward(r, None)).await
+    }
+
     /// Labels a pod with the run's id; `false` when the pod is already gone. Its undo removes the label.
     pub async fn label_pod(&self, namespace: &str, pod: &str) -> Result<bool, MutationError> {
         let m = Mutation::LabelPod { namespace: namespace.into(), pod: pod.into(), label: RUN_ANNOTATION.into() };

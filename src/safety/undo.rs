@@ -30,6 +30,7 @@ pub(super) enum Undo {
     Nothing,
     Uncordon { node: String },
     DeletePolicy(PolicyRef),
+    DeletePod { namespace: String, pod: String },
     Unlabel { namespace: String, pod: String, label: String },
     UnlabelNode { node: String, label: String, last_resort: Option<LastResort> },
     Run { command: Vec<String>, timeout: Duration, env: Vec<String> },
@@ -72,6 +73,9 @@ impl Mutation {
             },
             // Karpenter replaces a deleted NodeClaim while pods need it, and an instance lost is not brought back.
             Mutation::DeleteNodeClaim { .. } => Undo::Nothing,
+            Mutation::CreatePod { namespace, pod } => {
+                Undo::DeletePod { namespace: namespace.clone(), pod: pod.clone() }
+            }
             // The lock changes nothing the drill is about: its holder releases it at its end (safety/lock.rs), and a
             // rollback, which runs under it, must never free it.
             Mutation::HoldLease { .. } => Undo::Nothing,
@@ -142,6 +146,13 @@ impl Undo {
                 let api = kind.api(&cluster.client, policy.namespace.as_deref());
                 match api.delete(&policy.name, &DeleteParams::default()).await {
                     // Gone already, or its CRD with it: nothing is left to cut.
+                    Err(e) if is_not_found(&e) => Ok(()),
+                    result => result.map(drop).map_err(UndoError::Api),
+                }
+            }
+            Undo::DeletePod { namespace, pod } => {
+                let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), namespace);
+                match pods.delete(pod, &DeleteParams::default()).await {
                     Err(e) if is_not_found(&e) => Ok(()),
                     result => result.map(drop).map_err(UndoError::Api),
                 }

@@ -8,6 +8,7 @@ mod common;
 // First by name, so it finds two instances free as the run starts rather than holding one while it waits.
 mod autoscaler;
 mod budgets;
+mod canary;
 mod capacity;
 mod collateral;
 mod concurrent;
