@@ -1055,8 +1055,7 @@ fn the_evidence_index_html_says_how_many_runs_are_intact_and_marks_a_tampered_on
         )),
         "{html}"
     );
-    let rows: Vec<&str> =
-        html.split("<tr data-run=").skip(1).map(|r| r.split("</tr>").next().unwrap()).collect();
+    let rows: Vec<&str> = html.split("<tr data-run=").skip(1).map(|r| r.split("</tr>").next().unwrap()).collect();
     assert_eq!(rows.len(), 2, "{html}");
     let failed: Vec<&&str> = rows.iter().filter(|r| r.contains(r#"<td class="failed"><strong>FAILED"#)).collect();
     assert_eq!(failed.len(), 1, "the tampered run is not marked: {rows:#?}");

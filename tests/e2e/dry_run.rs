@@ -1,12 +1,13 @@
 //! `plan -o json` and `run --dry-run -o json` against the lab: one plan in one JSON shape with one exit code, and
-//! nothing written (the API server's audit log, no run directory).
+//! nothing written (the API server's audit log, no run directory); the production template refused, then run, there.
 
 use std::process::Output;
 
 use serde_json::Value;
 
 use crate::common::lab::{
-    admin_writes, audit_lines, cordoned_or_marked, hybrid_drill, kubeconfig, lock_lab, reset_lab,
+    admin_writes, audit_lines, cordoned_or_marked, eventually, hybrid_drill, kubeconfig, kubectl_json, kubectl_quiet,
+    lock_lab, reset_lab,
 };
 use crate::common::repo;
 
@@ -57,12 +58,12 @@ fn plan_and_run_dry_run_print_one_plan_as_json_and_write_nothing() {
     assert_eq!(std::fs::read_dir(reports.path()).unwrap().count(), 0, "run --dry-run made a run directory");
 }
 
-/// drills/template.yaml, the file the Quick start copies, pointed at the lab (its context alone changed): it validates,
-/// `plan` resolves it against the lab's nodes, workload and fallback, and, production-safe, it refuses what kubectl
-/// drain refuses without flags: `run` names the lab's bare pod and its pod with emptyDir data, exits 5 and touches
-/// nothing. The lab's own drills/drain.yaml is the same drill with `force` and `deleteEmptyDirData` set.
+/// drills/template.yaml, the file the Quick start copies, pointed at the lab (its context alone changed): it validates;
+/// production-safe, it refuses what kubectl drain refuses without flags: `plan` and `run` name the lab's bare pod and
+/// its pod with emptyDir data, exit 5, and touch nothing; once those pods are moved it runs and passes as written. The
+/// lab's own drills/drain.yaml is the same drill with `force` and `deleteEmptyDirData` set.
 #[test]
-fn the_production_template_resolves_on_the_lab_and_refuses_the_pods_kubectl_drain_refuses() {
+fn the_production_template_refuses_what_kubectl_drain_refuses_and_passes_once_those_pods_are_moved() {
     let lab = lock_lab();
     reset_lab();
     let dir = tempfile::tempdir().unwrap();
@@ -107,4 +108,31 @@ fn the_production_template_resolves_on_the_lab_and_refuses_the_pods_kubectl_drai
     let writes: Vec<String> =
         admin_writes(lab.instance(), from).into_iter().filter(|w| !w.contains("/selfsubjectaccessreviews")).collect();
     assert_eq!(writes, Vec::<String>::new(), "the refused template wrote to the cluster");
+
+    // Those two pods moved first, as the template's comment asks of an operator, it runs as written and passes, with
+    // no safety relaxed by the drill file.
+    assert!(kubectl_quiet(&["delete", "pod", "gpu-burn-in", "-n", "batch", "--wait=true"]));
+    assert!(kubectl_quiet(&["scale", "deployment/feature-cache", "-n", "batch", "--replicas=0"]));
+    eventually("feature-cache's pod gone", std::time::Duration::from_secs(60), || {
+        kubectl_json(&["get", "pods", "-n", "batch", "-l", "app=feature-cache"])["items"]
+            .as_array()
+            .is_some_and(Vec::is_empty)
+    });
+    let run = hybrid_drill()
+        .arg("run")
+        .arg(&file)
+        .args(["--yes", "-o", "json", "--reports-dir"])
+        .arg(reports.path())
+        .arg("--kubeconfig")
+        .arg(kubeconfig())
+        .output()
+        .unwrap();
+    let report = json_of("run", &run);
+    assert_eq!(run.status.code(), Some(0), "{report:#}\n{}", String::from_utf8_lossy(&run.stderr));
+    assert_eq!(report["outcome"], "passed", "{report:#}");
+    let relaxed =
+        report["deviations"].as_array().unwrap().iter().filter(|d| d["kind"].as_str().unwrap().contains("safety"));
+    assert_eq!(relaxed.count(), 0, "{:#}", report["deviations"]);
+    // reset_lab puts the bare pod and the feature cache back (lab/manifests/45-batch.yaml).
+    reset_lab();
 }
