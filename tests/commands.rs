@@ -115,7 +115,7 @@ fn usage_errors_exit_2_from_every_command() {
 
 #[test]
 fn every_command_with_output_formats_takes_dash_o() {
-    for command in ["report", "history", "validate", "plan", "run", "preflight", "status"] {
+    for command in ["report", "history", "validate", "plan", "run", "preflight", "status", "identify", "recover"] {
         let out = bin().args([command, "--help"]).output().unwrap();
         let help = stdout(&out);
         assert!(help.contains("-o, --output <OUTPUT>"), "{command} --help:\n{help}");
@@ -234,4 +234,22 @@ fn every_man_page_has_an_exit_status_section() {
     assert!(pages >= 14, "{pages} pages");
     let status = std::fs::read_to_string(dir.path().join("hybrid-drill-status.1")).unwrap();
     assert!(status.contains("not clean"), "{status}");
+}
+
+/// With `-o json`, `plan` and `recover` that fail before they start still print one object on stdout, as `run` does:
+/// a CI step reading stdout gets the reason and the exit code, never an empty file.
+#[test]
+fn plan_and_recover_with_json_output_print_their_failure_as_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dead_kubeconfig(dir.path());
+    let drill = repo().join("drills/drain.yaml");
+    let plan = bin().arg("plan").arg(&drill).args(["-o", "json", "--kubeconfig"]).arg(&kubeconfig).output().unwrap();
+    let recover = bin().args(["recover", "-o", "json", "--kubeconfig"]).arg(&kubeconfig).output().unwrap();
+    for (what, out) in [("plan", plan), ("recover", recover)] {
+        assert_eq!(out.status.code(), Some(2), "{what}: {}", stderr(&out));
+        let json: serde_json::Value = serde_json::from_str(&stdout(&out))
+            .unwrap_or_else(|e| panic!("{what}: no JSON on stdout ({e}): {}", stdout(&out)));
+        assert_eq!(json["exit_code"], 2, "{what}: {json:#}");
+        assert!(json["error"].as_str().unwrap().contains("cannot reach the API server"), "{what}: {json:#}");
+    }
 }

@@ -934,3 +934,131 @@ fn history_sets_a_drill_that_failed_the_fallback_against_the_plain_drain_of_the_
         "{stdout}"
     );
 }
+
+/// `lines` with `events` (JSON objects with their `t_ms`) put in at their time, each given a `seq` and `received`.
+fn with_events(mut lines: Vec<String>, events: Vec<Value>) -> Vec<String> {
+    for (i, mut event) in events.into_iter().enumerate() {
+        let t = event["t_ms"].as_u64().unwrap();
+        event["seq"] = (3000 + i).into();
+        event["received"] = format!("2026-01-05T09:30:{:02}.{:03}Z", t / 1000, t % 1000).into();
+        let at = lines
+            .iter()
+            .position(|l| serde_json::from_str::<Value>(l).unwrap()["t_ms"].as_u64().unwrap() > t)
+            .unwrap_or(lines.len());
+        lines.insert(at, event.to_string());
+    }
+    lines
+}
+
+/// The reclaim's blockers are Karpenter's refusals from the reclaim's start on (+20.0s in the fixture run): the
+/// same refusal before it is the fallback at work and is not listed. An event recorded without its object's name
+/// (an older run, before the uid was kept) reads as such, never as `NodeClaim/:`.
+#[test]
+fn reclaim_blockers_start_with_the_reclaim_and_an_unnamed_object_is_said_so() {
+    let reports = tempfile::tempdir().unwrap();
+    let blocked = |t: u64, message: &str| {
+        serde_json::json!({"t_ms": t, "type": "kube-event", "object": "NodeClaim/gpu-fallback-a",
+                           "reason": "DisruptionBlocked", "message": message})
+    };
+    let run = recorded_run_with(reports.path(), "1", |lines| {
+        with_events(
+            lines,
+            vec![
+                blocked(15_000, "Cannot disrupt NodeClaim: state node is nominated for a pending pod"),
+                blocked(25_000, "Cannot disrupt NodeClaim: pdb inference/llm prevents pod evictions"),
+                serde_json::json!({"t_ms": 30_000, "type": "kube-event", "object": "NodeClaim/",
+                                   "reason": "Finalized", "message": "Finalized karpenter.sh/termination"}),
+            ],
+        )
+    });
+    let json: Value = serde_json::from_str(&report(&run, "json")).unwrap();
+    let blockers = json["reclaim_blockers"].as_array().unwrap();
+    assert_eq!(blockers.len(), 1, "{blockers:#?}");
+    assert_eq!(blockers[0]["object"], "NodeClaim/gpu-fallback-a");
+    assert_eq!(blockers[0]["message"], "Cannot disrupt NodeClaim: pdb inference/llm prevents pod evictions");
+    assert_eq!(blockers[0]["t_seconds"].as_f64(), Some(25.0));
+    let md = report(&run, "md");
+    let section = md.split("## Reclaim blockers").nth(1).expect("a reclaim blockers section");
+    let section = section.split("\n## ").next().unwrap();
+    assert!(section.contains("pdb inference/llm prevents pod evictions"), "{section}");
+    assert!(!section.contains("nominated"), "a refusal before the reclaim is listed:\n{section}");
+    for format in ["md", "html"] {
+        let text = report(&run, format);
+        assert!(!text.contains("NodeClaim/:"), "{format} prints an empty name");
+    }
+}
+
+/// The users' SLIs are drawn twice on the HTML page: over the whole drill and again under the zoomed recovery, on
+/// its scale; each plot carries the phases as bands and the fault (t0) and service-restored lines.
+#[test]
+fn the_html_draws_the_slis_under_the_zoomed_recovery_with_phase_bands_and_t0_and_restored() {
+    let reports = tempfile::tempdir().unwrap();
+    // One point a second, the success ratio down to 0.5 from +2s to +10s (the recovery), 1 otherwise.
+    let series: Vec<[f64; 2]> =
+        (0..39).map(|t| [f64::from(t), if (2..=10).contains(&t) { 0.5 } else { 1.0 }]).collect();
+    let stats = serde_json::json!({"samples": 39, "min": 0.5, "mean": 0.88, "p99": 1.0, "max": 1.0,
+                                   "seconds_outside_objective": 9.0, "budget_burned_percent": 0.01});
+    let impact = serde_json::json!({
+        "prometheus": "http://prometheus.monitoring:9090", "interval_seconds": 2.0, "resolution_seconds": 1.0,
+        "error_budget": {"objective": 0.999, "window_seconds": 2_592_000.0},
+        "slis": [{"name": "success-ratio", "query": "sum(rate(ok[2m])) / sum(rate(all[2m]))",
+                  "objective": ">= 0.99", "unit": "ratio", "met": false, "whole": stats, "by_phase": [],
+                  "series": series}]});
+    let run = recorded_run_with(reports.path(), "1", |lines| {
+        with_events(lines, vec![serde_json::json!({"t_ms": 38_650, "type": "slo-impact", "impact": impact})])
+    });
+    let html = report(&run, "html");
+    let (whole, zoomed) = html.split_once(r#"<svg id="gantt-recovery""#).expect("a zoomed recovery chart");
+    assert!(whole.contains("What users saw: the SLIs on the same time axis"));
+    let zoomed = zoomed.split("</section>").next().unwrap();
+    assert!(zoomed.contains("What users saw during the recovery, on the zoomed scale"), "no SLI under the zoom");
+    let plot = zoomed.split(r#"aria-label="SLI success-ratio over the drill""#).nth(1).expect("the zoomed SLI plot");
+    let plot = plot.split("</svg>").next().unwrap();
+    assert!(plot.contains(r#"class="phase-band""#), "no phase band on the zoomed plot:\n{plot}");
+    assert!(plot.contains("<title>eviction: +"), "the bands name their phase:\n{plot}");
+    assert!(!plot.contains("<title>reclaim: +"), "the reclaim lies outside the zoomed recovery:\n{plot}");
+    assert!(plot.contains(">t0</text>") && plot.contains(">restored</text>"), "no t0 or restored line:\n{plot}");
+    assert!(plot.contains("<polyline"), "the series is not drawn:\n{plot}");
+    let full = whole.split(r#"aria-label="SLI success-ratio over the drill""#).nth(1).expect("the full-scale plot");
+    let full = full.split("</svg>").next().unwrap();
+    assert!(full.contains("<title>reclaim: +") && full.contains(">t0</text>"), "{full}");
+}
+
+/// evidence's index.html opens with the intact line index.md has, and a run that fails its check stands out: the
+/// line says how many are NOT intact, and the run's integrity cell is bold and marked failed.
+#[test]
+fn the_evidence_index_html_says_how_many_runs_are_intact_and_marks_a_tampered_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let reports = dir.path().join("reports");
+    let (key, public) = signer();
+    sealed_run(&reports, "20260105T093000Z", Some(&key));
+    let tampered = sealed_run(&reports, "20260106T093000Z", Some(&key));
+    let report = std::fs::read_to_string(tampered.join("report.json")).unwrap();
+    std::fs::write(tampered.join("report.json"), report.replace("objective-missed", "passed")).unwrap();
+    let out_dir = dir.path().join("bundle");
+    let out = bin()
+        .arg("evidence")
+        .arg(&reports)
+        .args(["--since", "2026-01-01", "--public-key", &public, "--out"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(8), "{stdout}{stderr}");
+    let md = std::fs::read_to_string(out_dir.join("index.md")).unwrap();
+    let html = std::fs::read_to_string(out_dir.join("index.html")).unwrap();
+    let line = "2 drills and 0 incidents; 1 of 2 run directories verified intact against their manifests.";
+    assert!(md.contains(line), "{md}");
+    assert!(
+        html.contains(&format!(
+            r#"<p id="intact" class="callout"><strong>1 run directory NOT intact. </strong>{line}</p>"#
+        )),
+        "{html}"
+    );
+    let rows: Vec<&str> = html.split("<tr data-run=").skip(1).map(|r| r.split("</tr>").next().unwrap()).collect();
+    assert_eq!(rows.len(), 2, "{html}");
+    let failed: Vec<&&str> = rows.iter().filter(|r| r.contains(r#"<td class="failed"><strong>FAILED"#)).collect();
+    assert_eq!(failed.len(), 1, "the tampered run is not marked: {rows:#?}");
+    let intact: Vec<&&str> = rows.iter().filter(|r| r.contains(r#"<td class="passed">"#)).collect();
+    assert!(intact.len() == 1 && !intact[0].contains("<strong>"), "{rows:#?}");
+}

@@ -211,3 +211,23 @@ fn the_readmes_drill_file_example_validates() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The README reads as a user's page: a table of contents at the top, Install before the contributors' commands,
+/// and table cells short enough to read (what needs more has a section of its own below its table).
+#[test]
+fn the_readme_has_contents_install_first_and_short_table_cells() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let at = |heading: &str| readme.find(&format!("\n{heading}\n")).unwrap_or_else(|| panic!("no `{heading}`"));
+    assert!(readme[..at("## Quick start against your own cluster")].contains("Contents: "), "no table of contents");
+    assert!(at("## Install") < at("## The two commands"), "Install comes after the contributors' commands");
+    let mut in_code = false;
+    for (n, line) in readme.lines().enumerate() {
+        in_code ^= line.starts_with("```");
+        if in_code || !line.starts_with('|') {
+            continue;
+        }
+        for cell in line.replace("\\|", "/").split('|') {
+            assert!(cell.chars().count() <= 400, "README.md:{}: a cell of {} characters", n + 1, cell.chars().count());
+        }
+    }
+}

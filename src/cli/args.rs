@@ -315,6 +315,10 @@ pub enum Command {
         /// you have read them, since anyone who can write the reports volume can append a line.
         #[arg(long, value_name = "RUN_DIR")]
         trust_journal: Option<PathBuf>,
+        /// `text` prints a line per change restored, check held and run sealed; `json` one object at the end
+        /// (`schema: hybrid-drill.io/recover/v1`; an error before anything is touched as `{"error": ...}`).
+        #[arg(long, short = 'o', value_enum, default_value = "text")]
+        output: OutputFormat,
         #[command(flatten)]
         cluster: ClusterFlags,
     },
@@ -586,6 +590,7 @@ Examples:
   hybrid-drill status                                 look first: reads only
   hybrid-drill recover reports/onprem-gpu-drain/20261202T101500Z
   hybrid-drill recover --reports-dir /reports         every run there with something left to undo
+  hybrid-drill recover RUN_DIR -o json                what was restored, verified and sealed, for scripts
 
 Undoes what the journal says is outstanding, then what the cluster's marks say (hybrid-drill.io/run-id, \
 hybrid-drill.io/cut), takes the drill lock while it works, and checks the restored state. Once it holds, a crashed \

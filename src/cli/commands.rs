@@ -102,7 +102,9 @@ async fn plan_overriding(
     output: OutputFormat,
     overrides: &[crate::gates::Override],
 ) -> Outcome {
-    let loaded = load(file)?;
+    // With `-o json` a plan refused or unreadable still leaves one object on stdout, as `run -o json` does.
+    let json = matches!(output, OutputFormat::Json);
+    let loaded = load(file).map_err(|f| f.json_too(json))?;
     match run::plan_only(&loaded, target, reports_dir).await {
         Ok(mut planned) => {
             planned.overrides = overrides.to_vec();
@@ -117,7 +119,7 @@ async fn plan_overriding(
             }
             Ok(planned.exit_code(&loaded.drill))
         }
-        Err(e) => Err(Failure::new(&e, e.exit_code())),
+        Err(e) => Err(Failure::new(&e, e.exit_code()).json_too(json)),
     }
 }
 

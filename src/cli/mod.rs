@@ -219,7 +219,7 @@ fn run_from_flags(run: Command) -> Outcome {
 
 /// `recover`: the flags as its options, then the restore.
 fn recover_from_flags(recover: Command) -> Outcome {
-    let Command::Recover { run_dir, reports_dir, signing_key, trust_journal, cluster } = recover else {
+    let Command::Recover { run_dir, reports_dir, signing_key, trust_journal, output, cluster } = recover else {
         return Ok(crate::exit::EXIT_INVALID);
     };
     let target = cluster.target();
@@ -229,8 +229,10 @@ fn recover_from_flags(recover: Command) -> Outcome {
         trust_journal: trust_journal.as_deref(),
         target: &target,
         signing_key: signing_key.as_deref(),
+        json: matches!(output, OutputFormat::Json),
     };
-    block_on(async { crate::recover::recover(opts).await.map_err(|e| Failure::new(&e, e.exit_code())) })
+    let json = opts.json;
+    block_on(async { crate::recover::recover(opts).await.map_err(|e| Failure::new(&e, e.exit_code()).json_too(json)) })
 }
 
 /// Prints clap's refusal of the command line with the values of the tool's secret variables masked: clap quotes a

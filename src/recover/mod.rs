@@ -2,6 +2,8 @@
 //! under the drill lock; then seal each crashed run it restored. `safety::recover` undoes one journal; this room
 //! finds the journals of the cluster reached, holds the lock, and records what was done in the runs' directories.
 
+mod output;
+
 use std::path::{Path, PathBuf};
 
 use crate::cluster::marks::RunId;
@@ -18,6 +20,8 @@ pub struct RecoverOptions<'a> {
     pub trust_journal: Option<&'a Path>,
     pub target: &'a KubeContext,
     pub signing_key: Option<&'a str>,
+    /// `-o json`: one object at the end (see [`output`]) instead of a line per change.
+    pub json: bool,
 }
 
 /// Why `recover` touched nothing.
@@ -47,7 +51,7 @@ impl RecoverError {
 /// Restores what the journals and the marks say is outstanding, then seals the crashed runs restored; the exit code
 /// says whether everything is restored and verified. An error: nothing was touched.
 pub async fn recover(opts: RecoverOptions<'_>) -> Result<u8, RecoverError> {
-    let RecoverOptions { run_dir, reports_dir, trust_journal, target, signing_key } = opts;
+    let RecoverOptions { run_dir, reports_dir, trust_journal, target, signing_key, json } = opts;
     // Read before anything is touched: a key that cannot be read would leave a restored run unsealed.
     let key = signing_key.map(crate::evidence::SigningKey::load).transpose()?;
     let journals: Vec<PathBuf> = match &run_dir {
@@ -73,23 +77,26 @@ pub async fn recover(opts: RecoverOptions<'_>) -> Result<u8, RecoverError> {
         Ok(nodes) => (nodes, None),
         Err(e) => (Default::default(), Some(e)),
     };
+    let mut said = output::Said::new(json);
     if let Some(e) = &unlisted {
-        eprintln!("error: {e}");
+        said.error(&e.to_string());
     }
     let scope = RestoreScope { nodes, run: run_id.clone() };
     let trusted = trust_journal.and_then(|d| std::fs::canonicalize(d).ok());
-    let (mut code, restored) = recover_with(&cluster, journals, &scope, &marks_journal, trusted.as_deref()).await;
+    let (mut code, restored) =
+        recover_with(&cluster, journals, &scope, &marks_journal, trusted.as_deref(), &mut said).await;
     if let Some(e) = unlisted {
-        println!("NOT VERIFIED: {e}; run `hybrid-drill recover` again once they can be listed");
+        said.not_verified(&e.to_string());
         code = EXIT_RESTORE_FAILED;
     }
     if code == EXIT_PASSED {
         // Only once every restore held: a crashed run is called restored only when it was.
-        code = seal_crashed_runs(&cluster, run_dir.as_deref(), restored, key.as_ref()).await;
+        code = seal_crashed_runs(&cluster, run_dir.as_deref(), restored, key.as_ref(), &mut said).await;
     }
     if let Err(e) = lock.release().await {
         eprintln!("warning: the drill lock was not released (it falls free after its duration): {e}");
     }
+    said.finish(code);
     Ok(code)
 }
 
@@ -226,6 +233,7 @@ async fn seal_crashed_runs(
     run_dir: Option<&Path>,
     restored: Vec<Restored>,
     key: Option<&crate::evidence::SigningKey>,
+    said: &mut output::Said,
 ) -> u8 {
     let mut code = EXIT_PASSED;
     let mut by: Option<String> = None;
@@ -254,9 +262,9 @@ async fn seal_crashed_runs(
             verified: r.verified,
         };
         match crate::record::seal_crashed_run(dir, &recovery, key) {
-            Ok(()) => println!("sealed: {} ({})", dir.display(), crate::report::crashed::verdict(Some(&recovery))),
+            Ok(()) => said.sealed(&dir.display().to_string(), &crate::report::crashed::verdict(Some(&recovery))),
             Err(e) => {
-                eprintln!("error: the cluster is restored, but {} was not sealed: {e}", dir.display());
+                said.error(&format!("the cluster is restored, but {} was not sealed: {e}", dir.display()));
                 code = EXIT_INVALID;
             }
         }
@@ -278,6 +286,7 @@ async fn recover_with(
     scope: &RestoreScope,
     marks_journal: &Path,
     trusted: Option<&Path>,
+    said: &mut output::Said,
 ) -> (u8, Vec<Restored>) {
     let mut outcomes = Vec::new();
     let mut restored = Vec::new();
@@ -321,32 +330,28 @@ async fn recover_with(
     }
     outcomes.push(("marks in the cluster".to_string(), marks));
     let mut code = EXIT_PASSED;
-    let mut anything = false;
     for (source, outcome) in outcomes {
         match outcome {
             Ok(outcome) => {
                 for u in &outcome.undone {
-                    anything = true;
-                    println!("restored: {u} (from {source})");
+                    said.restored(&u.to_string(), &source);
                 }
                 for checked in &outcome.verified {
-                    println!("verified: {checked} (from {source})");
+                    said.verified(&checked.to_string(), &source);
                 }
                 for (u, why) in &outcome.failed {
-                    anything = true;
-                    println!("NOT RESTORED: {u}: {} (from {source})", crate::secrets::redact(why));
+                    said.not_restored(&u.to_string(), why, &source);
                     code = EXIT_RESTORE_FAILED;
                 }
             }
             Err(e) => {
-                anything = true;
-                eprintln!("error: {}", crate::secrets::redact(&e.to_string()));
+                said.error(&e.to_string());
                 code = EXIT_RESTORE_FAILED;
             }
         }
     }
-    if !anything {
-        println!("nothing to recover");
+    if !said.acted() {
+        said.nothing();
     }
     (code, restored)
 }
@@ -397,8 +402,10 @@ mod tests {
         let (cluster, handle) = Cluster::mock();
         let server = serve(handle, answer);
         let marks_journal = path.with_file_name("marks.jsonl");
+        let mut said = output::Said::new(false);
+        let scope = RestoreScope::default();
         let (code, _) =
-            recover_with(&cluster, vec![path.to_path_buf()], &RestoreScope::default(), &marks_journal, trusted).await;
+            recover_with(&cluster, vec![path.to_path_buf()], &scope, &marks_journal, trusted, &mut said).await;
         drop(cluster);
         (code, server.await.unwrap())
     }

@@ -401,6 +401,55 @@ spec:
         .unwrap()
     }
 
+    /// The reclaim's live line agrees with itself: the fallback's count, then the drill's NodeClaims in the fallback
+    /// apart from those it caused in other pools, each with its pool and `deleting` once Karpenter deletes it.
+    #[test]
+    fn the_reclaim_line_tells_the_fallbacks_nodeclaims_from_other_pools() {
+        use crate::cluster::collateral::ClaimFacts;
+        let claim = |name: &str, pool: &str, capacity: &str, deleting: bool| ClaimFacts {
+            name: name.into(),
+            node_pool: pool.into(),
+            instance_type: Some("g6.12xlarge".into()),
+            capacity_type: Some(capacity.into()),
+            zone: Some("zone-a".into()),
+            node: None,
+            created: None,
+            gpus: 4,
+            deleting,
+        };
+        let pools = vec!["gpu-fallback".to_string()];
+        let derived = crate::monitor::Derived { nodeclaims: 1, fallback_gpus: 4, ..Default::default() };
+        let others = [
+            claim("gpu-fallback-a", "gpu-fallback", "on-demand", true),
+            claim("gpu-spot-b", "gpu-spot", "spot", false),
+        ];
+        let line = format!(
+            "{}{}",
+            super::status(crate::drill::WaitCondition::FallbackEmpty, &derived),
+            super::awaited_line(Some(&others), &pools)
+        );
+        assert_eq!(
+            line,
+            "the fallback still holds 1 NodeClaims (4 GPUs); the drill's NodeClaims in the fallback, not yet gone: \
+             gpu-fallback-a (gpu-fallback, g6.12xlarge, on-demand, zone-a, deleting); NodeClaims the drill caused in \
+             other NodePools, not yet gone: gpu-spot-b (gpu-spot, g6.12xlarge, spot, zone-a)"
+        );
+        // Only the other pools' NodeClaims left: the fallback's count is 0 and nothing is listed as in it.
+        let empty = crate::monitor::Derived::default();
+        let line = format!(
+            "{}{}",
+            super::status(crate::drill::WaitCondition::FallbackEmpty, &empty),
+            super::awaited_line(Some(&others[1..]), &pools)
+        );
+        assert_eq!(
+            line,
+            "the fallback still holds 0 NodeClaims (0 GPUs); NodeClaims the drill caused in other NodePools, not yet \
+             gone: gpu-spot-b (gpu-spot, g6.12xlarge, spot, zone-a)"
+        );
+        assert_eq!(super::awaited_line(Some(&[]), &pools), "");
+        assert_eq!(super::awaited_line(None, &pools), "");
+    }
+
     #[test]
     fn evictions_are_held_in_a_small_partially_disrupted_zone_only() {
         let now = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:01:00Z").unwrap().with_timezone(&chrono::Utc);

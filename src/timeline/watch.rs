@@ -316,14 +316,9 @@ impl Handler<KubeEvent> for KubeEvents {
         if !self.seen.insert(key) {
             return;
         }
-        // Some controllers' events name their object by uid only (Karpenter's `Finalized` on a NodeClaim gone by then):
-        // the uid, rather than an empty name, still ties the event to the object in the timeline.
-        let name = ev.involved_object.name.clone().filter(|n| !n.is_empty());
-        let name = name.or_else(|| ev.involved_object.uid.clone().map(|u| format!("uid:{u}"))).unwrap_or_default();
-        let object = format!("{}/{name}", ev.involved_object.kind.clone().unwrap_or_default());
         self.ctx.timeline.record_at(
             Event::KubeEvent {
-                object,
+                object: event_object(ev),
                 reason: ev.reason.clone().unwrap_or_default(),
                 message: ev.message.clone().unwrap_or_default(),
             },
@@ -334,6 +329,16 @@ impl Handler<KubeEvent> for KubeEvents {
     fn known(&self) -> Vec<String> {
         Vec::new()
     }
+}
+
+/// `Kind/name` of the object an event is about. Some controllers' events name their object by uid only (Karpenter's
+/// `Finalized` on a NodeClaim gone by then): the uid, rather than an empty name, still ties the event to the object in
+/// the timeline.
+fn event_object(ev: &KubeEvent) -> String {
+    let object = &ev.involved_object;
+    let name = object.name.clone().filter(|n| !n.is_empty());
+    let name = name.or_else(|| object.uid.clone().filter(|u| !u.is_empty()).map(|u| format!("uid:{u}")));
+    format!("{}/{}", object.kind.clone().unwrap_or_default(), name.unwrap_or_default())
 }
 
 /// The running watches; dropping them stops them.
@@ -546,3 +551,27 @@ macro_rules! has_timeline {
     ($($t:ty),*) => {$(impl HasTimeline for $t { fn timeline(&self) -> &Timeline { &self.ctx.timeline } })*};
 }
 has_timeline!(Nodes, Pods, Claims, OtherClaims, Pools, KubeEvents, Autoscalers, ScaleTarget);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(involved: serde_json::Value) -> KubeEvent {
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "e"}, "involvedObject": involved})).unwrap()
+    }
+
+    #[test]
+    fn an_event_naming_its_object_by_uid_only_keeps_the_uid() {
+        let named = event(serde_json::json!({"kind": "NodeClaim", "name": "gpu-fallback-x7k2p", "uid": "1f2e"}));
+        assert_eq!(event_object(&named), "NodeClaim/gpu-fallback-x7k2p");
+        let by_uid = event(serde_json::json!({"kind": "NodeClaim", "name": "", "uid": "1f2e"}));
+        assert_eq!(event_object(&by_uid), "NodeClaim/uid:1f2e");
+        let nameless = event(serde_json::json!({"kind": "NodeClaim"}));
+        assert_eq!(event_object(&nameless), "NodeClaim/");
+        assert_eq!(
+            Event::KubeEvent { object: event_object(&nameless), reason: "Finalized".into(), message: "done".into() }
+                .describe(),
+            "event Finalized on a NodeClaim it does not name: done"
+        );
+    }
+}

@@ -166,6 +166,7 @@ fn embeddings_the_drill_leaves_on_the_spot_pool_are_named_as_expected_and_the_dr
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(md.contains(&format!("expected: {claim}")), "{md}");
     assert!(stderr.contains(&format!("expected: {claim}")), "the live output does not name {claim}:\n{stderr}");
+    assert_no_nameless_event(&stderr, &dir);
     // The Spot NodeClaim is the test's to clean up: the drill left it on purpose.
     reset_lab();
 }
@@ -219,6 +220,17 @@ fn a_do_not_disrupt_pod_on_a_fallback_node_is_named_as_what_holds_the_reclaim() 
         "{blockers:#?}"
     );
     assert!(stderr.contains("pod default/pinned-job"), "the live output does not name the blocker:\n{stderr}");
+    assert_reclaim_line_agrees(&stderr);
+    assert_no_nameless_event(&stderr, &dir);
+    // Only what held the reclaim: nothing Karpenter said before the reclaim began (the fallback at work then).
+    let reclaim_from =
+        report["phases"].as_array().unwrap().iter().find(|p| p["name"] == "reclaim").unwrap()["from"]["t_ms"]
+            .as_f64()
+            .unwrap()
+            / 1000.0;
+    for b in blockers {
+        assert!(b["t_seconds"].as_f64().unwrap() >= reclaim_from, "before the reclaim (+{reclaim_from}s): {b:#}");
+    }
     // Named within seconds of Karpenter's own event on the node (when Karpenter gave one), or of the reclaim's start
     // when Karpenter, which weighs the emptied node as soon as the workload leaves it, spoke before.
     let events = timeline(&dir);
@@ -246,4 +258,52 @@ fn a_do_not_disrupt_pod_on_a_fallback_node_is_named_as_what_holds_the_reclaim() 
         !pods["items"].as_array().unwrap().iter().any(|p| p["metadata"]["name"] == "pinned-job")
     });
     reset_lab();
+}
+
+/// The reclaim's live lines agree with themselves: a line that lists the drill's NodeClaims in the fallback lists as
+/// many as the fallback's count before it (once the count has settled: the last line), and none says the fallback
+/// holds 0 NodeClaims while naming some of its NodeClaims as running.
+fn assert_reclaim_line_agrees(stderr: &str) {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("waiting for fallback-empty: the fallback still holds "))
+        .collect();
+    assert!(!lines.is_empty(), "no live line of the reclaim:\n{stderr}");
+    let listed = |line: &str| -> Option<usize> {
+        let names = line.split("; the drill's NodeClaims in the fallback, not yet gone: ").nth(1)?;
+        let names = names.split("; ").next().unwrap();
+        Some(names.matches(" (gpu-fallback").count())
+    };
+    for line in &lines {
+        assert!(!line.contains("still running:"), "the old, self-contradicting wording: {line}");
+        let held: usize = line["waiting for fallback-empty: the fallback still holds ".len()..]
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        if held == 0 {
+            assert_eq!(listed(line).unwrap_or(0), 0, "holds 0 yet names the fallback's NodeClaims: {line}");
+        }
+    }
+    let last = lines.last().unwrap();
+    let held = last["waiting for fallback-empty: the fallback still holds ".len()..].split(' ').next().unwrap();
+    assert_eq!(listed(last).map(|n| n.to_string()).as_deref(), Some(held), "the last reclaim line: {last}");
+}
+
+/// No event reads `on NodeClaim/:` (an object without its name). Karpenter's `Finalized` events name no object at all
+/// (their involvedObject has only apiVersion and kind, not even a uid): the live output says so in words; an event
+/// that names its object by uid alone keeps the uid.
+fn assert_no_nameless_event(stderr: &str, dir: &Path) {
+    for line in stderr.lines().filter(|l| l.contains("] event ")) {
+        assert!(!line.contains("/: "), "an event without its object's name: {line}");
+    }
+    for event in timeline(dir).iter().filter(|e| e["type"] == "kube-event") {
+        let object = event["object"].as_str().unwrap();
+        if let Some(kind) = object.strip_suffix('/') {
+            let said = format!("event {} on a {kind} it does not name: ", event["reason"].as_str().unwrap());
+            assert!(stderr.contains(&said), "{event:#} not said as `{said}`:\n{stderr}");
+        }
+    }
 }

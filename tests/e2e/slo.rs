@@ -64,6 +64,78 @@ fn time(v: &Value) -> DateTime<Utc> {
     v.as_str().unwrap().parse().unwrap()
 }
 
+/// `plan` and `preflight` try every query of the drill once against the lab's Prometheus, read-only: a query
+/// Prometheus refuses (a regular expression it cannot compile, which `validate` cannot know) and one that returns
+/// nothing now are each reported with the query and Prometheus's own words, before any change window.
+#[test]
+fn slo_plan_and_preflight_report_a_query_that_fails_or_returns_nothing() {
+    let _lab = lock_lab();
+    let started = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let refused = r#"label_replace(sum(rate(inference_server_requests_total[8s])), "x", "$1", "job", "(")"#;
+    let empty = r#"histogram_quantile(0.99, sum by (le) (rate(inference_server_request_duration_seconds_bucket{model="none"}[8s])))"#;
+    let file = drill_file(
+        &dir,
+        &[
+            (
+                r#"sum(rate(inference_server_requests_total{code!~"5.."}[8s])) / sum(rate(inference_server_requests_total[8s]))"#,
+                refused,
+            ),
+            (
+                "histogram_quantile(0.99, sum by (le) (rate(inference_server_request_duration_seconds_bucket[8s])))",
+                empty,
+            ),
+        ],
+    );
+    let validate = crate::common::lab::hybrid_drill().arg("validate").arg(&file).output().unwrap();
+    assert_eq!(validate.status.code(), Some(0), "{}", String::from_utf8_lossy(&validate.stderr));
+    let findings = |command: &str| -> Vec<Value> {
+        let out = crate::common::lab::hybrid_drill()
+            .arg(command)
+            .arg(&file)
+            .args(["-o", "json", "--kubeconfig"])
+            .arg(kubeconfig())
+            .output()
+            .unwrap();
+        let json: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{command}: no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+        let preflight = if command == "plan" { json["preflight"].clone() } else { json };
+        let all = preflight["findings"].as_array().cloned().unwrap_or_default();
+        all.into_iter().filter(|f| f["check"] == "sli-queries").collect()
+    };
+    for command in ["plan", "preflight"] {
+        let found = findings(command);
+        let of = |object: &str| {
+            found
+                .iter()
+                .find(|f| f["object"] == object && f["message"].as_str().unwrap().starts_with('`'))
+                .unwrap_or_else(|| panic!("{command}: no finding on {object}: {found:#?}"))
+                .clone()
+        };
+        let (failed, nothing) = (of("SLI success-ratio"), of("SLI p99-latency"));
+        assert_eq!(failed["status"], "warn", "{command}: {failed:#}");
+        assert_eq!(
+            failed["message"],
+            format!(
+                "`{refused}` failed: http://127.0.0.1:{}/api/v1/query answered 422: {{\"status\":\"error\",\
+                 \"errorType\":\"execution\",\"error\":\"invalid regular expression in label_replace(): (\"}}",
+                lab_port(29090)
+            ),
+            "{command}"
+        );
+        assert_eq!(failed["fix"], "run the query in Prometheus and fix it in the drill file", "{command}");
+        assert_eq!(nothing["status"], "warn", "{command}: {nothing:#}");
+        assert_eq!(
+            nothing["message"],
+            format!("`{empty}` returns no data now: a run would be refused at its steady-state check"),
+            "{command}"
+        );
+        let total = found.iter().find(|f| f["object"] == "requests.total").expect("the request counter tried");
+        assert!(total["message"].as_str().unwrap().starts_with("returns "), "{command}: {total:#}");
+    }
+    eprintln!("held the lab {:.0} s", started.elapsed().as_secs_f64());
+}
+
 #[test]
 fn slo_a_service_outside_its_objective_refuses_the_drill_with_nothing_touched() {
     let _lab = lock_lab();

@@ -86,8 +86,28 @@ fn status_names_what_a_killed_run_left_reading_only_and_is_clean_after_recover()
     assert_eq!(admin_writes(lab.instance(), from), Vec::<String>::new(), "status wrote to the cluster");
     assert_eq!(cordoned_or_marked(), cordoned, "status changed the nodes");
 
+    // `recover -o json`: one object saying what it restored, checked and sealed, for a script or the schedule.
+    let out =
+        hybrid_drill().arg("recover").arg(&run_dir).args(["-o", "json", "--kubeconfig"]).arg(kubeconfig()).output();
+    let out = out.unwrap();
+    let recovered: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("recover -o json: no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(out.status.code(), Some(0), "{recovered:#}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        (recovered["schema"].as_str(), recovered["exit_code"].as_u64()),
+        (Some("hybrid-drill.io/recover/v1"), Some(0))
+    );
+    let restored = recovered["restored"].as_array().unwrap();
+    assert!(restored.iter().any(|r| r["what"].as_str().unwrap().starts_with("cordon node/")), "{recovered:#}");
+    assert!(recovered["not_restored"].as_array().unwrap().is_empty(), "{recovered:#}");
+    assert_eq!(recovered["nothing_to_recover"], false, "{recovered:#}");
+    let sealed = recovered["sealed"].as_array().unwrap();
+    assert_eq!(sealed.len(), 1, "{recovered:#}");
+    assert_eq!(sealed[0]["run_dir"], run_dir.display().to_string(), "{recovered:#}");
+    // Safe to repeat: nothing left, said as such.
     let (code, text) = recover(&run_dir);
     assert_eq!(code, 0, "{text}");
+    assert!(text.contains("nothing to recover"), "{text}");
     let (code, found) = status_json(reports.path());
     assert_eq!((code, found["clean"].as_bool()), (Some(0), Some(true)), "{found:#}");
     assert_eq!(found["locks"][0]["held"], false, "{found:#}");
